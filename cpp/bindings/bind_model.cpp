@@ -1,0 +1,162 @@
+// Bindings of model.hpp (ModelBuilder, Model) and model-level evaluations
+// (placements, constraints, Lagrangian derivatives, energy).
+#include "common.hpp"
+#include "marionette/constraints.hpp"
+#include "marionette/lagrangian.hpp"
+
+namespace mcpy {
+
+namespace {
+
+using mc::Model;
+using ModelPtr = std::shared_ptr<Model>;
+
+const double* config_arg(const Model& m, const Arr& q, const char* what) {
+  check_array(q, {m.nq()}, std::string(what) + " (configurations of model '" + m.name + "')", config_names(m));
+  return q.data();
+}
+
+py::dict lagrangian_derivatives(const Model& m, const Arr& q, const Arr& v, int order) {
+  if (order < 0 || order > 2) throw py::value_error("order must be 0, 1 or 2");
+  const double* qp = config_arg(m, q, "q");
+  const double* vp = config_arg(m, v, "v");
+  mc::FrameCache cache(m);
+  mc::LagrangianData L(m);
+  {
+    py::gil_scoped_release release;
+    mc::compute_lagrangian(m, cache, qp, vp, order, L);
+  }
+  py::dict out;
+  out["L"] = L.value;
+  if (order >= 1) { out["Lq"] = L.Lq; out["Lv"] = L.Lv; }
+  if (order >= 2) { out["Lqq"] = L.Lqq; out["Lqv"] = L.Lqv; out["Lvv"] = L.Lvv; }
+  return out;
+}
+
+py::tuple constraint_derivatives(const Model& m, const Arr& q) {
+  const double* qp = config_arg(m, q, "q");
+  mc::FrameCache cache(m);
+  mc::ConstraintData h(m);
+  mc::compute_constraints(m, cache, qp, 1, h);
+  return py::make_tuple(h.h, h.Dh);
+}
+
+py::array placements(const Model& m, const Arr& q) {
+  const double* qp = config_arg(m, q, "q");
+  // Placements of every frame (not only those the dynamics needs).
+  Model all = m;
+  for (auto& f : all.frames) f.need_position = true;
+  mc::FrameCache cache(all);
+  mc::compute_placements(all, cache, qp, 0);
+  const long nf = static_cast<long>(m.frames.size());
+  py::array_t<double> out({nf, 4L, 4L});
+  auto r = out.mutable_unchecked<3>();
+  for (long f = 0; f < nf; ++f) {
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) r(f, i, j) = 0.0;
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) r(f, i, j) = cache.R[f](i, j);
+      r(f, i, 3) = cache.p[f][i];
+    }
+    r(f, 3, 3) = 1.0;
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  py::class_<mc::ModelBuilder>(m, "ModelBuilder",
+                               "Collects a tree description; build() validates it and returns an immutable Model.")
+      .def(py::init<std::string>(), py::arg("name"))
+      .def("set_gravity", &mc::ModelBuilder::set_gravity, py::arg("gravity"))
+      .def("add_config", &mc::ModelBuilder::add_config, py::arg("name"), py::arg("kinematic") = false)
+      .def("add_frame", &mc::ModelBuilder::add_frame, py::arg("name"), py::arg("parent"), py::arg("transform"),
+           py::arg("config") = "", py::arg("value") = 0.0,
+           "Frame attached to `parent` by a primitive transform (tx, ty, tz, rx, ry, rz) driven by configuration "
+           "`config`, or constant by `value` when config is empty.")
+      .def("add_const_frame", &mc::ModelBuilder::add_const_frame, py::arg("name"), py::arg("parent"),
+           py::arg("rotation"), py::arg("translation"))
+      .def("set_mass", &mc::ModelBuilder::set_mass, py::arg("frame"), py::arg("mass"), py::arg("inertia"))
+      .def("add_linear_spring", &mc::ModelBuilder::add_linear_spring, py::arg("name"), py::arg("frame1"),
+           py::arg("frame2"), py::arg("stiffness"), py::arg("rest_length"))
+      .def("add_config_spring", &mc::ModelBuilder::add_config_spring, py::arg("name"), py::arg("config"),
+           py::arg("stiffness"), py::arg("neutral"))
+      .def("add_damping", &mc::ModelBuilder::add_damping, py::arg("config"), py::arg("coefficient"))
+      .def("add_config_force", &mc::ModelBuilder::add_config_force, py::arg("name"), py::arg("config"),
+           py::arg("input"))
+      .def("add_body_wrench", &mc::ModelBuilder::add_body_wrench, py::arg("name"), py::arg("frame"),
+           py::arg("constant"), py::arg("inputs"))
+      .def("add_distance_constraint", &mc::ModelBuilder::add_distance_constraint, py::arg("name"), py::arg("frame1"),
+           py::arg("frame2"), py::arg("length") = 0.0, py::arg("length_config") = "")
+      .def("add_plane_constraint", &mc::ModelBuilder::add_plane_constraint, py::arg("name"), py::arg("plane_frame"),
+           py::arg("axis"), py::arg("point_frame"))
+      .def("build", &mc::ModelBuilder::build);
+
+  py::class_<Model, ModelPtr>(m, "Model", "Immutable tree model (frames, configurations, components).")
+      .def_readonly("name", &Model::name)
+      .def_property_readonly("hash", &Model::hash)
+      .def_property_readonly("gravity", [](const Model& s) { return mc::Vec3(s.gravity); })
+      .def_property_readonly("nq", &Model::nq)
+      .def_readonly("nd", &Model::nd)
+      .def_readonly("nk", &Model::nk)
+      .def_property_readonly("nu", &Model::nu)
+      .def_property_readonly("nc", &Model::nc)
+      .def_property_readonly("nx", &Model::nx)
+      .def_property_readonly("nU", &Model::nU)
+      .def_property_readonly("config_names", [](const Model& s) { return config_names(s); })
+      .def_property_readonly("kinematic", [](const Model& s) {
+        std::vector<bool> r;
+        for (const auto& c : s.configs) r.push_back(c.kinematic);
+        return r;
+      })
+      .def_readonly("input_names", &Model::inputs)
+      .def_property_readonly("state_names", [](const Model& s) { return state_names(s); })
+      .def_property_readonly("discrete_input_names", [](const Model& s) { return input_names(s); })
+      .def_property_readonly("frame_names", [](const Model& s) {
+        std::vector<std::string> r;
+        for (const auto& f : s.frames) r.push_back(f.name);
+        return r;
+      })
+      .def_property_readonly("frame_parents", [](const Model& s) {
+        std::vector<int> r;
+        for (const auto& f : s.frames) r.push_back(f.parent);
+        return r;
+      })
+      .def_property_readonly("frame_transforms", [](const Model& s) {
+        std::vector<std::string> r;
+        for (const auto& f : s.frames) r.push_back(mc::transform_name(f.type));
+        return r;
+      })
+      .def_property_readonly("frame_configs", [](const Model& s) {
+        std::vector<int> r;
+        for (const auto& f : s.frames) r.push_back(f.config);
+        return r;
+      })
+      .def_property_readonly("masses", [](const Model& s) {
+        py::dict d;
+        for (int f : s.mass_frames) d[py::str(s.frames[f].name)] = s.frames[f].inertia;
+        return d;
+      })
+      .def_property_readonly("constraint_names", [](const Model& s) {
+        std::vector<std::string> r;
+        for (const auto& c : s.constraints) r.push_back(c.name);
+        return r;
+      })
+      .def("frame_index", &Model::frame_index, py::arg("name"))
+      .def("config_index", &Model::config_index, py::arg("name"))
+      .def("placements", &placements, py::arg("q"), "World transforms of every frame, shape (n_frames, 4, 4).")
+      .def("constraints", &constraint_derivatives, py::arg("q"), "(h (m,), Dh (m, nq)) at q.")
+      .def("lagrangian", &lagrangian_derivatives, py::arg("q"), py::arg("v"), py::arg("order") = 2,
+           "L and its derivatives (Lq, Lv, Lqq, Lqv[i,j] = d2L/dq_i dv_j, Lvv) at (q, v).")
+      .def(
+          "energy",
+          [](const Model& s, const Arr& q, const Arr& v) {
+            auto d = lagrangian_derivatives(s, q, v, 1);
+            const mc::VecX Lv = d["Lv"].cast<mc::VecX>();
+            return Lv.dot(Eigen::Map<const mc::VecX>(v.data(), s.nq())) - d["L"].cast<double>();
+          },
+          py::arg("q"), py::arg("v"), "Total energy v.dL/dv - L.");
+}
+
+}  // namespace mcpy

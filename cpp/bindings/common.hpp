@@ -1,0 +1,36 @@
+// Shared helpers of the pybind11 bindings: numpy argument checks with
+// specific messages (shape expected vs given, first non-finite entry by name).
+#pragma once
+
+#include <pybind11/eigen.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "marionette/model.hpp"
+
+namespace mcpy {
+
+namespace py = pybind11;
+using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+std::string shape_str(const py::array& a);
+std::string shape_str(const std::vector<long>& s);
+
+/// Checks a's shape against `shape` (-1 = any) and that every entry is finite;
+/// `names` (may be empty) names the entries of the last axis.
+void check_array(const Arr& a, const std::vector<long>& shape, const std::string& what,
+                 const std::vector<std::string>& names = {});
+
+std::vector<std::string> state_names(const mc::Model& m);
+std::vector<std::string> input_names(const mc::Model& m);
+std::vector<std::string> config_names(const mc::Model& m);
+
+void bind_model(py::module_& m);
+void bind_discrete_system(py::module_& m);
+void bind_continuous(py::module_& m);
+
+}  // namespace mcpy

@@ -1,0 +1,85 @@
+// The one-step map x_{k+1} = f(x_k, u_k) of the midpoint VI in the shared
+// state/input layout, its derivatives, whole-trajectory batch loops, and the
+// stateful MidpointVI integrator (thesis ch. 4; trep's MidpointVI/DSystem
+// vocabulary: (q1, p1) -> (q2, p2)).
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "marionette/midpoint_vi.hpp"
+
+namespace mc {
+
+/// Row-major views used by the batch loops (numpy's C order).
+using RowMap = Eigen::Map<MatXR>;
+using ConstRowMap = Eigen::Map<const MatXR>;
+
+class DiscreteSystem {
+ public:
+  DiscreteSystem(std::shared_ptr<const Model> model, VIOptions options);
+  const Model& model() const { return *model_; }
+  std::shared_ptr<const Model> model_ptr() const { return model_; }
+  const VIOptions& options() const { return opt_; }
+  const Layout& layout() const { return z_; }
+
+  /// x_next = f(x, u). `guess` (n or null) initializes q2; returns Newton iterations.
+  int step(const double* x, const double* u, double* x_next, const double* guess = nullptr, long index = 0);
+  /// Multipliers of the last solved step (m).
+  const VecX& last_lambda() const { return s_.lambda; }
+  /// x_next, A (nx, nx), B (nx, nU) (row-major buffers).
+  void linearize(const double* x, const double* u, double* x_next, double* A, double* B);
+  /// z^T D2f blocks (row-major), after solving and linearizing at (x, u).
+  void second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu, double* uu);
+  void second_directional(const double* x, const double* u, const double* dx, const double* du, double* out);
+  /// Full tensors fxx (nx, nx, nx), fxu (nx, nx, nU), fuu (nx, nU, nU): index 0 is the output.
+  void second_full(const double* x, const double* u, double* fxx, double* fxu, double* fuu);
+
+  /// Batch loops over N steps; X (N+1, nx), U (N, nU), row-major.
+  void simulate(const double* x0, const double* U, int N, double* X, int* iterations);
+  void linearize_trajectory(const double* X, const double* U, int N, double* A, double* B);
+  /// Z (N, nx): covector of x_{k+1} for step k. Outputs (N, nx, nx), (N, nx, nU), (N, nU, nU).
+  void second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx, double* xu,
+                                    double* uu);
+
+  /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
+  void discrete_momentum(const double* q_prev, const double* q, double* p);
+  /// Full state from two consecutive configurations: [q; p(q_prev, q); (rho - rho_prev)/dt].
+  void state_from_configs(const double* q_prev, const double* q, double* x);
+
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  void solve_at(const double* x, const double* u, const double* guess, long index);
+  std::shared_ptr<const Model> model_;
+  VIOptions opt_;
+  Layout z_;
+  StepData s_;
+  MatX A_, B_, xx_, xu_, uu_;
+  std::mutex mutex_;
+};
+
+/// Stateful integrator: holds (q_k, p_k, v_k) and advances with step(u, rho_{k+1}).
+class MidpointVI {
+ public:
+  MidpointVI(std::shared_ptr<const Model> model, VIOptions options);
+  /// From two configurations: p1 = D_2 L_d(q0, q1) (thesis L1121-1129), v1 = (rho1 - rho0)/dt.
+  void initialize_from_configs(const double* q0, const double* q1, double t1);
+  /// From a state x = [q; p; v].
+  void initialize_from_state(const double* x, double t);
+  int step(const double* u, const double* rho_next);
+  const VecX& x() const { return x_; }
+  const VecX& lambda() const { return system_.last_lambda(); }
+  double t() const { return t_; }
+  long k() const { return k_; }
+  DiscreteSystem& system() { return system_; }
+
+ private:
+  DiscreteSystem system_;
+  VecX x_, xn_, uk_, q_prev_, guess_;
+  double t_ = 0.0;
+  long k_ = 0;
+  bool initialized_ = false;
+};
+
+}  // namespace mc

@@ -1,0 +1,48 @@
+// Forward kinematics of the frame tree and its exact derivatives by the tree
+// recursion of thesis ch. 2.
+//
+// Placement (2.1):      g_{s,k} = g_{s,par(k)} g_k(q_k)
+// Body velocity (2.5):  V_k = Ad_{g_k^{-1}} V_{par(k)} + xi_k qdot_k,   V = [v; w]
+// Body Jacobian:        J_k[:, j] = dV_k / dqdot_j
+//
+// A derivative with respect to the multi-index I of ancestor configurations
+// splits by the m entries of I equal to the frame's own configuration c:
+//   d_I g_{s,k} = d_{I\c} g_{s,par} . g_k^{(m)},  d_I V_k = Ad^{(m)} d_{I\c} V_par,
+// zero if I contains a configuration that is not an ancestor (thesis (2.2),
+// (2.3), (2.11); the body-velocity derivatives (2.6)-(2.15) with the
+// corrections listed in reference/thesis-notes.md §1).
+#pragma once
+
+#include <vector>
+
+#include "marionette/model.hpp"
+
+namespace mc {
+
+/// Cached frame quantities at one point (q, qdot), up to a derivative order.
+/// Derivative blocks of frame f live at the Model's offsets; indices are local
+/// to the frame's ancestor list `anc` and packed symmetric (types.hpp).
+struct FrameCache {
+  explicit FrameCache(const Model& model);
+  int position_order = -1;  ///< highest order of placement derivatives computed (-1: none)
+  int velocity_order = -1;  ///< highest order of velocity derivatives computed (-1: none)
+  std::vector<Mat3> R;      ///< world rotation of each frame
+  std::vector<Vec3> p;      ///< world position of each frame origin
+  std::vector<Mat3> dR, ddR, dddR;  ///< d_i R, d_ij R (packed), d_ijl R (packed)
+  std::vector<Vec3> dp, ddp, dddp;
+  std::vector<Vec6> V;                 ///< body velocity of each frame
+  std::vector<Vec6> dV, ddV, dddV;     ///< q-derivatives of V (packed)
+  std::vector<Vec6> J;                 ///< body Jacobian columns J[off + j]
+  std::vector<Vec6> dJ;                ///< d_i J_j at [offJ1 + i*d + j]
+  std::vector<Vec6> ddJ;               ///< d_ik J_j at [offJ2 + packed2(i,k)*d + j]
+};
+
+/// Computes placements and their q-derivatives up to `order` (0..3) for every
+/// frame flagged need_position. q has the model's nq entries.
+void compute_placements(const Model& model, FrameCache& cache, const double* q, int order);
+
+/// Computes body velocities for frames flagged need_velocity:
+///  order 0: V; order 1: + J, dV; order 2: + dJ, ddV; order 3: + ddJ, dddV.
+void compute_velocities(const Model& model, FrameCache& cache, const double* q, const double* qdot, int order);
+
+}  // namespace mc

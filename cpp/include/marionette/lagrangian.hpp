@@ -1,0 +1,42 @@
+// The Lagrangian L(q, qdot) = sum_k T_k - sum V (thesis (3.7)) and its exact
+// derivatives up to third order.
+//
+// Kinetic energy of a mass frame (principal axes at the centre of mass):
+//   T_k = 1/2 V_k^T M_k V_k,  M_k = diag(m, m, m, Ixx, Iyy, Izz)
+// so that with a, b, c ranging over q and qdot,
+//   d_a T = V^T M d_a V,  d_ab T = d_a V^T M d_b V + V^T M d_ab V,
+//   d_abc T = d_ab V^T M d_c V + d_ac V^T M d_b V + d_bc V^T M d_a V + V^T M d_abc V
+// with d_qdot_j V = J_j and d_qdot d_qdot V = 0 (thesis (3.8)-(3.12), §A.1.1).
+// Potentials: gravity V = -m g.p_k on every mass; linear spring
+// V = 1/2 k (|p1 - p2| - x0)^2 (thesis L670, with the corrected x_ij);
+// configuration spring V = 1/2 k (q_i - q0)^2.
+#pragma once
+
+#include <vector>
+
+#include "marionette/term.hpp"
+
+namespace mc {
+
+/// Lagrangian derivatives at one point z = (q, v). Dense first and second
+/// derivatives over all n configurations; third derivatives stay per term.
+struct LagrangianData {
+  explicit LagrangianData(const Model& model);
+  int order = -1;
+  double value = 0.0;
+  VecX Lq, Lv;        ///< (n)
+  MatX Lqq, Lqv, Lvv; ///< (n, n); Lqv(i, j) = d2L / dq_i dv_j
+  std::vector<TermDerivs> terms;  ///< one per mass frame, then one per linear spring
+  VecDerivs work;
+  std::vector<Vec6> scratch;  ///< M d_ab V of one mass term
+};
+
+/// Evaluates L and its derivatives up to `order` (0..3) at (q, v); fills the
+/// velocity/placement caches of `cache` at the same point.
+void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, const double* v, int order,
+                        LagrangianData& out);
+
+/// out (2n x 2n, z = (q, v) ordering) += sum_c eta_c d3L/dz_a dz_b dz_c. Requires order 3.
+void lagrangian_third_contract(const Model& model, const LagrangianData& L, const VecX& eta, MatX& out);
+
+}  // namespace mc

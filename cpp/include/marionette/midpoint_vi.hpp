@@ -1,0 +1,105 @@
+// Midpoint variational integrator with holonomic constraints and kinematic
+// configurations, and the exact first and second derivatives of its one-step
+// map (thesis ch. 4, §A.2; seed 001 §II-VI).
+//
+// Discrete Lagrangian (4.8):  L_d(q1, q2) = dt L((q1 + q2)/2, (q2 - q1)/dt)
+// Forcing (4.12a):            f- = dt F(qbar, qdot, u),  f+ = 0
+// Slot derivatives:           D_a L_d = dt C_a^T grad L,  C_1 = [I/2; -I/dt], C_2 = [I/2; I/dt]
+//                             (so D_a D_b L_d = dt C_a^T H C_b, and likewise to third order)
+// Constrained step (4.36), solved by Newton for (q2_dyn, lambda):
+//   G1 = p1 + [D_1 L_d(q1, q2) + f-]_dyn - Dh_dyn(q1)^T lambda = 0
+//   G2 = h(q2) = 0,          q2 = (q2_dyn, rho2)
+// then p2 = [D_2 L_d(q1, q2) + f+]_dyn.  Newton Jacobian
+//   [[M_{k+1}, -Dh_dyn(q1)^T], [Dh_dyn(q2), 0]],  M_{k+1} = [D_2 D_1 L_d + D_2 f-]_dyn,dyn.
+//
+// Discrete state and input (ARCHITECTURE.md; thesis L2684-2694):
+//   x = [q (dynamic, then kinematic); p (dynamic); v (kinematic velocities)]
+//   u = [force inputs; rho_{k+1}],  v_{k+1} = (rho_{k+1} - rho_k)/dt.
+// Derivatives of the step follow from the implicit function theorem on
+// G(w, y) = 0 with parameters w = (q1, p1, u_force, rho2) and unknowns
+// y = (q2_dyn, lambda): Y = dy/dw = -G_y^{-1} G_w (4.37)-(4.38), and the
+// second derivative contracted with a covector z of x_{k+1} is
+//   z^T D2f = D^T Hess(z_p^T P + mu^T G) D,   mu = -G_y^{-T} [P_{q2}^T z_p + z_q; 0],
+// D = d(q1, q2, u, lambda)/dw: only third derivatives of L and h contracted
+// with one vector are ever formed (thesis Prop. 6/7 need nothing else).
+#pragma once
+
+#include <Eigen/LU>
+
+#include "marionette/constraints.hpp"
+#include "marionette/forces.hpp"
+#include "marionette/lagrangian.hpp"
+
+namespace mc {
+
+/// Integrator settings. The step stops when the DEL residual (max-norm over
+/// dynamic rows) and every |h_i(q2)| are <= tolerance.
+struct VIOptions {
+  double dt = 0.01;
+  double tolerance = 1e-10;
+  int max_iterations = 50;
+  void validate() const;
+};
+
+/// Workspace and results of one step (q1, p1, u, rho2) -> (q2, p2, lambda).
+struct StepData {
+  explicit StepData(const Model& model);
+  // Inputs of the step.
+  VecX q1, p1, u, rho2;
+  // Solution (q2 and lambda also hold the initial guess before the solve).
+  VecX q2, p2, lambda;
+  int iterations = 0;
+  double residual = 0.0;
+  bool solved = false;
+  // Caches at the midpoint, at q1 and at q2.
+  FrameCache mid, at1, at2;
+  LagrangianData L;
+  ForceData F;
+  ConstraintData h1, h2;
+  // Newton system and derivative workspaces.
+  VecX qbar, qdot, r, dy;
+  MatX kkt;
+  Eigen::PartialPivLU<MatX> lu, lu_t;  ///< Newton matrix and its transpose (adjoint solves)
+  MatX S11, S12, S22, S21;  ///< dt C_a^T H C_b (+ forcing for slot 1 rows)
+  MatX Gw, Y, dq2, Fw;      ///< implicit derivatives and d x_{k+1} / dw
+  bool have_first = false;
+  // Second order workspaces.
+  VecX eta, nu, mu, cvec, evec, dw, dN;
+  MatX Hz, Fqq, Fqu, Psi, D, HD, Hw, hc, scratch;
+};
+
+/// Sizes of the shared layout.
+struct Layout {
+  int n, nd, nk, nu, m, nx, nU, nw;
+  explicit Layout(const Model& model);
+};
+
+/// Solves the constrained DEL equations for the inputs stored in `s`
+/// (q1, p1, u, rho2), starting from the guess in s.q2 and s.lambda.
+/// Throws StepError (naming `step_index`) on failure.
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step_index);
+
+/// First derivatives of the one-step map at the solved step: A (nx, nx), B (nx, nU).
+void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
+                            Eigen::Ref<MatX> B);
+
+/// z^T D2f as blocks xx (nx, nx), xu (nx, nU), uu (nU, nU), for a covector z
+/// of x_{k+1} (nx). Requires step_first_derivatives at this step.
+void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const VecX& z, Eigen::Ref<MatX> xx,
+                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu);
+
+/// D2f o (d, d) (nx) for the direction d = (dx, du). Requires step_first_derivatives.
+void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const VecX& dx, const VecX& du,
+                             Eigen::Ref<VecX> out);
+
+/// Discrete Legendre transform p2 = [D_2 L_d(q1, q2) + f+]_dyn (f+ = 0): the
+/// momentum at q2 implied by two consecutive configurations.
+void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
+                       double* p2);
+
+/// Loads x (nx) and u (nU) into the step inputs.
+void load_step(const Model& model, StepData& s, const double* x, const double* u);
+/// Writes x_{k+1} (nx) of the solved step.
+void store_next_state(const Model& model, const VIOptions& opt, const StepData& s, double* x_next);
+
+}  // namespace mc

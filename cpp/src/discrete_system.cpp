@@ -1,0 +1,166 @@
+// One-step map, batch loops and the stateful integrator (see discrete_system.hpp).
+#include "marionette/discrete_system.hpp"
+
+namespace mc {
+
+DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions options)
+    : model_(std::move(model)), opt_(options), z_(*model_), s_(*model_) {
+  opt_.validate();
+  A_.setZero(z_.nx, z_.nx);
+  B_.setZero(z_.nx, z_.nU);
+  xx_.setZero(z_.nx, z_.nx);
+  xu_.setZero(z_.nx, z_.nU);
+  uu_.setZero(z_.nU, z_.nU);
+}
+
+void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index) {
+  load_step(*model_, s_, x, u);
+  if (guess) s_.q2 = Eigen::Map<const VecX>(guess, z_.n);
+  else s_.q2 = s_.q1;
+  midpoint_step(*model_, opt_, s_, index);
+}
+
+int DiscreteSystem::step(const double* x, const double* u, double* x_next, const double* guess, long index) {
+  solve_at(x, u, guess, index);
+  store_next_state(*model_, opt_, s_, x_next);
+  return s_.iterations;
+}
+
+void DiscreteSystem::linearize(const double* x, const double* u, double* x_next, double* A, double* B) {
+  solve_at(x, u, nullptr, 0);
+  store_next_state(*model_, opt_, s_, x_next);
+  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  RowMap(A, z_.nx, z_.nx) = A_;
+  RowMap(B, z_.nx, z_.nU) = B_;
+}
+
+void DiscreteSystem::second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu,
+                                       double* uu) {
+  solve_at(x, u, nullptr, 0);
+  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(z, z_.nx), xx_, xu_, uu_);
+  RowMap(xx, z_.nx, z_.nx) = xx_;
+  RowMap(xu, z_.nx, z_.nU) = xu_;
+  RowMap(uu, z_.nU, z_.nU) = uu_;
+}
+
+void DiscreteSystem::second_directional(const double* x, const double* u, const double* dx, const double* du,
+                                        double* out) {
+  solve_at(x, u, nullptr, 0);
+  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  VecX o(z_.nx);
+  step_second_directional(*model_, opt_, s_, Eigen::Map<const VecX>(dx, z_.nx), Eigen::Map<const VecX>(du, z_.nU), o);
+  Eigen::Map<VecX>(out, z_.nx) = o;
+}
+
+void DiscreteSystem::second_full(const double* x, const double* u, double* fxx, double* fxu, double* fuu) {
+  solve_at(x, u, nullptr, 0);
+  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  const int nx = z_.nx, nU = z_.nU;
+  VecX e = VecX::Zero(nx);
+  for (int i = 0; i < nx; ++i) {
+    e.setZero();
+    e[i] = 1.0;
+    step_second_contracted(*model_, opt_, s_, e, xx_, xu_, uu_);
+    RowMap(fxx + static_cast<long>(i) * nx * nx, nx, nx) = xx_;
+    RowMap(fxu + static_cast<long>(i) * nx * nU, nx, nU) = xu_;
+    RowMap(fuu + static_cast<long>(i) * nU * nU, nU, nU) = uu_;
+  }
+}
+
+void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* X, int* iterations) {
+  const int nx = z_.nx, nU = z_.nU, n = z_.n;
+  std::copy(x0, x0 + nx, X);
+  s_.lambda.setZero();
+  for (int k = 0; k < N; ++k) {
+    const double* xk = X + static_cast<long>(k) * nx;
+    load_step(*model_, s_, xk, U + static_cast<long>(k) * nU);
+    // Guess: linear extrapolation of the configuration (q_k + dt v_k over dynamic rows is unknown; use q_k - q_{k-1}).
+    s_.q2 = s_.q1;
+    if (k > 0) s_.q2.head(z_.nd) += s_.q1.head(z_.nd) - Eigen::Map<const VecX>(xk - nx, n).head(z_.nd);
+    midpoint_step(*model_, opt_, s_, k);
+    store_next_state(*model_, opt_, s_, X + static_cast<long>(k + 1) * nx);
+    if (iterations) iterations[k] = s_.iterations;
+  }
+}
+
+void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int N, double* A, double* B) {
+  const int nx = z_.nx, nU = z_.nU;
+  s_.lambda.setZero();
+  for (int k = 0; k < N; ++k) {
+    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+    step_first_derivatives(*model_, opt_, s_, A_, B_);
+    RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = A_;
+    RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = B_;
+  }
+}
+
+void DiscreteSystem::second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx,
+                                                  double* xu, double* uu) {
+  const int nx = z_.nx, nU = z_.nU;
+  s_.lambda.setZero();
+  for (int k = 0; k < N; ++k) {
+    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+    step_first_derivatives(*model_, opt_, s_, A_, B_);
+    step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), xx_, xu_,
+                           uu_);
+    RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = xx_;
+    RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = xu_;
+    RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = uu_;
+  }
+}
+
+void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, double* p) {
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, p);
+}
+
+void DiscreteSystem::state_from_configs(const double* q_prev, const double* q, double* x) {
+  const int n = z_.n, nd = z_.nd, nk = z_.nk;
+  std::copy(q, q + n, x);
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, x + n);
+  for (int i = 0; i < nk; ++i) x[n + nd + i] = (q[nd + i] - q_prev[nd + i]) / opt_.dt;
+}
+
+MidpointVI::MidpointVI(std::shared_ptr<const Model> model, VIOptions options)
+    : system_(std::move(model), options) {
+  const Layout& z = system_.layout();
+  x_.setZero(z.nx);
+  xn_.setZero(z.nx);
+  uk_.setZero(z.nU);
+  q_prev_.setZero(z.n);
+  guess_.setZero(z.n);
+}
+
+void MidpointVI::initialize_from_configs(const double* q0, const double* q1, double t1) {
+  system_.state_from_configs(q0, q1, x_.data());
+  q_prev_ = Eigen::Map<const VecX>(q0, system_.layout().n);
+  t_ = t1;
+  k_ = 1;
+  initialized_ = true;
+}
+
+void MidpointVI::initialize_from_state(const double* x, double t) {
+  const Layout& z = system_.layout();
+  x_ = Eigen::Map<const VecX>(x, z.nx);
+  q_prev_ = x_.head(z.n);
+  t_ = t;
+  k_ = 0;
+  initialized_ = true;
+}
+
+int MidpointVI::step(const double* u, const double* rho_next) {
+  if (!initialized_) throw std::logic_error("MidpointVI.step called before initialize_from_configs/initialize_from_state");
+  const Layout& z = system_.layout();
+  uk_.head(z.nu) = Eigen::Map<const VecX>(u, z.nu);
+  uk_.tail(z.nk) = Eigen::Map<const VecX>(rho_next, z.nk);
+  // Guess q_{k+1} by extrapolating the configuration.
+  guess_ = 2.0 * x_.head(z.n) - q_prev_;
+  const int it = system_.step(x_.data(), uk_.data(), xn_.data(), guess_.data(), k_);
+  q_prev_ = x_.head(z.n);
+  x_ = xn_;
+  t_ += system_.options().dt;
+  ++k_;
+  return it;
+}
+
+}  // namespace mc

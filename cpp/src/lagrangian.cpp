@@ -1,0 +1,209 @@
+// Lagrangian terms and their derivatives (see lagrangian.hpp).
+#include "marionette/lagrangian.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace mc {
+
+namespace {
+
+inline double dotM(const Vec6& Ma, const Vec6& b) { return Ma.dot(b); }
+
+/// Kinetic energy plus gravity of one mass frame over its ancestor configurations.
+void mass_term(const Model& model, const FrameCache& C, int f, int order, std::vector<Vec6>& MddV, TermDerivs& t) {
+  const Frame& fr = model.frames[f];
+  const int d = t.s;
+  const Vec6& M = fr.inertia;
+  const double m = M[0];
+  const Vec3 mg = m * model.gravity;
+  const Vec6 V = C.V[f];
+  const Vec6 MV = M.cwiseProduct(V);
+  const int o1 = model.off1[f], o2 = model.off2[f], o3 = model.off3[f], j1 = model.offJ1[f], j2 = model.offJ2[f];
+  const Vec6* J = &C.J[o1];
+  const Vec6* dV = &C.dV[o1];
+  const Vec6* ddV = &C.ddV[o2];
+  const Vec6* dJ = &C.dJ[j1];
+  t.value = 0.5 * V.dot(MV) + mg.dot(C.p[f]);
+  if (order < 1) return;
+  Vec6 MdV[64], MJ[64];
+  for (int i = 0; i < d; ++i) {
+    MdV[i] = M.cwiseProduct(dV[i]);
+    MJ[i] = M.cwiseProduct(J[i]);
+    t.gq[i] = MV.dot(dV[i]) + mg.dot(C.dp[o1 + i]);
+    t.gv[i] = MV.dot(J[i]);
+  }
+  if (order < 2) return;
+  for (int i = 0; i < d; ++i) {
+    for (int j = i; j < d; ++j) {
+      const int ij = packed2(i, j);
+      const double h = MdV[i].dot(dV[j]) + MV.dot(ddV[ij]) + mg.dot(C.ddp[o2 + ij]);
+      t.hqq(i, j) = h;
+      t.hqq(j, i) = h;
+      const double w = MJ[i].dot(J[j]);
+      t.hvv(i, j) = w;
+      t.hvv(j, i) = w;
+    }
+    for (int j = 0; j < d; ++j) t.hqv(i, j) = MdV[i].dot(J[j]) + MV.dot(dJ[i * d + j]);
+  }
+  if (order < 3) return;
+  const Vec6* dddV = &C.dddV[o3];
+  const Vec6* ddJ = &C.ddJ[j2];
+  // M d_ab V: reused by the qqq and qqv blocks.
+  for (int k = 0; k < packed2_size(d); ++k) MddV[k] = M.cwiseProduct(ddV[k]);
+  for (int i = 0; i < d; ++i)
+    for (int j = i; j < d; ++j)
+      for (int l = j; l < d; ++l) {
+        const double v = MddV[packed2(i, j)].dot(dV[l]) + MddV[packed2(i, l)].dot(dV[j]) +
+                         MddV[packed2(j, l)].dot(dV[i]) + MV.dot(dddV[packed3(i, j, l)]) +
+                         mg.dot(C.dddp[o3 + packed3(i, j, l)]);
+        int k[3] = {i, j, l};
+        do {
+          t.tqqq[t.at(k[0], k[1], k[2])] = v;
+        } while (std::next_permutation(k, k + 3));
+      }
+  // d3T / dq_i dq_j dv_l = dJ_il^T M dV_j + dV_i^T M dJ_jl + J_l^T M ddV_ij + V^T M ddJ_ij,l
+  for (int i = 0; i < d; ++i)
+    for (int j = i; j < d; ++j)
+      for (int l = 0; l < d; ++l) {
+        const int ij = packed2(i, j);
+        const double v = MdV[j].dot(dJ[i * d + l]) + MdV[i].dot(dJ[j * d + l]) + MJ[l].dot(ddV[ij]) +
+                         MV.dot(ddJ[ij * d + l]);
+        t.tqqv[t.at(i, j, l)] = v;
+        t.tqqv[t.at(j, i, l)] = v;
+      }
+  // d3T / dq_i dv_j dv_l = dJ_il^T M J_j + J_l^T M dJ_ij
+  for (int i = 0; i < d; ++i)
+    for (int j = 0; j < d; ++j)
+      for (int l = j; l < d; ++l) {
+        const double v = MJ[j].dot(dJ[i * d + l]) + MJ[l].dot(dJ[i * d + j]);
+        t.tqvv[t.at(i, j, l)] = v;
+        t.tqvv[t.at(i, l, j)] = v;
+      }
+}
+
+/// -V of a linear spring V = phi(s), s = |p1 - p2|^2, phi = 1/2 k (sqrt(s) - x0)^2.
+void spring_term(const Model& model, const FrameCache& C, const LinearSpring& sp, int order, VecDerivs& work,
+                 TermDerivs& t) {
+  work.reset(t.s, order);
+  add_position(model, C, sp.frame1, t.idx, 1.0, order, work);
+  add_position(model, C, sp.frame2, t.idx, -1.0, order, work);
+  squared_norm(work, order, t);
+  const double s = t.value, k = sp.stiffness, x0 = sp.rest_length;
+  const double r = std::sqrt(s);
+  // phi and its derivatives in s; with x0 = 0 phi = k s / 2 is smooth everywhere.
+  const double phi = 0.5 * k * (r - x0) * (r - x0);
+  const double p1 = 0.5 * k * (1.0 - x0 / r);
+  const double p2 = 0.25 * k * x0 / (s * r);
+  const double p3 = -0.375 * k * x0 / (s * s * r);
+  const int n = t.s;
+  // Chain rule for -phi(s(q)); overwrite in place from highest order down.
+  if (order >= 3)
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int l = 0; l < n; ++l) {
+          double& v = t.tqqq[t.at(i, j, l)];
+          v = -(p3 * t.gq[i] * t.gq[j] * t.gq[l] +
+                p2 * (t.hqq(i, j) * t.gq[l] + t.hqq(i, l) * t.gq[j] + t.hqq(j, l) * t.gq[i]) + p1 * v);
+        }
+  if (order >= 2) t.hqq = -(p2 * t.gq * t.gq.transpose() + p1 * t.hqq);
+  if (order >= 1) t.gq = -p1 * t.gq;
+  t.value = -phi;
+}
+
+}  // namespace
+
+LagrangianData::LagrangianData(const Model& model)
+    : Lq(VecX::Zero(model.nq())),
+      Lv(VecX::Zero(model.nq())),
+      Lqq(MatX::Zero(model.nq(), model.nq())),
+      Lqv(MatX::Zero(model.nq(), model.nq())),
+      Lvv(MatX::Zero(model.nq(), model.nq())) {
+  int deepest = 0;
+  for (int f : model.mass_frames) {
+    deepest = std::max(deepest, static_cast<int>(model.frames[f].anc.size()));
+    terms.emplace_back();
+    terms.back().resize(model.frames[f].anc, true);
+  }
+  for (const auto& sp : model.linear_springs) {
+    std::set<int> sup(model.frames[sp.frame1].anc.begin(), model.frames[sp.frame1].anc.end());
+    sup.insert(model.frames[sp.frame2].anc.begin(), model.frames[sp.frame2].anc.end());
+    terms.emplace_back();
+    terms.back().resize(std::vector<int>(sup.begin(), sup.end()), false);
+  }
+  if (deepest > 64) throw ModelError("a mass frame depends on more than 64 configurations");
+  scratch.resize(packed2_size(deepest));
+}
+
+void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, const double* v, int order,
+                        LagrangianData& out) {
+  compute_placements(model, cache, q, order);
+  compute_velocities(model, cache, q, v, order);
+  out.order = order;
+  out.value = 0.0;
+  if (order >= 1) { out.Lq.setZero(); out.Lv.setZero(); }
+  if (order >= 2) { out.Lqq.setZero(); out.Lqv.setZero(); out.Lvv.setZero(); }
+  const int nm = static_cast<int>(model.mass_frames.size());
+  for (size_t k = 0; k < out.terms.size(); ++k) {
+    TermDerivs& t = out.terms[k];
+    if (static_cast<int>(k) < nm) mass_term(model, cache, model.mass_frames[k], order, out.scratch, t);
+    else spring_term(model, cache, model.linear_springs[k - nm], order, out.work, t);
+    out.value += t.value;
+    for (int i = 0; i < t.s && order >= 1; ++i) {
+      const int gi = t.idx[i];
+      out.Lq[gi] += t.gq[i];
+      if (t.velocity) out.Lv[gi] += t.gv[i];
+      if (order < 2) continue;
+      for (int j = 0; j < t.s; ++j) {
+        const int gj = t.idx[j];
+        out.Lqq(gi, gj) += t.hqq(i, j);
+        if (t.velocity) {
+          out.Lqv(gi, gj) += t.hqv(i, j);
+          out.Lvv(gi, gj) += t.hvv(i, j);
+        }
+      }
+    }
+  }
+  for (const auto& cs : model.config_springs) {
+    const double e = q[cs.config] - cs.neutral;
+    out.value -= 0.5 * cs.stiffness * e * e;
+    if (order >= 1) out.Lq[cs.config] -= cs.stiffness * e;
+    if (order >= 2) out.Lqq(cs.config, cs.config) -= cs.stiffness;
+  }
+}
+
+void lagrangian_third_contract(const Model& model, const LagrangianData& L, const VecX& eta, MatX& out) {
+  const int n = model.nq();
+  for (const TermDerivs& t : L.terms) {
+    const int s = t.s;
+    double eq[128], ev[128];
+    for (int i = 0; i < s; ++i) {
+      eq[i] = eta[t.idx[i]];
+      ev[i] = eta[n + t.idx[i]];
+    }
+    for (int i = 0; i < s; ++i) {
+      const int gi = t.idx[i];
+      for (int j = 0; j < s; ++j) {
+        const int gj = t.idx[j];
+        double qq = 0.0, qv = 0.0, vv = 0.0;
+        for (int l = 0; l < s; ++l) {
+          qq += eq[l] * t.tqqq[t.at(i, j, l)];
+          if (t.velocity) {
+            qq += ev[l] * t.tqqv[t.at(i, j, l)];
+            qv += eq[l] * t.tqqv[t.at(i, l, j)] + ev[l] * t.tqvv[t.at(i, j, l)];
+            vv += eq[l] * t.tqvv[t.at(l, i, j)];
+          }
+        }
+        out(gi, gj) += qq;
+        if (t.velocity) {
+          out(gi, n + gj) += qv;
+          out(n + gj, gi) += qv;
+          out(n + gi, n + gj) += vv;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mc

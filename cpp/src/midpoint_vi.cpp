@@ -1,0 +1,386 @@
+// Midpoint variational integrator step and its exact derivatives (see midpoint_vi.hpp).
+#include "marionette/midpoint_vi.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace mc {
+
+namespace {
+
+/// dt C_a^T [[Hqq, Hqv], [Hvq, Hvv]] C_b with s_1 = -1, s_2 = +1.
+template <typename A, typename B, typename C, typename D>
+void slot_matrix(double dt, int sa, int sb, const A& Hqq, const B& Hqv, const C& Hvq, const D& Hvv, MatX& out) {
+  out.noalias() = (0.25 * dt) * Hqq;
+  out.noalias() += (0.5 * sb) * Hqv;
+  out.noalias() += (0.5 * sa) * Hvq;
+  out.noalias() += (sa * sb / dt) * Hvv;
+}
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s.precision(3);
+  s << std::scientific << v;
+  return s.str();
+}
+
+[[noreturn]] void fail(StepData& s, long step, StepFailure why, const std::string& detail) {
+  std::ostringstream msg;
+  msg << "midpoint VI step " << step << " failed (" << step_failure_name(why) << "): " << detail
+      << "; residual " << fmt(s.residual) << " after " << s.iterations << " Newton iterations";
+  throw StepError(msg.str(), step, s.residual, why, s.iterations);
+}
+
+/// Tells apart the two singular cases of the Newton matrix (seed 001 §VII).
+[[noreturn]] void diagnose_singular(const Model& model, StepData& s, long step) {
+  const int nd = model.nd, m = model.nc();
+  const MatX M = s.kkt.topLeftCorner(nd, nd);
+  Eigen::FullPivLU<MatX> luM(M);
+  luM.setThreshold(1e-12);
+  if (!M.allFinite() || !luM.isInvertible())
+    fail(s, step, StepFailure::SINGULAR_MASS_MATRIX,
+         "M_{k+1} = D2D1Ld + D2f- is singular (rank " + std::to_string(luM.rank()) + " of " + std::to_string(nd) + ")");
+  const MatX S = s.kkt.bottomLeftCorner(m, nd) * luM.solve(MatX(-s.kkt.topRightCorner(nd, m)));
+  Eigen::FullPivLU<MatX> luS(S);
+  luS.setThreshold(1e-12);
+  fail(s, step, StepFailure::SINGULAR_CONSTRAINT_MATRIX,
+       "Dh(q_{k+1}) M^-1 Dh(q_k)^T is singular (rank " + std::to_string(luS.rank()) + " of " + std::to_string(m) +
+           "): the constraints are degenerate at this configuration");
+}
+
+}  // namespace
+
+void VIOptions::validate() const {
+  if (!(dt > 0) || !std::isfinite(dt)) throw ModelError("time step dt must be finite and > 0, got " + std::to_string(dt));
+  if (!(tolerance > 0) || !std::isfinite(tolerance))
+    throw ModelError("tolerance must be finite and > 0, got " + std::to_string(tolerance));
+  if (max_iterations < 1) throw ModelError("max_iterations must be >= 1");
+}
+
+Layout::Layout(const Model& M)
+    : n(M.nq()), nd(M.nd), nk(M.nk), nu(M.nu()), m(M.nc()), nx(M.nx()), nU(M.nU()),
+      nw(M.nq() + M.nd + M.nu() + M.nk) {}
+
+StepData::StepData(const Model& model)
+    : mid(model), at1(model), at2(model), L(model), F(model), h1(model), h2(model) {
+  const Layout z(model);
+  const int ny = z.nd + z.m;
+  q1.setZero(z.n); p1.setZero(z.nd); u.setZero(z.nu); rho2.setZero(z.nk);
+  q2.setZero(z.n); p2.setZero(z.nd); lambda.setZero(z.m);
+  qbar.setZero(z.n); qdot.setZero(z.n); r.setZero(ny); dy.setZero(ny);
+  kkt.setZero(ny, ny);
+  lu = Eigen::PartialPivLU<MatX>(ny);
+  lu_t = Eigen::PartialPivLU<MatX>(ny);
+  S11.setZero(z.n, z.n); scratch.setZero(z.n, z.n); S12.setZero(z.n, z.n); S22.setZero(z.n, z.n); S21.setZero(z.n, z.n);
+  Gw.setZero(ny, z.nw); Y.setZero(ny, z.nw); dq2.setZero(z.n, z.nw); Fw.setZero(z.nx, z.nw);
+  const int nN = 2 * z.n + z.nu + z.m;
+  eta.setZero(2 * z.n); nu.setZero(ny); mu.setZero(ny); cvec.setZero(z.n); evec.setZero(z.n);
+  dw.setZero(z.nw); dN.setZero(nN);
+  Hz.setZero(2 * z.n, 2 * z.n); Fqq.setZero(z.n, z.n); Fqu.setZero(z.n, z.nu);
+  Psi.setZero(nN, nN); D.setZero(nN, z.nw); HD.setZero(nN, z.nw); Hw.setZero(z.nw, z.nw); hc.setZero(z.m, z.n);
+}
+
+void load_step(const Model& model, StepData& s, const double* x, const double* u) {
+  const Layout z(model);
+  s.q1 = Eigen::Map<const VecX>(x, z.n);
+  s.p1 = Eigen::Map<const VecX>(x + z.n, z.nd);
+  s.u = Eigen::Map<const VecX>(u, z.nu);
+  s.rho2 = Eigen::Map<const VecX>(u + z.nu, z.nk);
+}
+
+void store_next_state(const Model& model, const VIOptions& opt, const StepData& s, double* x) {
+  const Layout z(model);
+  Eigen::Map<VecX>(x, z.n) = s.q2;
+  Eigen::Map<VecX>(x + z.n, z.nd) = s.p2;
+  Eigen::Map<VecX>(x + z.n + z.nd, z.nk) = (s.rho2 - s.q1.tail(z.nk)) / opt.dt;
+}
+
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step) {
+  const Layout z(model);
+  const int nd = z.nd, m = z.m;
+  const double dt = opt.dt;
+  s.solved = false;
+  s.have_first = false;
+  s.iterations = 0;
+  s.residual = 0.0;
+  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite())
+    fail(s, step, StepFailure::NON_FINITE, "the step inputs (q, p, u, rho) contain NaN or inf");
+  s.q2.tail(z.nk) = s.rho2;
+  if (!s.q2.allFinite() || !s.lambda.allFinite()) {
+    s.q2.head(nd) = s.q1.head(nd);
+    s.lambda.setZero();
+  }
+  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  for (;;) {
+    s.qbar = 0.5 * (s.q1 + s.q2);
+    s.qdot = (s.q2 - s.q1) / dt;
+    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 2, s.L);
+    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 1, s.F);
+    compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
+    // G1 = p1 + (dt/2) Lq - Lv + dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
+    s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + dt * s.F.F.head(nd);
+    if (m > 0) {
+      s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
+      s.r.tail(m) = s.h2.h;
+    }
+    s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
+    if (!std::isfinite(s.residual))
+      fail(s, step, StepFailure::NON_FINITE, "the DEL residual became NaN or inf (the step diverged)");
+    if (s.residual <= opt.tolerance) break;
+    if (s.iterations >= opt.max_iterations)
+      fail(s, step, StepFailure::NO_CONVERGENCE,
+           "Newton did not reach the tolerance " + fmt(opt.tolerance) + " within " +
+               std::to_string(opt.max_iterations) + " iterations (time step too large for this motion?)");
+    // M_{k+1} = D2 D1 Ld + D2 f- on the dynamic block.
+    slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, s.L.Lqv.transpose(), s.L.Lvv, s.S12);
+    s.S12.noalias() += (0.5 * dt) * s.F.Fq;
+    s.S12 += s.F.Fv;
+    s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
+    if (m > 0) {
+      s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
+      s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
+      s.kkt.bottomRightCorner(m, m).setZero();
+    }
+    s.lu.compute(s.kkt);
+    if (!(s.lu.rcond() > 1e-14)) diagnose_singular(model, s, step);
+    s.dy.noalias() = s.lu.solve(s.r);
+    s.q2.head(nd) -= s.dy.head(nd);
+    if (m > 0) s.lambda -= s.dy.tail(m);
+    ++s.iterations;
+  }
+  s.p2 = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
+  s.solved = true;
+}
+
+void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
+                       double* p2) {
+  const Layout z(model);
+  const Eigen::Map<const VecX> a(q1, z.n), b(q2, z.n);
+  s.qbar = 0.5 * (a + b);
+  s.qdot = (b - a) / opt.dt;
+  compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 1, s.L);
+  Eigen::Map<VecX>(p2, z.nd) = (0.5 * opt.dt) * s.L.Lq.head(z.nd) + s.L.Lv.head(z.nd);
+}
+
+void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
+                            Eigen::Ref<MatX> B) {
+  if (!s.solved) throw std::logic_error("step_first_derivatives needs a solved step");
+  const Layout z(model);
+  const int n = z.n, nd = z.nd, nk = z.nk, nu = z.nu, m = z.m;
+  const double dt = opt.dt;
+  // Second-order caches at the solution (the step stopped with order 2 at the midpoint).
+  compute_constraints(model, s.at1, s.q1.data(), 2, s.h1);
+  const auto Lvq = s.L.Lqv.transpose();
+  slot_matrix(dt, -1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S11);
+  slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S12);
+  slot_matrix(dt, 1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S22);
+  slot_matrix(dt, 1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S21);
+  // Forcing f- = dt F(qbar, qdot, u) enters the slot-1 (E) rows only.
+  s.S11.noalias() += (0.5 * dt) * s.F.Fq;
+  s.S11 -= s.F.Fv;
+  s.S12.noalias() += (0.5 * dt) * s.F.Fq;
+  s.S12 += s.F.Fv;
+
+  // Newton matrix at the solution.
+  s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
+  if (m > 0) {
+    s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
+    s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
+    s.kkt.bottomRightCorner(m, m).setZero();
+  }
+  s.lu.compute(s.kkt);
+  if (!(s.lu.rcond() > 1e-14)) diagnose_singular(model, s, -1);
+  s.lu_t.compute(s.kkt.transpose());
+
+  // G_w, columns (q1 | p1 | u | rho2).
+  const int cq = 0, cp = n, cu = n + nd, cr = n + nd + nu;
+  s.Gw.setZero();
+  s.Gw.block(0, cq, nd, n) = s.S11.topRows(nd);
+  if (m > 0) {
+    s.Hz.topLeftCorner(n, n).setZero();
+    constraint_weighted_hessian(s.h1, s.lambda.data(), s.Hz);
+    s.Gw.block(0, cq, nd, n) -= s.Hz.topLeftCorner(nd, n);
+    s.Gw.block(nd, cr, m, nk) = s.h2.Dh.rightCols(nk);
+  }
+  s.Gw.block(0, cp, nd, nd).setIdentity();
+  s.Gw.block(0, cu, nd, nu) = dt * s.F.Fu.topRows(nd);
+  s.Gw.block(0, cr, nd, nk) = s.S12.block(0, nd, nd, nk);
+  s.Y.noalias() = -s.lu.solve(s.Gw);
+
+  // dq2/dw: dynamic rows from Y, kinematic rows select rho2.
+  s.dq2.setZero();
+  s.dq2.topRows(nd) = s.Y.topRows(nd);
+  s.dq2.block(nd, cr, nk, nk).setIdentity();
+  // d x_{k+1} / dw with x_{k+1} = (q2, p2, v2), p2 = [D2 Ld]_dyn = dt C_2^T grad L.
+  s.Fw.setZero();
+  s.Fw.topRows(n) = s.dq2;
+  s.Fw.block(n, cq, nd, n) = s.S21.topRows(nd);
+  s.Fw.middleRows(n, nd).noalias() += s.S22.topRows(nd) * s.dq2;
+  s.Fw.block(n + nd, cr, nk, nk) = MatX::Identity(nk, nk) / dt;
+  s.Fw.block(n + nd, cq + nd, nk, nk) = -MatX::Identity(nk, nk) / dt;
+
+  A.setZero();
+  A.leftCols(n + nd) = s.Fw.leftCols(n + nd);
+  B = s.Fw.rightCols(nu + nk);
+  s.have_first = true;
+}
+
+namespace {
+
+/// The map D = d(q1, q2, u, lambda)/dw used by both second-order forms.
+void build_D(const Layout& z, StepData& s) {
+  const int n = z.n, nu = z.nu, nd = z.nd, m = z.m;
+  s.D.setZero();
+  s.D.topLeftCorner(n, n).setIdentity();
+  s.D.middleRows(n, n) = s.dq2;
+  s.D.block(2 * n, n + nd, nu, nu).setIdentity();
+  if (m > 0) s.D.bottomRows(m) = s.Y.bottomRows(m);
+}
+
+/// Second-order caches at the solved step (midpoint to order 3, h at q1 to 3, at q2 to 2).
+void ensure_second_order_caches(const Model& model, StepData& s) {
+  if (s.L.order < 3) compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 3, s.L);
+  if (s.h1.order < 3) compute_constraints(model, s.at1, s.q1.data(), 3, s.h1);
+  if (s.h2.order < 2) compute_constraints(model, s.at2, s.q2.data(), 2, s.h2);
+}
+
+}  // namespace
+
+void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const VecX& zc, Eigen::Ref<MatX> xx,
+                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu) {
+  if (!s.have_first) throw std::logic_error("step_second_contracted needs step_first_derivatives first");
+  const Layout z(model);
+  const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
+  const double dt = opt.dt;
+  ensure_second_order_caches(model, s);
+  const auto z_qd = zc.head(nd);
+  const auto z_p = zc.segment(n, nd);
+  // Adjoint of the implicit solve: mu = -G_y^{-T} [P_{q2,dyn}^T z_p + z_qd; 0].
+  s.nu.setZero();
+  s.nu.head(nd).noalias() = s.S22.topLeftCorner(nd, nd).transpose() * z_p;
+  s.nu.head(nd) += z_qd;
+  s.mu.noalias() = -s.lu_t.solve(s.nu);
+  s.cvec.setZero();
+  s.cvec.head(nd) = s.mu.head(nd);
+  s.evec.setZero();
+  s.evec.head(nd) = z_p;
+  // Psi = Hessian of z_p^T P + mu^T G over N = (q1, q2, u, lambda); the
+  // Lagrangian part is dt [C1 C2]^T (L3 . eta) [C1 C2] with eta = C1 c + C2 e.
+  s.eta.head(n) = 0.5 * (s.cvec + s.evec);
+  s.eta.tail(n) = (s.evec - s.cvec) / dt;
+  s.Hz.setZero();
+  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  s.Fqq.setZero();
+  s.Fqu.setZero();
+  force_weighted_hessian(model, s.mid, s.u.data(), s.cvec, s.Fqq, s.Fqu);
+  s.Hz.topLeftCorner(n, n) += s.Fqq;  // dt c^T F(qbar, ...) contributes dt C_a^T [[Fqq, 0], [0, 0]] C_b
+  s.Psi.setZero();
+  {
+    const auto Hqq = s.Hz.topLeftCorner(n, n);
+    const auto Hqv = s.Hz.topRightCorner(n, n);
+    const auto Hvq = s.Hz.bottomLeftCorner(n, n);
+    const auto Hvv = s.Hz.bottomRightCorner(n, n);
+    MatX& blk = s.scratch;
+    const int sgn[2] = {-1, 1};
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        slot_matrix(dt, sgn[a], sgn[b], Hqq, Hqv, Hvq, Hvv, blk);
+        s.Psi.block(a * n, b * n, n, n) = blk;
+      }
+  }
+  // Force inputs: d2(c^T dt F)/dq_a du = dt * 1/2 Fqu.
+  for (int a = 0; a < 2; ++a) {
+    s.Psi.block(a * n, 2 * n, n, nu) = (0.5 * dt) * s.Fqu;
+    s.Psi.block(2 * n, a * n, nu, n) = (0.5 * dt) * s.Fqu.transpose();
+  }
+  if (m > 0) {
+    // -mu1^T Dh(q1)^T lambda and mu2^T h(q2).
+    MatX& blk = s.scratch;
+    blk.setZero();
+    constraint_weighted_third(s.h1, s.lambda.data(), s.cvec, blk);
+    s.Psi.topLeftCorner(n, n) -= blk;
+    constraint_hessian_times(s.h1, s.cvec, s.hc);
+    s.Psi.block(0, 2 * n + nu, n, m) -= s.hc.transpose();
+    s.Psi.block(2 * n + nu, 0, m, n) -= s.hc;
+    blk.setZero();
+    constraint_weighted_hessian(s.h2, s.mu.data() + nd, blk);
+    s.Psi.block(n, n, n, n) += blk;
+  }
+  build_D(z, s);
+  s.HD.noalias() = s.Psi * s.D;
+  s.Hw.noalias() = s.D.transpose() * s.HD;
+  // Map w = (q1, p1, u, rho2) onto (x = (q1, p1, v1), u = (u, rho2)).
+  const int nqp = n + nd;
+  xx.setZero();
+  xx.topLeftCorner(nqp, nqp) = s.Hw.topLeftCorner(nqp, nqp);
+  xu.setZero();
+  xu.topRows(nqp) = s.Hw.topRightCorner(nqp, nu + nk);
+  uu = s.Hw.bottomRightCorner(nu + nk, nu + nk);
+}
+
+void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const VecX& dx, const VecX& du,
+                             Eigen::Ref<VecX> out) {
+  if (!s.have_first) throw std::logic_error("step_second_directional needs step_first_derivatives first");
+  const Layout z(model);
+  const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
+  const double dt = opt.dt;
+  ensure_second_order_caches(model, s);
+  s.dw.head(n + nd) = dx.head(n + nd);
+  s.dw.tail(nu + nk) = du;
+  build_D(z, s);
+  s.dN.noalias() = s.D * s.dw;
+  const auto dq1 = s.dN.head(n);
+  const auto dq2 = s.dN.segment(n, n);
+  const auto dlam = s.dN.tail(m);
+  // delta z = C1 dq1 + C2 dq2 in (q, v) space; L3[dz, dz] = (L3 . dz) dz.
+  s.eta.head(n) = 0.5 * (dq1 + dq2);
+  s.eta.tail(n) = (dq2 - dq1) / dt;
+  s.Hz.setZero();
+  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  const VecX L3dd = s.Hz * s.eta;
+  // Force second derivative along the line: (F_qq[dzq, dzq] + 2 F_qu[dzq, du])_i,
+  // obtained from the weighted Hessians with unit covectors would cost n
+  // contractions; body wrenches are evaluated directly instead.
+  VecX Fdd = VecX::Zero(n);
+  {
+    const VecX dzq = s.eta.head(n);
+    const VecX duf = du.head(nu);
+    for (const auto& w : model.wrenches) {
+      const auto& anc = model.frames[w.frame].anc;
+      const int d = static_cast<int>(anc.size());
+      Vec6 W = w.constant, dW = Vec6::Zero();
+      for (int k = 0; k < 6; ++k)
+        if (w.input[k] >= 0) { W[k] = s.u[w.input[k]]; dW[k] = duf[w.input[k]]; }
+      const Vec6* dJ = &s.mid.dJ[model.offJ1[w.frame]];
+      const Vec6* ddJ = &s.mid.ddJ[model.offJ2[w.frame]];
+      for (int a = 0; a < d; ++a) {
+        double acc = 0.0;
+        for (int b = 0; b < d; ++b) {
+          acc += 2.0 * dJ[b * d + a].dot(dW) * dzq[anc[b]];
+          for (int e = 0; e < d; ++e) acc += ddJ[sym2(b, e) * d + a].dot(W) * dzq[anc[b]] * dzq[anc[e]];
+        }
+        Fdd[anc[a]] += acc;
+      }
+    }
+  }
+  VecX rr(nd + m);
+  rr.head(nd) = (0.5 * dt) * L3dd.head(nd) - L3dd.segment(n, nd) + dt * Fdd.head(nd);
+  if (m > 0) {
+    MatX W3 = MatX::Zero(n, n);
+    const VecX dq1v = dq1;
+    constraint_weighted_third(s.h1, s.lambda.data(), dq1v, W3);
+    rr.head(nd) -= (W3 * dq1v).head(nd);
+    constraint_hessian_times(s.h1, dq1v, s.hc);
+    rr.head(nd) -= 2.0 * (s.hc.transpose() * dlam).head(nd);
+    const VecX dq2v = dq2;
+    constraint_hessian_times(s.h2, dq2v, s.hc);
+    rr.tail(m) = s.hc * dq2v;
+  }
+  const VecX ydd = -s.lu.solve(rr);
+  out.setZero();
+  out.head(nd) = ydd.head(nd);
+  out.segment(n, nd) = (0.5 * dt) * L3dd.head(nd) + L3dd.segment(n, nd);
+  out.segment(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * ydd.head(nd);
+}
+
+}  // namespace mc
