@@ -29,6 +29,11 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 try:
+    from setuptools.errors import SetupError  # printed as "error: ..." by setup()
+except ImportError:
+    SetupError = RuntimeError
+
+try:
     from pybind11.setup_helpers import ParallelCompile, Pybind11Extension
 except ImportError:
     # A ROS machine may have only the pybind11 headers (Debian pybind11-dev),
@@ -80,7 +85,7 @@ def _eigen_include_dir():
     override = os.environ.get("EIGEN3_INCLUDE_DIR")
     if override:
         if not _has_eigen(override):
-            raise RuntimeError(
+            raise SetupError(
                 f"EIGEN3_INCLUDE_DIR={override} does not contain Eigen/Core"
             )
         return override
@@ -104,7 +109,7 @@ def _eigen_include_dir():
     for candidate in candidates:
         if _has_eigen(candidate):
             return candidate
-    raise RuntimeError(
+    raise SetupError(
         "Eigen 3 headers not found (need Eigen/Core). Either install the "
         f"system package (Debian/Ubuntu: apt-get install libeigen3-dev -> "
         f"{SYSTEM_EIGEN}; rosdep key 'eigen'), or the PyPI package into this "
