@@ -1,0 +1,152 @@
+"""Main job (interim, until the ROS nodes exist): seed 001 §VIII-B on the humanoid marionette.
+
+Simulates the string-driven walk with the midpoint VI, linearizes the
+discrete dynamics along it (exact A(k), B(k)), computes time-varying discrete
+LQR gains (Q = diag(100 on the 40 configurations, 1 on momenta and kinematic
+velocities), R = I), and compares the closed-loop and open-loop errors from a
+start whose torso is tilted by a perturbation. Writes a PNG and a JSON summary.
+
+    python -m marionette_control.cli.demo [--steps 1000] [--dt 0.01] [--perturbation 0.1] [--out out/demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from marionette_control import _core, models
+from marionette_control.control import tv_lqr
+from marionette_control.models import humanoid_marionette as hm
+
+
+def say(msg: str) -> None:
+    print(f"[demo] {msg}", flush=True)
+
+
+def consistent_perturbation(model, q0: np.ndarray, config: str, delta: float) -> np.ndarray:
+    """q0 with `config` moved by delta and every string length re-set so h(q) = 0 (strings stay taut)."""
+    q = q0.copy()
+    q[model.config_index(config)] += delta
+    g = model.placements(q)
+    for s in hm.STRINGS:
+        hook = g[model.frame_index(f"{s}_string_hook"), :3, 3]
+        ctrl = g[model.frame_index(f"{s}_string_control"), :3, 3]
+        q[model.config_index(f"{s}_string-length")] = np.linalg.norm(hook - ctrl)
+    return q
+
+
+def run(steps: int, dt: float, perturbation: float, out: Path) -> dict:
+    model = models.get("humanoid_marionette")
+    system = _core.DiscreteSystem(model, dt)
+    say(f"model {model.name}: {model.nd} dynamic + {model.nk} kinematic configurations, {model.nc} strings, "
+        f"state {model.nx}, input {model.nU}")
+    q0 = hm.initial_configuration(model)
+    U = hm.string_walk_inputs(model, q0, dt, steps)
+    x0 = system.state_from_configs(q0, q0)
+
+    t = time.perf_counter()
+    X, iterations = system.simulate(x0, U)
+    t_sim = time.perf_counter() - t
+    h_max = max(np.abs(model.constraints(X[k, :model.nq])[0]).max() for k in range(steps + 1))
+    say(f"simulated the walk: {steps} steps of {dt} s in {t_sim:.3f} s ({1e3 * t_sim / steps:.3f} ms/step, "
+        f"mean {iterations.mean():.2f} Newton iterations), max |h| = {h_max:.1e}")
+
+    t = time.perf_counter()
+    A, B = system.linearize_trajectory(X, U)
+    t_lin = time.perf_counter() - t
+    say(f"linearized along it: A {A.shape}, B {B.shape} in {t_lin:.3f} s ({1e3 * t_lin / steps:.3f} ms/step)")
+
+    Q = np.diag(np.r_[np.full(model.nq, 100.0), np.ones(model.nd + model.nk)])
+    R = np.eye(model.nU)
+    t = time.perf_counter()
+    K = tv_lqr(A, B, Q, R, Q).K
+    t_lqr = time.perf_counter() - t
+    say(f"time-varying discrete LQR: gains {K.shape} in {t_lqr:.3f} s")
+
+    qp = consistent_perturbation(model, q0, "torso_rx", perturbation)
+    xp = system.state_from_configs(qp, qp)
+    X_open, _ = system.simulate(xp, U)
+    X_closed = np.empty_like(X)
+    X_closed[0] = xp
+    U_closed = np.empty_like(U)
+    for k in range(steps):
+        U_closed[k] = U[k] - K[k] @ (X_closed[k] - X[k])
+        X_closed[k + 1] = system.step(X_closed[k], U_closed[k])[0]
+    nd = model.nd
+    err_open = np.linalg.norm(X_open[:, :nd] - X[:, :nd], axis=1)
+    err_closed = np.linalg.norm(X_closed[:, :nd] - X[:, :nd], axis=1)
+    tail = slice(steps // 2, None)
+    summary = {
+        "model": model.name, "model_hash": model.hash, "steps": steps, "dt": dt,
+        "perturbation": {"config": "torso_rx", "rad": perturbation},
+        "simulate_ms_per_step": 1e3 * t_sim / steps, "linearize_ms_per_step": 1e3 * t_lin / steps,
+        "lqr_s": t_lqr, "max_constraint_residual": float(h_max),
+        "open_loop_error": {"max": float(err_open.max()), "final": float(err_open[-1]),
+                            "mean_second_half": float(err_open[tail].mean())},
+        "closed_loop_error": {"max": float(err_closed.max()), "final": float(err_closed[-1]),
+                              "mean_second_half": float(err_closed[tail].mean())},
+    }
+    summary["error_ratio_second_half"] = summary["open_loop_error"]["mean_second_half"] / max(
+        summary["closed_loop_error"]["mean_second_half"], 1e-300)
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "humanoid_lqr.png"
+    plot(model, X, X_open, X_closed, err_open, err_closed, dt, png)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    say(f"dynamic-configuration error |q - q_d|: open loop final {err_open[-1]:.3e} rad, "
+        f"closed loop final {err_closed[-1]:.3e} rad; second-half mean ratio open/closed "
+        f"{summary['error_ratio_second_half']:.1f}")
+    say(f"wrote {png} and {out / 'summary.json'}")
+    return summary
+
+
+def plot(model, X, X_open, X_closed, err_open, err_closed, dt, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = dt * np.arange(X.shape[0])
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax[0].semilogy(t, np.maximum(err_open, 1e-16), label="open loop")
+    ax[0].semilogy(t, np.maximum(err_closed, 1e-16), label="closed loop (discrete LQR)")
+    ax[0].set_xlabel("t [s]")
+    ax[0].set_ylabel("|q_dyn - q_dyn,d| [rad, m]")
+    ax[0].set_title("Tracking error after a torso perturbation")
+    ax[0].legend()
+    i = model.config_index("torso_rx")
+    ax[1].plot(t, X[:, i], "k--", label="nominal walk")
+    ax[1].plot(t, X_open[:, i], label="open loop")
+    ax[1].plot(t, X_closed[:, i], label="closed loop")
+    ax[1].set_xlabel("t [s]")
+    ax[1].set_ylabel("torso_rx [rad]")
+    ax[1].set_title("Torso tilt")
+    ax[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=1000, help="number of steps (default 1000 = 10 s)")
+    p.add_argument("--dt", type=float, default=0.01, help="time step [s] (default 0.01)")
+    p.add_argument("--perturbation", type=float, default=0.1, help="initial torso tilt [rad] (default 0.1)")
+    p.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory (default out/demo)")
+    a = p.parse_args(argv)
+    if a.steps < 1 or not (a.dt > 0) or not np.isfinite(a.perturbation):
+        p.error("--steps must be >= 1, --dt > 0 and --perturbation finite")
+    try:
+        run(a.steps, a.dt, a.perturbation, a.out)
+    except _core.StepError as e:
+        print(f"[demo] error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
