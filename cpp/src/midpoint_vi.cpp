@@ -24,6 +24,15 @@ std::string fmt(double v) {
   return s.str();
 }
 
+/// Cheap singularity test of an LU factorization without allocating: the
+/// spread of |U_ii| (partial pivoting keeps |L_ij| <= 1).
+bool lu_singular(const Eigen::PartialPivLU<MatX>& lu) {
+  const auto d = lu.matrixLU().diagonal().cwiseAbs();
+  if (d.size() == 0) return false;
+  const double hi = d.maxCoeff(), lo = d.minCoeff();
+  return !(std::isfinite(hi) && lo > 1e-14 * hi);
+}
+
 [[noreturn]] void fail(StepData& s, long step, StepFailure why, const std::string& detail) {
   std::ostringstream msg;
   msg << "midpoint VI step " << step << " failed (" << step_failure_name(why) << "): " << detail
@@ -142,7 +151,7 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
       s.kkt.bottomRightCorner(m, m).setZero();
     }
     s.lu.compute(s.kkt);
-    if (!(s.lu.rcond() > 1e-14)) diagnose_singular(model, s, step);
+    if (lu_singular(s.lu)) diagnose_singular(model, s, step);
     s.dy.noalias() = s.lu.solve(s.r);
     s.q2.head(nd) -= s.dy.head(nd);
     if (m > 0) s.lambda -= s.dy.tail(m);
@@ -189,7 +198,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
     s.kkt.bottomRightCorner(m, m).setZero();
   }
   s.lu.compute(s.kkt);
-  if (!(s.lu.rcond() > 1e-14)) diagnose_singular(model, s, -1);
+  if (lu_singular(s.lu)) diagnose_singular(model, s, -1);
   s.lu_t.compute(s.kkt.transpose());
 
   // G_w, columns (q1 | p1 | u | rho2).
@@ -205,7 +214,8 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.Gw.block(0, cp, nd, nd).setIdentity();
   s.Gw.block(0, cu, nd, nu) = dt * s.F.Fu.topRows(nd);
   s.Gw.block(0, cr, nd, nk) = s.S12.block(0, nd, nd, nk);
-  s.Y.noalias() = -s.lu.solve(s.Gw);
+  s.Y.noalias() = s.lu.solve(s.Gw);
+  s.Y *= -1.0;
 
   // dq2/dw: dynamic rows from Y, kinematic rows select rho2.
   s.dq2.setZero();
@@ -259,7 +269,8 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   s.nu.setZero();
   s.nu.head(nd).noalias() = s.S22.topLeftCorner(nd, nd).transpose() * z_p;
   s.nu.head(nd) += z_qd;
-  s.mu.noalias() = -s.lu_t.solve(s.nu);
+  s.mu.noalias() = s.lu_t.solve(s.nu);
+  s.mu *= -1.0;
   s.cvec.setZero();
   s.cvec.head(nd) = s.mu.head(nd);
   s.evec.setZero();
