@@ -14,7 +14,7 @@ ConstraintData::ConstraintData(const Model& model)
 }
 
 void compute_constraints(const Model& model, FrameCache& cache, const double* q, int order, ConstraintData& out) {
-  compute_placements(model, cache, q, order);
+  compute_placements(model, cache, q, order, &model.constraint_frames);
   out.order = order;
   if (order >= 1) out.Dh.setZero();
   for (int j = 0; j < model.nc(); ++j) {

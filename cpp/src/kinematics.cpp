@@ -18,6 +18,7 @@ struct LocalTransform {
   double x = 0.0;
   const Mat3* R0 = nullptr;
   const Vec3* p0 = nullptr;
+  bool identity_rotation = false;  // constant offsets are mostly pure translations
   double c[4], s[4];
 
   // A constant primitive is stored as its constant offset (R0, p0).
@@ -25,6 +26,7 @@ struct LocalTransform {
     if (type == TransformType::CONST) {
       R0 = &f.R0;
       p0 = &f.p0;
+      identity_rotation = f.R0 == Mat3::Identity();
       return;
     }
     a = f.axis();
@@ -44,8 +46,9 @@ struct LocalTransform {
   /// out = A * R^(m)
   void rot(int m, const Mat3& A, Mat3& out) const {
     if (type == TransformType::CONST) {
-      if (m == 0) out.noalias() = A * (*R0);
-      else out.setZero();
+      if (m > 0) out.setZero();
+      else if (identity_rotation) out = A;
+      else out.noalias() = A * (*R0);
       return;
     }
     if (translation()) {
@@ -87,6 +90,11 @@ struct LocalTransform {
     if (type == TransformType::CONST) {
       if (m > 0) { out.setZero(); return; }
       const Vec3 w = in.tail<3>();
+      if (identity_rotation) {
+        out.head<3>() = in.head<3>() + w.cross(*p0);
+        out.tail<3>() = w;
+        return;
+      }
       out.head<3>().noalias() = R0->transpose() * (in.head<3>() + w.cross(*p0));
       out.tail<3>().noalias() = R0->transpose() * w;
       return;
@@ -132,11 +140,11 @@ FrameCache::FrameCache(const Model& m)
       dV(m.size1), ddV(m.size2), dddV(m.size3),
       J(m.size1), dJ(m.sizeJ1), ddJ(m.sizeJ2) {}
 
-void compute_placements(const Model& model, FrameCache& C, const double* q, int order) {
+void compute_placements(const Model& model, FrameCache& C, const double* q, int order, const std::vector<char>* mask) {
   const int nf = static_cast<int>(model.frames.size());
   for (int f = 1; f < nf; ++f) {
     const Frame& fr = model.frames[f];
-    if (!fr.need_position) continue;
+    if (mask ? !(*mask)[f] : !fr.need_position) continue;
     const int par = fr.parent;
     const LocalTransform L(fr, q);
     const int dp_ = static_cast<int>(model.frames[par].anc.size());

@@ -381,7 +381,13 @@ std::shared_ptr<Model> ModelBuilder::build() const {
     }
   for (const auto& s : M.linear_springs) { mark(s.frame1, false); mark(s.frame2, false); }
   for (const auto& w : M.wrenches) mark(w.frame, true);
-  for (const auto& c : M.constraints) { mark(c.frame1, false); mark(c.frame2, false); }
+  M.constraint_frames.assign(M.frames.size(), 0);
+  for (const auto& c : M.constraints) {
+    mark(c.frame1, false);
+    mark(c.frame2, false);
+    for (int f : {c.frame1, c.frame2})
+      for (int k = f; k >= 0; k = M.frames[k].parent) M.constraint_frames[k] = 1;
+  }
 
   // ---- every dynamic configuration must carry inertia ----
   for (int c = 0; c < M.nd; ++c) {

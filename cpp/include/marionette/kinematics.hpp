@@ -38,8 +38,10 @@ struct FrameCache {
 };
 
 /// Computes placements and their q-derivatives up to `order` (0..3) for every
-/// frame flagged need_position. q has the model's nq entries.
-void compute_placements(const Model& model, FrameCache& cache, const double* q, int order);
+/// frame flagged need_position, or only for the frames flagged in `mask`
+/// (e.g. Model::constraint_frames). q has the model's nq entries.
+void compute_placements(const Model& model, FrameCache& cache, const double* q, int order,
+                        const std::vector<char>* mask = nullptr);
 
 /// Computes body velocities for frames flagged need_velocity:
 ///  order 0: V; order 1: + J, dV; order 2: + dJ, ddV; order 3: + ddJ, dddV.

@@ -100,6 +100,7 @@ class Model {
   int frame_index(const std::string& name) const;   ///< throws if unknown
   int config_index(const std::string& name) const;  ///< throws if unknown
   std::vector<int> mass_frames;                     ///< frames with mass, in tree order
+  std::vector<char> constraint_frames;              ///< frames the constraints need (with ancestors)
   std::vector<double> damping_coefficient;          ///< per configuration (0 if none)
 
   /// Storage offsets of each frame's derivative blocks in a FrameCache.
