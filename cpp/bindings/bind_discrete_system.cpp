@@ -190,6 +190,27 @@ void bind_discrete_system(py::module_& m) {
           py::arg("X"), py::arg("U"), py::arg("Z"),
           "Z[k]^T D2f_k along a trajectory: xx (N, nx, nx), xu (N, nx, nU), uu (N, nU, nU).")
       .def(
+          "project",
+          [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K) {
+            const Model& M = s.model();
+            const double* xp = state_arg(M, x0, "x0");
+            const long N = horizon(M, Ubar);
+            check_array(Xbar, {N + 1, M.nx()}, "Xbar (reference states, N+1 rows)", state_names(M));
+            check_array(K, {N, M.nU(), M.nx()}, "K (feedback gains, (N, nU, nx))");
+            auto X = empty({N + 1, M.nx()});
+            auto U = empty({N, M.nU()});
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> g(s.mutex());
+              s.project(xp, Xbar.data(), Ubar.data(), K.data(), static_cast<int>(N), X.mutable_data(),
+                        U.mutable_data());
+            }
+            return py::make_tuple(X, U);
+          },
+          py::arg("x0"), py::arg("Xbar"), py::arg("Ubar"), py::arg("K"),
+          "Projection operator (thesis (6.10)): the feasible trajectory (X, U) that tracks (Xbar, Ubar) with "
+          "u = ubar - K (x - xbar) from x0.")
+      .def(
           "discrete_momentum",
           [](DiscreteSystem& s, const Arr& q_prev, const Arr& q) {
             const Model& M = s.model();

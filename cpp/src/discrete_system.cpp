@@ -110,6 +110,23 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
   }
 }
 
+void DiscreteSystem::project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N,
+                             double* X, double* U) {
+  const int nx = z_.nx, nU = z_.nU;
+  std::copy(x0, x0 + nx, X);
+  s_.lambda.setZero();
+  for (int k = 0; k < N; ++k) {
+    const long kx = static_cast<long>(k) * nx, ku = static_cast<long>(k) * nU;
+    Eigen::Map<VecX> u(U + ku, nU);
+    const Eigen::Map<const VecX> x(X + kx, nx), xbar(Xbar + kx, nx);
+    u = Eigen::Map<const VecX>(Ubar + ku, nU);
+    u.noalias() -= ConstRowMap(K + static_cast<long>(k) * nU * nx, nU, nx) * (x - xbar);
+    // The reference's next configuration is the natural Newton guess near convergence.
+    solve_at(X + kx, U + ku, Xbar + kx + nx, k);
+    store_next_state(*model_, opt_, s_, X + kx + nx);
+  }
+}
+
 void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, double* p) {
   mc::discrete_momentum(*model_, opt_, s_, q_prev, q, p);
 }

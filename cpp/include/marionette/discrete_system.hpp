@@ -42,6 +42,10 @@ class DiscreteSystem {
   void second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx, double* xu,
                                     double* uu);
 
+  /// Projection operator of thesis (6.10): x(0) = x0, u(k) = ubar(k) - K(k)(x(k) - xbar(k)),
+  /// x(k+1) = f(x(k), u(k)). Xbar (N+1, nx), Ubar (N, nU), K (N, nU, nx); writes X (N+1, nx), U (N, nU).
+  void project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N, double* X, double* U);
+
   /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
   void discrete_momentum(const double* q_prev, const double* q, double* p);
   /// Full state from two consecutive configurations: [q; p(q_prev, q); (rho - rho_prev)/dt].
