@@ -1,0 +1,91 @@
+"""Core group: the humanoid marionette's one-step map and its derivatives (issue 2).
+
+Scenario: seed 001 §VIII-B (``reference/humanoid-marionette.md``): 22 dynamic +
+18 kinematic configurations, 6 strings, dt = 0.01, start at rest
+(q0 = q1 = the initial pose), string-walk inputs, 1000 steps; Newton tolerance
+1e-10 (trep's default). Per-step figures are medians over every step of the
+trajectory (single calls at the states of a simulated trajectory, so each call
+solves that step's DEL from the cold guess q_{k+1} = q_k, as trep's DSystem.set
+does); whole-trajectory figures are medians over repeated calls. Every
+derivative figure includes the step's Newton solve (the same holds for the
+peer's). Times include the Python call (argument conversion) — the way they are
+used.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from benchmarks.registry import Context, Figure, benchmark_group, median_ms, time_calls, time_once
+
+DT = 0.01
+TOLERANCE = 1e-10
+
+
+def humanoid_setup(steps: int):
+    from marionette_control import _core, models
+    from marionette_control.models import humanoid_marionette as hm
+
+    m = models.get("humanoid_marionette")
+    q0 = hm.initial_configuration(m)
+    U = hm.string_walk_inputs(m, q0, DT, steps)
+    ds = _core.DiscreteSystem(m, DT, tolerance=TOLERANCE)
+    x0 = ds.state_from_configs(q0, q0)
+    return m, ds, x0, U
+
+
+@benchmark_group("core", "humanoid marionette: VI step, first-order and contracted second-order linearization")
+def core(ctx: Context) -> list[Figure]:
+    steps = 200 if ctx.quick else 1000
+    sweeps = 2 if ctx.quick else 5
+    repeats = 3 if ctx.quick else 15
+    so_repeats = 2 if ctx.quick else 5
+    m, ds, x0, U = humanoid_setup(steps)
+    X, iters = ds.simulate(x0, U)
+    Z = np.random.default_rng(1).standard_normal((steps, m.nx))
+    ks = range(steps)
+    per = f"median over {steps} steps x {{}} sweeps of single calls"
+    whole = f"median of {{}} calls on the {steps}-step trajectory"
+    figs: list[Figure] = []
+
+    def fig(name, value, unit, notes):
+        figs.append(Figure(name, value, unit, "core", None, notes))
+
+    ctx.log(f"core: humanoid, {steps} steps, per-step sweeps")
+    t = time_calls(lambda k: ds.step(X[k], U[k]), ks, sweeps)
+    fig("humanoid.vi_step", median_ms(t), "ms", "ds.step(x_k, u_k); " + per.format(sweeps) + "; target <= 0.3 ms")
+    t = time_calls(lambda k: ds.linearize(X[k], U[k]), ks, sweeps)
+    fig("humanoid.first_order", median_ms(t), "ms",
+        "ds.linearize(x_k, u_k) -> x_{k+1}, A, B (incl. the step); " + per.format(sweeps) + "; target <= 0.3 ms")
+    t = time_calls(lambda k: ds.second_order_contracted(X[k], U[k], Z[k]), ks, max(1, sweeps // 2))
+    fig("humanoid.second_order_contracted", median_ms(t), "ms",
+        "ds.second_order_contracted(x_k, u_k, z_k) -> z^T D2f (xx, xu, uu), incl. step and first order; "
+        + per.format(max(1, sweeps // 2)) + "; target <= 3 ms")
+
+    ctx.log("core: humanoid, whole-trajectory calls")
+    t_sim = time_once(lambda: ds.simulate(x0, U), repeats)
+    t_lin = time_once(lambda: ds.linearize_trajectory(X, U), repeats)
+    t_so = time_once(lambda: ds.second_order_trajectory(X, U, Z), so_repeats)
+    fig("humanoid.vi_step.from_simulate", median_ms(t_sim, steps), "ms",
+        f"ds.simulate total / {steps}; " + whole.format(repeats))
+    fig("humanoid.first_order.from_linearize_trajectory", median_ms(t_lin, steps), "ms",
+        f"ds.linearize_trajectory total / {steps} (solves each step from the guess X[k+1]); " + whole.format(repeats))
+    fig("humanoid.second_order_contracted.from_second_order_trajectory", median_ms(t_so, steps), "ms",
+        f"ds.second_order_trajectory total / {steps}; " + whole.format(so_repeats))
+    fig(f"humanoid.simulate_{steps}", median_ms(t_sim), "ms", f"ds.simulate, {steps} steps; " + whole.format(repeats))
+    fig(f"humanoid.linearize_{steps}", median_ms(t_lin), "ms",
+        f"ds.linearize_trajectory, {steps} steps; " + whole.format(repeats))
+    fig("humanoid.newton_iterations", float(statistics.median(iters)), "iterations",
+        "median Newton iterations per step in ds.simulate (guess: linear extrapolation)")
+    cold_iters = [ds.step(X[k], U[k])[1] for k in ks]
+    fig("humanoid.newton_iterations.cold", float(statistics.median(cold_iters)), "iterations",
+        "median Newton iterations per single ds.step call (cold guess q_{k+1} = q_k)")
+
+    peer = ctx.peer("trep")
+    if peer is not None:
+        for f in peer.get("figures", []):
+            if f["name"].startswith("humanoid."):
+                figs.append(Figure(f["name"], f["value"], f["unit"], "core", "trep", f.get("notes", "")))
+    return figs
