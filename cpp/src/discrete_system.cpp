@@ -11,6 +11,7 @@ DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions opt
   xx_.setZero(z_.nx, z_.nx);
   xu_.setZero(z_.nx, z_.nU);
   uu_.setZero(z_.nU, z_.nU);
+  dx_.setZero(z_.nx);
 }
 
 void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index) {
@@ -120,7 +121,8 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
     Eigen::Map<VecX> u(U + ku, nU);
     const Eigen::Map<const VecX> x(X + kx, nx), xbar(Xbar + kx, nx);
     u = Eigen::Map<const VecX>(Ubar + ku, nU);
-    u.noalias() -= ConstRowMap(K + static_cast<long>(k) * nU * nx, nU, nx) * (x - xbar);
+    dx_ = x - xbar;
+    u.noalias() -= ConstRowMap(K + static_cast<long>(k) * nU * nx, nU, nx) * dx_;
     // The reference's next configuration is the natural Newton guess near convergence.
     solve_at(X + kx, U + ku, Xbar + kx + nx, k);
     store_next_state(*model_, opt_, s_, X + kx + nx);

@@ -256,7 +256,7 @@ void ensure_second_order_caches(const Model& model, StepData& s) {
 
 }  // namespace
 
-void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const VecX& zc, Eigen::Ref<MatX> xx,
+void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& zc, Eigen::Ref<MatX> xx,
                             Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu) {
   if (!s.have_first) throw std::logic_error("step_second_contracted needs step_first_derivatives first");
   const Layout z(model);
@@ -329,7 +329,8 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   uu = s.Hw.bottomRightCorner(nu + nk, nu + nk);
 }
 
-void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const VecX& dx, const VecX& du,
+void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
+                             const Eigen::Ref<const VecX>& du,
                              Eigen::Ref<VecX> out) {
   if (!s.have_first) throw std::logic_error("step_second_directional needs step_first_derivatives first");
   const Layout z(model);

@@ -60,6 +60,7 @@ class DiscreteSystem {
   Layout z_;
   StepData s_;
   MatX A_, B_, xx_, xu_, uu_;
+  VecX dx_;  ///< x - xbar in the projection loop
   std::mutex mutex_;
 };
 

@@ -85,11 +85,12 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
 
 /// z^T D2f as blocks xx (nx, nx), xu (nx, nU), uu (nU, nU), for a covector z
 /// of x_{k+1} (nx). Requires step_first_derivatives at this step.
-void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const VecX& z, Eigen::Ref<MatX> xx,
+void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& z, Eigen::Ref<MatX> xx,
                             Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu);
 
 /// D2f o (d, d) (nx) for the direction d = (dx, du). Requires step_first_derivatives.
-void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const VecX& dx, const VecX& du,
+void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
+                             const Eigen::Ref<const VecX>& du,
                              Eigen::Ref<VecX> out);
 
 /// Discrete Legendre transform p2 = [D_2 L_d(q1, q2) + f+]_dyn (f+ = 0): the

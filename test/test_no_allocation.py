@@ -1,0 +1,85 @@
+"""The whole-trajectory loops of the core allocate nothing per step.
+
+A tiny malloc-counting shim (compiled here, loaded with LD_PRELOAD) counts
+every malloc/calloc/realloc/posix_memalign of the process. Each batch entry
+point is called with a short and a long horizon; the number of allocations
+must not grow with the number of steps (the output arrays are allocated once
+per call whatever N is).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SHIM = r"""
+#include <stddef.h>
+extern void* __libc_malloc(size_t);
+extern void* __libc_calloc(size_t, size_t);
+extern void* __libc_realloc(void*, size_t);
+extern void* __libc_memalign(size_t, size_t);
+static volatile unsigned long counter = 0;
+unsigned long mc_alloc_count(void) { return counter; }
+void* malloc(size_t n) { __sync_fetch_and_add(&counter, 1); return __libc_malloc(n); }
+void* calloc(size_t a, size_t b) { __sync_fetch_and_add(&counter, 1); return __libc_calloc(a, b); }
+void* realloc(void* p, size_t n) { __sync_fetch_and_add(&counter, 1); return __libc_realloc(p, n); }
+int posix_memalign(void** p, size_t a, size_t n) {
+  __sync_fetch_and_add(&counter, 1);
+  *p = __libc_memalign(a, n);
+  return *p ? 0 : 12;
+}
+"""
+
+PROBE = textwrap.dedent("""
+    import ctypes, json, sys
+    import numpy as np
+    from marionette_control import models, _core
+    from marionette_control.models import humanoid_marionette as hm
+    lib = ctypes.CDLL(sys.argv[1])
+    lib.mc_alloc_count.restype = ctypes.c_ulong
+    m = models.get("humanoid_marionette")
+    q0 = hm.initial_configuration(m)
+    ds = _core.DiscreteSystem(m, 0.01)
+    x0 = ds.state_from_configs(q0, q0)
+    U = hm.string_walk_inputs(m, q0, 0.01, 120)
+    X, _ = ds.simulate(x0, U)
+    A, B = ds.linearize_trajectory(X, U)
+    K = np.zeros((120, m.nU, m.nx))
+    Z = np.ones((120, m.nx))
+    calls = {
+        "simulate": lambda n: ds.simulate(x0, U[:n]),
+        "linearize_trajectory": lambda n: ds.linearize_trajectory(X[:n + 1], U[:n]),
+        "second_order_trajectory": lambda n: ds.second_order_trajectory(X[:n + 1], U[:n], Z[:n]),
+        "project": lambda n: ds.project(x0, X[:n + 1], U[:n], K[:n]),
+    }
+    out = {}
+    for name, f in calls.items():
+        f(120)  # warm up: workspaces reach their final size
+        growth = []
+        for _ in range(3):
+            a = lib.mc_alloc_count(); r = f(10); b = lib.mc_alloc_count(); del r
+            c = lib.mc_alloc_count(); r = f(110); d = lib.mc_alloc_count(); del r
+            growth.append((d - c) - (b - a))
+        out[name] = min(growth)
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_batch_loops_allocate_nothing_per_step(tmp_path):
+    src = tmp_path / "count.c"
+    src.write_text(SHIM)
+    lib = tmp_path / "libcount.so"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    env = dict(os.environ, LD_PRELOAD=str(lib), OPENBLAS_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, str(probe), str(lib)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    growth = __import__("json").loads(res.stdout.strip().splitlines()[-1])
+    # 100 more steps may not cost a single extra allocation.
+    assert growth == {name: 0 for name in growth}, growth
