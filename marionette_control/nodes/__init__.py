@@ -1,0 +1,1 @@
+"""ROS 2 nodes: thin adapters (messages ⇄ numpy, parameters ⇄ options) around the control layer."""
