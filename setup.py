@@ -204,5 +204,17 @@ setup(
     # Runtime dependencies come from package.xml (rosdep) or requirements/.
     install_requires=["setuptools"],
     zip_safe=False,
-    entry_points={"console_scripts": []},
+    entry_points={
+        "console_scripts": [
+            # ROS 2 nodes (`ros2 run marionette_control <name>`)
+            "marionette_simulator = marionette_control.nodes.simulator:main",
+            "marionette_optimizer = marionette_control.nodes.optimizer:main",
+            "marionette_controller = marionette_control.nodes.controller:main",
+            "marionette_bringup = marionette_control.cli.bringup:main",
+            # tools
+            "marionette-optimize = marionette_control.cli.optimize:main",
+            "marionette-simulate = marionette_control.cli.simulate:main",
+            "marionette-plot = marionette_control.cli.plot:main",
+        ]
+    },
 )
