@@ -38,36 +38,30 @@ def _chain(b: SystemBuilder, parent: str, steps, last_name: str) -> str:
     return name
 
 
-def _leg(b: SystemBuilder, side: str, hip_x: float, femur: tuple, tibia: tuple, foot: float, string: str) -> None:
-    s = side[0]
-    b.frame(f"{s}hip", "pelvis", "tx", value=hip_x)
-    _chain(b, f"{s}hip", [("rz", f"{s}hip_rz", 0.0), ("ry", f"{s}hip_ry", 0.0), ("rx", f"{s}hip_rx", 0.0)],
-           f"{s}femur")
-    b.frame(f"{s}femur_mass", f"{s}femur", "tz", value=femur[0], mass=LIMB_MASS[0], inertia=LIMB_MASS[1])
-    b.frame(f"{s}femur_end", f"{s}femur", "tz", value=femur[1])
-    b.frame(f"{s}tibia", f"{s}femur_end", "rx", config=f"{s}knee_rx")
-    b.frame(f"{s}tibia_mass", f"{s}tibia", "tz", value=tibia[0], mass=LIMB_MASS[0], inertia=LIMB_MASS[1])
-    b.frame(f"{s}tibia_end", f"{s}tibia", "tz", value=tibia[1])
-    _chain(b, f"{s}tibia_end", [("rz", None, 0.0), ("ry", None, 0.0), ("rx", None, 0.0)], f"{s}foot")
-    b.frame(f"{s}foot_end", f"{s}foot", "ty", value=foot)
-    b.const_frame(f"{string}_string_hook", f"{s}femur_end", translation=(0.0, 0.1, 0.0))
+def _limb(b: SystemBuilder, parent: str, s: str, names: tuple, offset_x: float, upper: tuple, lower: tuple,
+          mass: tuple, end: tuple, string: str, hook_on_upper: bool) -> None:
+    """A 3-axis joint, an upper link, a 1-axis joint about x, a lower link and a fixed end frame.
+
+    names = (joint, upper link, hinge, lower link, end); upper/lower = (mass offset, link end) along z;
+    end = (transform, value) of the end frame; the string hook sits 0.1 m along y of the upper or
+    lower link's end.
+    """
+    joint, up, hinge, low, tip = names
+    b.frame(f"{s}{joint}", parent, "tx", value=offset_x)
+    _chain(b, f"{s}{joint}", [(ax, f"{s}{joint}_{ax}", 0.0) for ax in ("rz", "ry", "rx")], f"{s}{up}")
+    b.frame(f"{s}{up}_mass", f"{s}{up}", "tz", value=upper[0], mass=mass[0], inertia=mass[1])
+    b.frame(f"{s}{up}_end", f"{s}{up}", "tz", value=upper[1])
+    b.frame(f"{s}{low}", f"{s}{up}_end", "rx", config=f"{s}{hinge}_rx")
+    b.frame(f"{s}{low}_mass", f"{s}{low}", "tz", value=lower[0], mass=mass[0], inertia=mass[1])
+    b.frame(f"{s}{low}_end", f"{s}{low}", "tz", value=lower[1])
+    _chain(b, f"{s}{low}_end", [("rz", None, 0.0), ("ry", None, 0.0), ("rx", None, 0.0)], f"{s}{tip}")
+    b.frame(f"{s}{tip}_end", f"{s}{tip}", end[0], value=end[1])
+    hook_parent = f"{s}{up}_end" if hook_on_upper else f"{s}{low}_end"
+    b.const_frame(f"{string}_string_hook", hook_parent, translation=(0.0, 0.1, 0.0))
 
 
-def _arm(b: SystemBuilder, side: str, shoulder_x: float, humerus: tuple, radius: tuple, hand: float,
-         string: str) -> None:
-    s = side[0]
-    b.frame(f"{s}shoulder", "spine_top", "tx", value=shoulder_x)
-    _chain(b, f"{s}shoulder",
-           [("rz", f"{s}shoulder_rz", 0.0), ("ry", f"{s}shoulder_ry", 0.0), ("rx", f"{s}shoulder_rx", 0.0)],
-           f"{s}humerus")
-    b.frame(f"{s}humerus_mass", f"{s}humerus", "tz", value=humerus[0], mass=ARM_MASS[0], inertia=ARM_MASS[1])
-    b.frame(f"{s}humerus_end", f"{s}humerus", "tz", value=humerus[1])
-    b.frame(f"{s}radius", f"{s}humerus_end", "rx", config=f"{s}elbow_rx")
-    b.frame(f"{s}radius_mass", f"{s}radius", "tz", value=radius[0], mass=ARM_MASS[0], inertia=ARM_MASS[1])
-    b.frame(f"{s}radius_end", f"{s}radius", "tz", value=radius[1])
-    _chain(b, f"{s}radius_end", [("rz", None, 0.0), ("ry", None, 0.0), ("rx", None, 0.0)], f"{s}hand")
-    b.frame(f"{s}hand_end", f"{s}hand", "tz", value=hand)
-    b.const_frame(f"{string}_string_hook", f"{s}radius_end", translation=(0.0, 0.1, 0.0))
+LEG = ("hip", "femur", "knee", "tibia", "foot")
+ARM = ("shoulder", "humerus", "elbow", "radius", "hand")
 
 
 def humanoid_marionette(damping: float = DAMPING, gravity: float = 9.8):
@@ -76,20 +70,20 @@ def humanoid_marionette(damping: float = DAMPING, gravity: float = 9.8):
     _chain(b, "world", [("tx", "torso_tx", 0.0), ("ty", "torso_ty", 0.0), ("tz", "torso_tz", 0.0),
                         ("rz", "torso_rz", 0.0), ("ry", "torso_ry", 0.0), ("rx", "torso_rx", 0.0)], "pelvis")
     b.mass("pelvis", 10.0, (1.0, 1.0, 1.0))
-    _leg(b, "left", -0.10000000633343277, (-0.2000000071819642, -0.4000000143639284),
-         (-0.20000000406340365, -0.4000000081268073), 0.20298699715253277, "left_leg")
-    _leg(b, "right", 0.10000000072551045, (-0.20000000746930935, -0.4000000149386187),
-         (-0.20000000524335476, -0.40000001048670952), 0.20000000361419676, "right_leg")
+    _limb(b, "pelvis", "l", LEG, -0.10000000633343277, (-0.2000000071819642, -0.4000000143639284),
+          (-0.20000000406340365, -0.4000000081268073), LIMB_MASS, ("ty", 0.20298699715253277), "left_leg", True)
+    _limb(b, "pelvis", "r", LEG, 0.10000000072551045, (-0.20000000746930935, -0.4000000149386187),
+          (-0.20000000524335476, -0.40000001048670952), LIMB_MASS, ("ty", 0.20000000361419676), "right_leg", True)
     b.frame("spine_top", "pelvis", "tz", value=0.49134332092915983)
     b.frame("neck", "spine_top", "tz", value=0.04500002226970809)
     _chain(b, "neck", [("rz", None, 0.0), ("ry", None, 0.0), ("rx", None, 0.0), ("tz", None, 0.044999991144167348)],
            "head")
     b.frame("head_center", "head", "tz", value=0.090000011865579349, mass=0.75, inertia=(0.08, 0.08, 0.08))
     b.frame("head_end", "head_center", "tz", value=0.079999981957211988)
-    _arm(b, "left", -0.15811387592769632, (-0.12499999805011695, -0.24999999610023391),
-         (-0.12882950452903394, -0.25765900905806788), -0.090000006491074078, "left_arm")
-    _arm(b, "right", 0.15811388178161004, (-0.12500000646915005, -0.2500000129383001),
-         (-0.12882950288909756, -0.25765900577819512), -0.089999998759819969, "right_arm")
+    _limb(b, "spine_top", "l", ARM, -0.15811387592769632, (-0.12499999805011695, -0.24999999610023391),
+          (-0.12882950452903394, -0.25765900905806788), ARM_MASS, ("tz", -0.090000006491074078), "left_arm", False)
+    _limb(b, "spine_top", "r", ARM, 0.15811388178161004, (-0.12500000646915005, -0.2500000129383001),
+          (-0.12882950288909756, -0.25765900577819512), ARM_MASS, ("tz", -0.089999998759819969), "right_arm", False)
     b.const_frame("upper_torso_string_hook", "spine_top", translation=(-0.1, 0.0, 0.0))
     b.const_frame("lower_torso_string_hook", "spine_top", translation=(0.1, 0.0, 0.0))
     b.frame("string_plane", "world", "tz", value=2.0)
