@@ -57,7 +57,7 @@ void constraint_weighted_hessian(const ConstraintData& h, const double* weight, 
   }
 }
 
-void constraint_hessian_times(const ConstraintData& h, const VecX& c, MatX& out) {
+void constraint_hessian_times(const ConstraintData& h, const Eigen::Ref<const VecX>& c, MatX& out) {
   out.setZero();
   for (size_t j = 0; j < h.terms.size(); ++j) {
     const TermDerivs& t = h.terms[j];
@@ -69,7 +69,8 @@ void constraint_hessian_times(const ConstraintData& h, const VecX& c, MatX& out)
   }
 }
 
-void constraint_weighted_third(const ConstraintData& h, const double* weight, const VecX& c, MatX& out) {
+void constraint_weighted_third(const ConstraintData& h, const double* weight, const Eigen::Ref<const VecX>& c,
+                               MatX& out) {
   for (size_t j = 0; j < h.terms.size(); ++j) {
     const TermDerivs& t = h.terms[j];
     if (weight[j] == 0.0) continue;

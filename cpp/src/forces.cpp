@@ -75,4 +75,27 @@ void force_weighted_hessian(const Model& model, const FrameCache& C, const doubl
   }
 }
 
+void force_second_directional(const Model& model, const FrameCache& C, const double* u,
+                              const Eigen::Ref<const VecX>& dq, const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out) {
+  out.setZero();
+  for (const auto& w : model.wrenches) {
+    const auto& anc = model.frames[w.frame].anc;
+    const int d = static_cast<int>(anc.size());
+    const Vec6 W = wrench_value(w, u);
+    Vec6 dW = Vec6::Zero();
+    for (int k = 0; k < 6; ++k)
+      if (w.input[k] >= 0) dW[k] = du[w.input[k]];
+    const Vec6* dJ = &C.dJ[model.offJ1[w.frame]];
+    const Vec6* ddJ = &C.ddJ[model.offJ2[w.frame]];
+    for (int a = 0; a < d; ++a) {
+      double acc = 0.0;
+      for (int b = 0; b < d; ++b) {
+        acc += 2.0 * dJ[b * d + a].dot(dW) * dq[anc[b]];
+        for (int e = 0; e < d; ++e) acc += ddJ[sym2(b, e) * d + a].dot(W) * dq[anc[b]] * dq[anc[e]];
+      }
+      out[anc[a]] += acc;
+    }
+  }
+}
+
 }  // namespace mc

@@ -330,8 +330,7 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
 }
 
 void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
-                             const Eigen::Ref<const VecX>& du,
-                             Eigen::Ref<VecX> out) {
+                             const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out) {
   if (!s.have_first) throw std::logic_error("step_second_directional needs step_first_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
@@ -349,44 +348,21 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   s.eta.tail(n) = (dq2 - dq1) / dt;
   s.Hz.setZero();
   lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  // Second derivatives along the line of the slot-1 residual G1, the momentum P and h(q2).
   const VecX L3dd = s.Hz * s.eta;
-  // Force second derivative along the line: (F_qq[dzq, dzq] + 2 F_qu[dzq, du])_i,
-  // obtained from the weighted Hessians with unit covectors would cost n
-  // contractions; body wrenches are evaluated directly instead.
-  VecX Fdd = VecX::Zero(n);
-  {
-    const VecX dzq = s.eta.head(n);
-    const VecX duf = du.head(nu);
-    for (const auto& w : model.wrenches) {
-      const auto& anc = model.frames[w.frame].anc;
-      const int d = static_cast<int>(anc.size());
-      Vec6 W = w.constant, dW = Vec6::Zero();
-      for (int k = 0; k < 6; ++k)
-        if (w.input[k] >= 0) { W[k] = s.u[w.input[k]]; dW[k] = duf[w.input[k]]; }
-      const Vec6* dJ = &s.mid.dJ[model.offJ1[w.frame]];
-      const Vec6* ddJ = &s.mid.ddJ[model.offJ2[w.frame]];
-      for (int a = 0; a < d; ++a) {
-        double acc = 0.0;
-        for (int b = 0; b < d; ++b) {
-          acc += 2.0 * dJ[b * d + a].dot(dW) * dzq[anc[b]];
-          for (int e = 0; e < d; ++e) acc += ddJ[sym2(b, e) * d + a].dot(W) * dzq[anc[b]] * dzq[anc[e]];
-        }
-        Fdd[anc[a]] += acc;
-      }
-    }
-  }
+  VecX Fdd(n);
+  force_second_directional(model, s.mid, s.u.data(), s.eta.head(n), du.head(nu), Fdd);
   VecX rr(nd + m);
   rr.head(nd) = (0.5 * dt) * L3dd.head(nd) - L3dd.segment(n, nd) + dt * Fdd.head(nd);
   if (m > 0) {
-    MatX W3 = MatX::Zero(n, n);
-    const VecX dq1v = dq1;
-    constraint_weighted_third(s.h1, s.lambda.data(), dq1v, W3);
-    rr.head(nd) -= (W3 * dq1v).head(nd);
-    constraint_hessian_times(s.h1, dq1v, s.hc);
-    rr.head(nd) -= 2.0 * (s.hc.transpose() * dlam).head(nd);
-    const VecX dq2v = dq2;
-    constraint_hessian_times(s.h2, dq2v, s.hc);
-    rr.tail(m) = s.hc * dq2v;
+    // -d2/de2 [Dh(q1)^T lambda] = -(D3h[dq1, dq1])^T lambda - 2 (D2h[dq1])^T dlambda
+    s.scratch.setZero();
+    constraint_weighted_third(s.h1, s.lambda.data(), dq1, s.scratch);
+    rr.head(nd).noalias() -= (s.scratch * dq1).head(nd);
+    constraint_hessian_times(s.h1, dq1, s.hc);
+    rr.head(nd).noalias() -= 2.0 * (s.hc.transpose() * dlam).head(nd);
+    constraint_hessian_times(s.h2, dq2, s.hc);
+    rr.tail(m).noalias() = s.hc * dq2;
   }
   const VecX ydd = -s.lu.solve(rr);
   out.setZero();

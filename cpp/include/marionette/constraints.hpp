@@ -24,8 +24,9 @@ void compute_constraints(const Model& model, FrameCache& cache, const double* q,
 /// out (n, n) += sum_j weight_j D2h_j. Requires order >= 2.
 void constraint_weighted_hessian(const ConstraintData& h, const double* weight, MatX& out);
 /// out (m, n): row j = D2h_j c. Requires order >= 2.
-void constraint_hessian_times(const ConstraintData& h, const VecX& c, MatX& out);
+void constraint_hessian_times(const ConstraintData& h, const Eigen::Ref<const VecX>& c, MatX& out);
 /// out (n, n) += sum_j weight_j (D3h_j . c) (third derivative contracted with c). Requires order 3.
-void constraint_weighted_third(const ConstraintData& h, const double* weight, const VecX& c, MatX& out);
+void constraint_weighted_third(const ConstraintData& h, const double* weight, const Eigen::Ref<const VecX>& c,
+                               MatX& out);
 
 }  // namespace mc

@@ -29,5 +29,9 @@ void compute_forces(const Model& model, const FrameCache& cache, const double* v
 /// Requires the cache's velocities to order 3.
 void force_weighted_hessian(const Model& model, const FrameCache& cache, const double* u, const VecX& c, MatX& qq,
                             MatX& qu);
+/// Second derivative of F along the line (q + e dq, u + e du): out (n) =
+/// F_qq[dq, dq] + 2 F_qu[dq, du]. Requires the cache's velocities to order 3.
+void force_second_directional(const Model& model, const FrameCache& cache, const double* u,
+                              const Eigen::Ref<const VecX>& dq, const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out);
 
 }  // namespace mc
