@@ -106,7 +106,7 @@ def test_invalid_integrator_options():
 
 
 def test_unknown_model_name_lists_the_available_ones():
-    with pytest.raises(KeyError, match="unknown model 'robot'; available: double_pendulum, humanoid_marionette"):
+    with pytest.raises(KeyError, match="unknown model 'robot'; available: .*humanoid_marionette.*pendulum"):
         models.get("robot")
 
 
