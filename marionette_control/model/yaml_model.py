@@ -1,0 +1,488 @@
+"""YAML model files: trees, strings, kinematic configurations, springs, damping, force inputs.
+
+A model file is a YAML mapping; every key is checked (unknown keys, wrong types, non-finite or
+out-of-range numbers, missing parents, unknown frames and configurations, duplicate names and
+duplicate mapping keys are errors naming the file and the key, e.g.
+``arm.yaml: frames[2].parent: unknown frame 'uper_arm'``). The format (``docs/models.md`` has
+a worked example)::
+
+    name: double_pendulum_on_a_string   # required; the model's name
+    description: free text               # optional
+    gravity: [0, 0, -9.81]               # optional, m/s^2 (default [0, 0, -9.81])
+    urdf:                                # optional: the tree (or part of it) from a URDF
+      file: arm.urdf                     #   path relative to this file
+      rename: {joint_a: config_a}        #   optional: URDF joint -> configuration name
+    kinematic: [carriage]                # configurations that are prescribed (thesis §3.6)
+    frames:                              # frames, parents before children
+      - {name: link1, parent: world, transform: rx, config: theta1}   # driven primitive
+      - {name: mass1, parent: link1, transform: tz, value: -1.0,      # constant primitive
+         mass: 1.0, inertia: [0, 0, 0]}                              # mass at the origin,
+                                                                      # principal inertias
+      - {name: hook, parent: link1, translation: [0, 0.1, -0.9],     # constant SE(3) offset,
+         rpy: [0, 0, 0]}                                              # R = Rz Ry Rx (URDF)
+    strings:                             # distance constraints |p_from - p_to| = length
+      - {name: string, from: hook, to: carriage, length: string_length}  # kinematic length
+      - {name: rod, from: a, to: b, length: 0.5}                          # fixed length
+    springs:                             # V = 1/2 k (|p1 - p2| - rest_length)^2
+      - {name: s1, frame1: a, frame2: b, stiffness: 10.0, rest_length: 0.2}
+    config_springs:                      # V = 1/2 k (q - neutral)^2
+      - {name: s2, config: theta1, stiffness: 1.0, neutral: 0.0}
+    damping: {theta1: 0.1, theta2: 0.1}  # F = -c qdot on dynamic configurations
+    forces:                              # force inputs: F_config = u_input
+      - {config: theta1, input: torque1}
+    plane_constraints:                   # point_frame's origin on the plane through plane_frame
+      - {name: floor, plane_frame: world, axis: z, point_frame: foot}     # normal to its axis
+    hardware:                            # optional: /joint_states name -> configuration name
+      joint_names: {shoulder_joint: shoulder}
+    actuators:                           # optional: limits of kinematic configurations
+      carriage: {min: -0.3, max: 0.9, max_velocity: 1.0, max_acceleration: 5.0}
+
+A string whose ``length`` names a configuration declares it kinematic (a string length has no
+inertia). Numbers may be written ``1e-3`` as well as ``1.0e-3``. Units are SI.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yaml
+
+from marionette_control import _core
+from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.urdf import UrdfError, UrdfRobot, add_urdf, parse_urdf
+
+
+class ModelFileError(ValueError):
+    """An invalid model file; the message is ``<file>: <key path>: <problem>``."""
+
+
+# --------------------------------------------------------------------------------------------- YAML reading
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys and reads ``1e-3`` as a number.
+
+    (PyYAML follows YAML 1.1, where ``1e-3`` without a dot is a string and a repeated key
+    silently overwrites the first: both are mistakes nobody means in a model or motion file.)
+    """
+
+
+StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: str | os.PathLike, error: type[ValueError] = ValueError) -> Any:
+    """Reads a YAML file with :class:`StrictLoader`; errors name the file (and line)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.load(f, Loader=StrictLoader)
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e}") from None
+    except yaml.YAMLError as e:
+        raise error(f"{path}: invalid YAML: {e}") from None
+
+
+class Checker:
+    """Type and range checks that name the file and the key path in their errors."""
+
+    def __init__(self, path: str, error: type[ValueError] = ModelFileError):
+        self.path = path
+        self.error = error
+
+    def fail(self, key: str, problem: str):
+        raise self.error(f"{self.path}: {key}: {problem}" if key else f"{self.path}: {problem}")
+
+    def mapping(self, value, key: str, required: tuple = (), optional: tuple = ()) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        allowed = set(required) | set(optional)
+        for k in value:
+            if k not in allowed:
+                self.fail(_join(key, k), f"unknown key (allowed: {', '.join(sorted(map(str, allowed)))})")
+        for k in required:
+            if k not in value:
+                self.fail(key, f"missing key '{k}'")
+        return value
+
+    def table(self, value, key: str) -> dict:
+        """A mapping with free keys (names): only its type is checked here."""
+        if not isinstance(value, dict):
+            self.fail(key, f"expected a mapping, got {type(value).__name__}")
+        return value
+
+    def list(self, value, key: str) -> list:
+        if not isinstance(value, list):
+            self.fail(key, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def name(self, value, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(key, f"expected a non-empty name, got {value!r}")
+        return value
+
+    def number(self, value, key: str, minimum: float | None = None, positive: bool = False) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"expected a number, got {value!r}")
+        x = float(value)
+        if not math.isfinite(x):
+            self.fail(key, f"expected a finite number, got {value!r}")
+        if positive and x <= 0:
+            self.fail(key, f"must be > 0, got {x}")
+        if minimum is not None and x < minimum:
+            self.fail(key, f"must be >= {minimum}, got {x}")
+        return x
+
+    def vector(self, value, key: str, n: int, minimum: float | None = None) -> np.ndarray:
+        if not isinstance(value, list) or len(value) != n:
+            self.fail(key, f"expected a list of {n} numbers, got {value!r}")
+        return np.array([self.number(v, f"{key}[{i}]", minimum) for i, v in enumerate(value)])
+
+    def boolean(self, value, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {value!r}")
+        return value
+
+
+def _join(key: str, sub) -> str:
+    return f"{key}.{sub}" if key else str(sub)
+
+
+# --------------------------------------------------------------------------------------------- description
+
+
+@dataclass(frozen=True)
+class StringSpec:
+    """A string: distance constraint between two frames with a fixed length (float) or a kinematic one (name)."""
+
+    name: str
+    frame1: str
+    frame2: str
+    length: float | str
+
+
+@dataclass(frozen=True)
+class ActuatorLimits:
+    """Range and rate limits of a prescribed (kinematic) configuration, SI units."""
+
+    min: float
+    max: float
+    max_velocity: float
+    max_acceleration: float | None = None
+
+    def contains(self, value: float) -> bool:
+        return self.min <= value <= self.max
+
+
+@dataclass
+class ModelDescription:
+    """A loaded model file: the core model plus what the core does not keep.
+
+    ``hardware_joints`` maps a hardware joint name (``/joint_states``) to a configuration name
+    (identity for every configuration unless the file says otherwise); ``strings`` and
+    ``urdf`` let tools draw and inspect the model.
+    """
+
+    name: str
+    path: str
+    model: _core.Model
+    description: str = ""
+    strings: list[StringSpec] = field(default_factory=list)
+    hardware_joints: dict[str, str] = field(default_factory=dict)
+    actuators: dict[str, ActuatorLimits] = field(default_factory=dict)
+    urdf: UrdfRobot | None = None
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def config_to_hardware(self) -> dict[str, str]:
+        return {v: k for k, v in self.hardware_joints.items()}
+
+
+_TOP = ("name", "description", "gravity", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
+        "damping", "forces", "plane_constraints", "hardware", "actuators")
+_AXIS = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
+
+
+def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
+    """Loads and validates a YAML model file and builds its core model.
+
+    ``overrides`` replace top-level keys before validation (e.g. ``gravity=[0, 0, -9.8]``,
+    ``hardware={"joint_names": {...}}``), so callers can vary a parameter without copying the file.
+    """
+    path = os.fspath(path)
+    data = read_yaml(path, ModelFileError)
+    if data is None:
+        data = {}
+    c = Checker(path)
+    if not isinstance(data, dict):
+        c.fail("", f"the file must contain a mapping, got {type(data).__name__}")
+    for k, v in overrides.items():
+        if k not in _TOP:
+            raise ModelFileError(f"{path}: override '{k}' is not a model-file key (keys: {', '.join(_TOP)})")
+        data[k] = v
+    c.mapping(data, "", required=("name",), optional=_TOP)
+    name = c.name(data["name"], "name")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        c.fail("description", "expected text")
+    gravity = c.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3)
+    b = SystemBuilder(name, gravity=gravity)
+
+    frames: set[str] = {"world"}
+    configs: dict[str, str] = {}  # config name -> key where it was introduced
+    kinematic: set[str] = set()
+    robot = None
+
+    # --- kinematic declarations (checked against the configurations once all are known) ---
+    kin_list = c.list(data.get("kinematic", []), "kinematic")
+    for i, k in enumerate(kin_list):
+        c.name(k, f"kinematic[{i}]")
+        if k in kinematic:
+            c.fail(f"kinematic[{i}]", f"'{k}' is listed twice")
+        kinematic.add(k)
+
+    # --- URDF tree ---
+    if "urdf" in data:
+        u = c.mapping(data["urdf"], "urdf", required=("file",), optional=("rename",))
+        ufile = c.name(u["file"], "urdf.file")
+        upath = ufile if os.path.isabs(ufile) else os.path.join(os.path.dirname(os.path.abspath(path)), ufile)
+        rename = c.table(u.get("rename", {}) or {}, "urdf.rename")
+        for j, cname in rename.items():
+            c.name(cname, f"urdf.rename.{j}")
+        try:
+            robot = parse_urdf(upath)
+            moving = robot.moving_joints
+            for j in rename:
+                if j not in moving:
+                    c.fail(f"urdf.rename.{j}", f"'{j}' is not a moving joint of {ufile} (moving joints: "
+                                               f"{', '.join(moving)})")
+            joint_config = {j: rename.get(j, j) for j in moving}
+            kin_joints = [j for j in moving if joint_config[j] in kinematic]
+            # add_urdf reports frame collisions; every URDF link becomes a frame of that name
+            created: set[str] = set()
+            mapping = add_urdf(b, robot, kinematic=kin_joints, rename=rename, created=created)
+        except UrdfError as e:
+            raise ModelFileError(f"{path}: urdf: {e}") from None
+        for j, cname in mapping.items():
+            if cname in configs:
+                c.fail(f"urdf.rename.{j}", f"configuration '{cname}' is used by two joints")
+            configs[cname] = f"urdf joint '{j}'"
+        frames.update(created)
+
+    # kinematic configurations that no URDF joint introduced are declared now, so frames can use them
+    for k in kin_list:
+        if k not in configs:
+            b.config(k, kinematic=True)
+
+    # --- frames ---
+    for i, fr in enumerate(c.list(data.get("frames", []), "frames")):
+        key = f"frames[{i}]"
+        c.mapping(fr, key, required=("name", "parent"),
+                  optional=("transform", "config", "value", "translation", "rpy", "mass", "inertia"))
+        fname = c.name(fr["name"], f"{key}.name")
+        key = f"frames[{i}] ('{fname}')"
+        if fname in frames:
+            c.fail(f"{key}.name", f"frame '{fname}' is defined twice")
+        parent = c.name(fr["parent"], f"{key}.parent")
+        if parent not in frames:
+            c.fail(f"{key}.parent", f"unknown frame '{parent}' (parents must be defined before their children)")
+        transform = fr.get("transform", "const")
+        if transform not in PRIMITIVES + ("const",):
+            c.fail(f"{key}.transform", f"expected one of {', '.join(PRIMITIVES)} or const, got {transform!r}")
+        mass = c.number(fr["mass"], f"{key}.mass", minimum=0.0) if "mass" in fr else None
+        inertia = c.vector(fr["inertia"], f"{key}.inertia", 3, minimum=0.0) if "inertia" in fr else np.zeros(3)
+        if "inertia" in fr and mass is None:
+            c.fail(f"{key}.inertia", "inertia given without a mass")
+        if transform == "const":
+            for bad in ("config", "value"):
+                if bad in fr:
+                    c.fail(f"{key}.{bad}", "a constant SE(3) frame takes translation and rpy; "
+                                           f"'{bad}' needs a primitive transform (tx, ty, tz, rx, ry, rz)")
+            t = c.vector(fr.get("translation", [0, 0, 0]), f"{key}.translation", 3)
+            rpy = c.vector(fr.get("rpy", [0, 0, 0]), f"{key}.rpy", 3)
+            b.const_frame(fname, parent, translation=t, rotation=rotation_rpy(*rpy), mass=mass, inertia=inertia)
+        else:
+            for bad in ("translation", "rpy"):
+                if bad in fr:
+                    c.fail(f"{key}.{bad}", f"'{bad}' belongs to constant frames; a '{transform}' frame takes "
+                                           "config or value")
+            if "config" in fr and "value" in fr:
+                c.fail(key, "give either config (driven transform) or value (constant), not both")
+            if "config" in fr:
+                cname = c.name(fr["config"], f"{key}.config")
+                if cname in configs:
+                    c.fail(f"{key}.config", f"configuration '{cname}' already drives {configs[cname]} "
+                                            "(each configuration drives exactly one transform, thesis R2)")
+                configs[cname] = f"frame '{fname}'"
+                b.frame(fname, parent, transform, config=cname, mass=mass, inertia=inertia)
+            else:
+                value = c.number(fr.get("value", 0.0), f"{key}.value")
+                b.frame(fname, parent, transform, value=value, mass=mass, inertia=inertia)
+        frames.add(fname)
+
+    for k in kin_list:
+        configs.setdefault(k, "kinematic list")
+
+    # --- strings ---
+    strings: list[StringSpec] = []
+    names: set[str] = set()
+
+    def unique(n: str, key: str) -> None:
+        if n in names:
+            c.fail(key, f"the name '{n}' is used twice")
+        names.add(n)
+
+    def frame_ref(value, key: str) -> str:
+        n = c.name(value, key)
+        if n not in frames:
+            c.fail(key, f"unknown frame '{n}'")
+        return n
+
+    def config_ref(value, key: str, dynamic: bool = False) -> str:
+        n = c.name(value, key)
+        if n not in configs:
+            c.fail(key, f"unknown configuration '{n}' (configurations: {', '.join(sorted(configs))})")
+        if dynamic and n in kinematic:
+            c.fail(key, f"'{n}' is kinematic (prescribed): it takes no forces or damping")
+        return n
+
+    for i, s in enumerate(c.list(data.get("strings", []), "strings")):
+        key = f"strings[{i}]"
+        c.mapping(s, key, required=("name", "from", "to", "length"))
+        sname = c.name(s["name"], f"{key}.name")
+        unique(sname, f"{key}.name")
+        f1 = frame_ref(s["from"], f"{key}.from")
+        f2 = frame_ref(s["to"], f"{key}.to")
+        if f1 == f2:
+            c.fail(f"{key}.to", f"a string joins two different frames (both are '{f1}')")
+        length = s["length"]
+        if isinstance(length, str):
+            if length in configs and length not in kinematic:
+                c.fail(f"{key}.length", f"configuration '{length}' is dynamic; a string length must be kinematic")
+            if length not in configs:
+                b.config(length, kinematic=True)
+                configs[length] = f"string '{sname}'"
+                kinematic.add(length)
+        else:
+            length = c.number(length, f"{key}.length", positive=True)
+        b.distance_constraint(f1, f2, length, name=sname)
+        strings.append(StringSpec(sname, f1, f2, length))
+
+    # kinematic names that nothing introduced are declared configurations of their own (allowed: an input)
+    for k in kinematic:
+        configs.setdefault(k, "kinematic list")
+
+    for i, sp in enumerate(c.list(data.get("springs", []), "springs")):
+        key = f"springs[{i}]"
+        c.mapping(sp, key, required=("frame1", "frame2", "stiffness"), optional=("name", "rest_length"))
+        sname = c.name(sp.get("name", f"spring{i}"), f"{key}.name")
+        unique(sname, f"{key}.name")
+        b.linear_spring(frame_ref(sp["frame1"], f"{key}.frame1"), frame_ref(sp["frame2"], f"{key}.frame2"),
+                        c.number(sp["stiffness"], f"{key}.stiffness", minimum=0.0),
+                        c.number(sp.get("rest_length", 0.0), f"{key}.rest_length", minimum=0.0), name=sname)
+
+    for i, sp in enumerate(c.list(data.get("config_springs", []), "config_springs")):
+        key = f"config_springs[{i}]"
+        c.mapping(sp, key, required=("config", "stiffness"), optional=("name", "neutral"))
+        sname = c.name(sp.get("name", f"config_spring{i}"), f"{key}.name")
+        unique(sname, f"{key}.name")
+        b.config_spring(config_ref(sp["config"], f"{key}.config"),
+                        c.number(sp["stiffness"], f"{key}.stiffness", minimum=0.0),
+                        c.number(sp.get("neutral", 0.0), f"{key}.neutral"), name=sname)
+
+    damping = c.table(data.get("damping", {}) or {}, "damping")
+    for cname, coef in damping.items():
+        b.damping(config_ref(cname, f"damping.{cname}", dynamic=True),
+                  c.number(coef, f"damping.{cname}", minimum=0.0))
+
+    for i, fo in enumerate(c.list(data.get("forces", []), "forces")):
+        key = f"forces[{i}]"
+        c.mapping(fo, key, required=("config",), optional=("input", "name"))
+        cname = config_ref(fo["config"], f"{key}.config", dynamic=True)
+        inp = c.name(fo.get("input", f"{cname}_force"), f"{key}.input")
+        fname = c.name(fo.get("name", f"{cname}_force"), f"{key}.name")
+        unique(fname, f"{key}.name")
+        b.config_force(cname, input=inp, name=fname)
+
+    for i, pc in enumerate(c.list(data.get("plane_constraints", []), "plane_constraints")):
+        key = f"plane_constraints[{i}]"
+        c.mapping(pc, key, required=("plane_frame", "axis", "point_frame"), optional=("name",))
+        pname = c.name(pc.get("name", f"plane{i}"), f"{key}.name")
+        unique(pname, f"{key}.name")
+        axis = pc["axis"]
+        if isinstance(axis, bool) or axis not in _AXIS:
+            c.fail(f"{key}.axis", f"expected x, y, z (or 0, 1, 2), got {axis!r}")
+        b.plane_constraint(frame_ref(pc["plane_frame"], f"{key}.plane_frame"), _AXIS[axis],
+                           frame_ref(pc["point_frame"], f"{key}.point_frame"), name=pname)
+
+    # --- hardware names and actuators (metadata; checked against the model) ---
+    hw = c.mapping(data.get("hardware", {}) or {}, "hardware", optional=("joint_names",))
+    jn = c.table(hw.get("joint_names", {}) or {}, "hardware.joint_names")
+    hardware = {n: n for n in configs}
+    if jn:
+        hardware = {}
+        for hname, cname in jn.items():
+            c.name(hname, f"hardware.joint_names.{hname}")
+            config_ref(cname, f"hardware.joint_names.{hname}")
+            if cname in hardware.values():
+                c.fail(f"hardware.joint_names.{hname}", f"configuration '{cname}' is named by two hardware joints")
+            hardware[hname] = cname
+        missing = sorted(set(configs) - set(hardware.values()))
+        if missing:
+            c.fail("hardware.joint_names", f"no hardware joint name for configuration(s) {', '.join(missing)}")
+
+    actuators: dict[str, ActuatorLimits] = {}
+    act = c.table(data.get("actuators", {}) or {}, "actuators")
+    for cname, spec in act.items():
+        key = f"actuators.{cname}"
+        config_ref(cname, key)
+        if cname not in kinematic:
+            c.fail(key, f"'{cname}' is dynamic; actuator limits apply to kinematic (prescribed) configurations")
+        c.mapping(spec, key, required=("min", "max", "max_velocity"), optional=("max_acceleration",))
+        lo, hi = c.number(spec["min"], f"{key}.min"), c.number(spec["max"], f"{key}.max")
+        if lo >= hi:
+            c.fail(f"{key}.max", f"must be > min ({lo}), got {hi}")
+        acc = spec.get("max_acceleration")
+        actuators[cname] = ActuatorLimits(
+            lo, hi, c.number(spec["max_velocity"], f"{key}.max_velocity", positive=True),
+            None if acc is None else c.number(acc, f"{key}.max_acceleration", positive=True))
+
+    unknown_kin = sorted(k for k in kinematic if k not in configs)
+    if unknown_kin:  # pragma: no cover - every kinematic name is a configuration by now
+        c.fail("kinematic", f"unknown configuration(s) {', '.join(unknown_kin)}")
+    try:
+        model = b.build()
+    except Exception as e:
+        raise ModelFileError(f"{path}: {e}") from e
+    return ModelDescription(name, path, model, description, strings, hardware, actuators, robot, data)
+
+
+def load_model(path: str | os.PathLike, **overrides) -> _core.Model:
+    """The core model of a YAML model file (see :func:`load_model_file`)."""
+    return load_model_file(path, **overrides).model
+
+
+__all__ = ["ModelFileError", "ModelDescription", "StringSpec", "ActuatorLimits", "load_model_file", "load_model",
+           "read_yaml", "StrictLoader", "Checker"]
