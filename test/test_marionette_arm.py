@@ -200,12 +200,12 @@ def test_every_registered_model_renders(tmp_path):
 
 
 def test_strings_are_recovered_for_drawing(model):
-    from marionette_control.model.plot import choose_view, infer_strings
+    from marionette_control.model.plot import choose_view, distance_constraints
     from marionette_control.models.humanoid_marionette import STRINGS
 
-    assert infer_strings(model) == [("string", "hook", "carriage")]
+    assert distance_constraints(model) == [("string", "hook", "carriage")]
     humanoid = get("humanoid_marionette")
-    found = infer_strings(humanoid)
+    found = distance_constraints(humanoid)
     assert [c for c, _, _ in found] == [f"{s}_string" for s in STRINGS]
     assert all((a, b) == (f"{s}_string_hook", f"{s}_string_control") for (_, a, b), s in zip(found, STRINGS))
     eq = arm.static_equilibrium(model, *arm.RAISED)

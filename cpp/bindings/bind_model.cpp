@@ -143,6 +143,22 @@ void bind_model(py::module_& m) {
         for (const auto& c : s.constraints) r.push_back(c.name);
         return r;
       })
+      .def_property_readonly(
+          "constraint_frames",
+          [](const Model& s) {
+            py::list r;
+            for (const auto& c : s.constraints) {
+              const bool dist = c.type == mc::ConstraintType::DISTANCE;
+              py::object length = py::none();
+              if (dist) length = c.length_config >= 0 ? py::object(py::str(s.configs[c.length_config].name))
+                                                      : py::object(py::float_(c.length));
+              r.append(py::make_tuple(c.name, dist ? "distance" : "plane", s.frames[c.frame1].name,
+                                      s.frames[c.frame2].name, dist ? length : py::object(py::int_(c.axis))));
+            }
+            return r;
+          },
+          "Per constraint: (name, 'distance' | 'plane', frame1, frame2, length (number or configuration name) "
+          "| plane axis).")
       .def("frame_index", &Model::frame_index, py::arg("name"))
       .def("config_index", &Model::config_index, py::arg("name"))
       .def("placements", &placements, py::arg("q"), "World transforms of every frame, shape (n_frames, 4, 4).")

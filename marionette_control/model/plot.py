@@ -7,12 +7,7 @@ a dashed line between its two frames. The view plane is chosen automatically (th
 axes along which the drawing extends most; z stays vertical when it is kept) or given as
 ``view="yz"`` (horizontal axis first). ``save_model_png`` writes a PNG.
 
-The core model does not expose which frames a constraint joins, so, unless ``strings`` lists
-the frame pairs, they are recovered numerically: a distance constraint between frames a and b
-satisfies h(q) = |p_a - p_b|^2 - L^2 with L fixed or equal to one configuration, so
-|p_a - p_b|^2 - h(q) is constant (or equals q_j^2) over random configurations only for the
-true pair (or for frames at the same points, which draw the same line). Plane constraints are
-not drawn.
+Plane constraints are not drawn.
 """
 
 from __future__ import annotations
@@ -31,42 +26,9 @@ def _frame_positions(model: _core.Model, q: np.ndarray) -> np.ndarray:
     return np.asarray(model.placements(q))[:, :3, 3]
 
 
-def infer_strings(model: _core.Model, samples: int = 3, seed: int = 0) -> list[tuple[str, str, str]]:
-    """(constraint name, frame1, frame2) of every distance constraint, recovered from h at random configurations."""
-    if model.nc == 0:
-        return []
-    rng = np.random.default_rng(seed)
-    qs = [rng.uniform(-1.0, 1.0, model.nq) for _ in range(samples)]
-    for q in qs:  # lengths positive and away from 0 for whatever configuration a length is
-        q[model.nd:] = rng.uniform(0.5, 1.5, model.nk)
-    d2, hs = [], []
-    for q in qs:
-        p = _frame_positions(model, q)
-        d2.append(((p[:, None, :] - p[None, :, :]) ** 2).sum(-1))
-        hs.append(np.asarray(model.constraints(q)[0]))
-    names = model.frame_names
-    found = []
-    for c, cname in enumerate(model.constraint_names):
-        e = [d2[s] - hs[s][c] for s in range(samples)]  # = L^2 for the true pair
-        scale = 1e-9 * (1.0 + max(np.abs(x).max() for x in e))
-        ok = np.all([np.abs(e[s] - e[0]) < scale for s in range(1, samples)], axis=0)  # fixed length
-        for j in range(model.nq):  # length = configuration j
-            ok |= np.all([np.abs(e[s] - qs[s][j] ** 2) < scale for s in range(samples)], axis=0)
-        np.fill_diagonal(ok, False)
-        pairs = np.argwhere(np.triu(ok))
-        if pairs.size:
-            # Prefer the pair whose frames are deepest in the tree (the named hook/control frames, not helpers).
-            a, b = max(pairs.tolist(), key=lambda ab: (_depth(model, ab[0]) + _depth(model, ab[1]), -ab[0], -ab[1]))
-            found.append((cname, names[a], names[b]))
-    return found
-
-
-def _depth(model: _core.Model, f: int) -> int:
-    parents = model.frame_parents
-    d = 0
-    while parents[f] >= 0:
-        f, d = parents[f], d + 1
-    return d
+def distance_constraints(model: _core.Model) -> list[tuple[str, str, str]]:
+    """(constraint name, frame1, frame2) of every distance constraint (string) of the model."""
+    return [(name, a, b) for name, kind, a, b, _ in model.constraint_frames if kind == "distance"]
 
 
 def choose_view(points: np.ndarray) -> tuple[int, int]:
@@ -88,7 +50,7 @@ def plot_model(model: _core.Model, q: Sequence[float] | None = None, ax=None, vi
                labels: bool = False):
     """Draws the model at q (default zeros); returns the matplotlib Axes.
 
-    ``strings``: (frame1, frame2) pairs to draw dashed; default: every distance constraint (inferred).
+    ``strings``: (frame1, frame2) pairs to draw dashed; default: every distance constraint.
     ``labels``: write frame names next to masses and string ends.
     """
     if ax is None:  # a bare Figure: no pyplot, no global backend state
@@ -102,7 +64,7 @@ def plot_model(model: _core.Model, q: Sequence[float] | None = None, ax=None, vi
     p = _frame_positions(model, q)
     index = {n: i for i, n in enumerate(model.frame_names)}
     if strings is None:
-        pairs = [(a, b) for _, a, b in infer_strings(model)]
+        pairs = [(a, b) for _, a, b in distance_constraints(model)]
     else:
         pairs = [tuple(s) for s in strings]
         for a, b in pairs:
@@ -156,4 +118,4 @@ def save_model_png(model: _core.Model, path: str | os.PathLike, q: Sequence[floa
     return path
 
 
-__all__ = ["plot_model", "save_model_png", "infer_strings", "choose_view"]
+__all__ = ["plot_model", "save_model_png", "distance_constraints", "choose_view"]
