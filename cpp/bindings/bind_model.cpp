@@ -91,6 +91,7 @@ void bind_model(py::module_& m) {
            py::arg("frame2"), py::arg("length") = 0.0, py::arg("length_config") = "")
       .def("add_plane_constraint", &mc::ModelBuilder::add_plane_constraint, py::arg("name"), py::arg("plane_frame"),
            py::arg("axis"), py::arg("point_frame"))
+      .def("remove_constraint", &mc::ModelBuilder::remove_constraint, py::arg("name"))
       .def("build", &mc::ModelBuilder::build);
 
   py::class_<Model, ModelPtr>(m, "Model", "Immutable tree model (frames, configurations, components).")
@@ -159,6 +160,9 @@ void bind_model(py::module_& m) {
           },
           "Per constraint: (name, 'distance' | 'plane', frame1, frame2, length (number or configuration name) "
           "| plane axis).")
+      .def(
+          "to_builder", [](const Model& s) { return mc::ModelBuilder(*s.source); },
+          "A copy of the description this model was built from, to build variants of it.")
       .def("frame_index", &Model::frame_index, py::arg("name"))
       .def("config_index", &Model::config_index, py::arg("name"))
       .def("placements", &placements, py::arg("q"), "World transforms of every frame, shape (n_frames, 4, 4).")

@@ -222,6 +222,15 @@ void ModelBuilder::add_plane_constraint(const std::string& name, const std::stri
   constraints_.push_back({ConstraintType::PLANE, name, plane_frame, point_frame, "", 0.0, axis});
 }
 
+void ModelBuilder::remove_constraint(const std::string& name) {
+  for (auto it = constraints_.begin(); it != constraints_.end(); ++it)
+    if (it->name == name) {
+      constraints_.erase(it);
+      return;
+    }
+  throw ModelError("model '" + name_ + "' has no constraint named '" + name + "'");
+}
+
 std::shared_ptr<Model> ModelBuilder::build() const {
   auto model = std::make_shared<Model>();
   Model& M = *model;
@@ -421,6 +430,7 @@ std::shared_ptr<Model> ModelBuilder::build() const {
     M.sizeJ1 += d * d;
     M.sizeJ2 += packed2_size(d) * d;
   }
+  M.source = std::make_shared<ModelBuilder>(*this);
   return model;
 }
 

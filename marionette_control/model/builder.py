@@ -59,6 +59,19 @@ class SystemBuilder:
         self._core.set_gravity(_vector(gravity, 3, "gravity"))
         self.name = name
 
+    @classmethod
+    def from_model(cls, model: _core.Model) -> "SystemBuilder":
+        """A builder holding the description ``model`` was built from, to build variants of it."""
+        b = cls.__new__(cls)
+        b._core = model.to_builder()
+        b.name = model.name
+        return b
+
+    def remove_constraint(self, name: str) -> "SystemBuilder":
+        """Removes a constraint by name (e.g. to relax a string into forces, thesis §6.6)."""
+        self._core.remove_constraint(name)
+        return self
+
     def config(self, name: str, kinematic: bool = False) -> "SystemBuilder":
         """Declares a configuration (needed for kinematic ones and for those that drive no frame)."""
         self._core.add_config(name, bool(kinematic))

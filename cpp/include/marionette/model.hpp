@@ -73,6 +73,8 @@ struct Constraint {
   std::vector<int> support;
 };
 
+class ModelBuilder;
+
 /// Immutable model. Configuration order: all dynamic configurations (in the
 /// order they were declared), then all kinematic ones.
 class Model {
@@ -109,6 +111,10 @@ class Model {
 
   /// A stable fingerprint of everything that defines the dynamics.
   std::string hash() const;
+
+  /// The description this model was built from: a copy can be extended or
+  /// trimmed to build variants (e.g. dynamic embedding, string relaxation).
+  std::shared_ptr<const ModelBuilder> source;
 };
 
 /// Collects a description, validates it and produces a Model. Names must be
@@ -142,6 +148,8 @@ class ModelBuilder {
                                const std::string& length_config);
   void add_plane_constraint(const std::string& name, const std::string& plane_frame, int axis,
                             const std::string& point_frame);
+  /// Removes the constraint named `name` (throws if there is none).
+  void remove_constraint(const std::string& name);
   /// The returned model is never modified afterwards (held as const everywhere).
   std::shared_ptr<Model> build() const;
 
