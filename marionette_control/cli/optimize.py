@@ -1,0 +1,158 @@
+"""marionette-optimize: optimize a desired motion from a YAML spec into a trajectory file.
+
+    marionette-optimize SPEC.yaml [-o OUT.npz] [--set KEY=VALUE ...] [--deadline S]
+                        [--max-iterations N] [--progress auto|live|plain|quiet] [--summary-json PATH]
+    python -m marionette_control.cli.optimize ...     (same)
+
+Runs the spec (format: ``marionette_control/control/spec.py``; examples in ``config/optimize/``):
+initial trajectory, projection-operator optimization, time-varying DLQR tracking gains; writes
+the trajectory file (``marionette_control/control/trajectory.py``) with K and the optimizer's
+statistics in its ``info``, and prints a summary (iterations, cost, RMS error of every
+prescribed configuration, input ranges against actuator limits).
+
+``--set`` overrides a spec key before checking (dotted path, YAML value), e.g.
+``--set optimizer.max_iterations=5 --set weights.state.elbow=1e3``. Progress is a live line on a
+terminal and one line per iteration otherwise. Ctrl-C (or the deadline) stops the optimization
+and saves the best feasible trajectory so far; a second Ctrl-C aborts.
+
+Exit status: 0 trajectory written (converged or stopped), 1 run failed, 2 bad spec or arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+import yaml
+
+from marionette_control.cli.progress import MODES, Progress
+from marionette_control.control.spec import SpecError, load_spec, solve
+from marionette_control.model.yaml_model import StrictLoader
+
+
+def parse_set(items) -> dict:
+    """``KEY=VALUE`` strings -> {dotted key: YAML value}."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise ValueError(f"--set: bad key {key!r}")
+        try:
+            out[key] = yaml.load(value, Loader=StrictLoader) if value.strip() else None
+        except yaml.YAMLError as e:
+            raise ValueError(f"--set {key}: value is not YAML: {e}") from None
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="marionette-optimize", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Spec format: marionette_control/control/spec.py; examples: config/optimize/.")
+    p.add_argument("spec", help="optimization spec (YAML)")
+    p.add_argument("-o", "--output", help="trajectory file to write (.npz; default: the spec's output, else "
+                                          "<spec name>.npz in the working directory)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a spec key (dotted path, YAML value); repeatable")
+    p.add_argument("--deadline", type=float, help="overall time limit in seconds (overrides the spec)")
+    p.add_argument("--max-iterations", type=int, help="iteration limit of the final optimization (overrides the spec)")
+    p.add_argument("--progress", choices=MODES, default="auto", help="progress display (default: live on a "
+                                                                     "terminal, plain lines otherwise)")
+    p.add_argument("--summary-json", help="also write the summary as JSON to this file")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failed run")
+    return p
+
+
+def _summary_lines(result, out: Path) -> list:
+    s = result.summary
+    lines = [f"wrote {out}",
+             f"{'converged' if s['converged'] else 'stopped (' + s['reason'] + ')'} after {s['iterations']} "
+             f"iterations ({s['iterations_total']} including the initial-trajectory stages) in {s['elapsed']:.1f} s",
+             f"cost {s['initial_cost']:.6g} (initial trajectory) -> {s['cost']:.6g}"]
+    for name, e in s["tracking_errors"].items():
+        lines.append(f"  {name}: RMS error {e['rms']:.3e}, max {e['max']:.3e} (vs the desired motion)")
+    limits = s["actuator_limits"]
+    for name, (lo, hi) in s["input_ranges"].items():
+        cfg = name[:-5] if name.endswith("_next") else None
+        if cfg in limits:
+            lim = limits[cfg]
+            lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}] within [{lim['limits'][0]:.4g}, {lim['limits'][1]:.4g}]"
+                         f", peak speed {lim['max_velocity']:.3g} (limit {lim['velocity_limit']:.3g}): "
+                         f"{'OK' if lim['within'] else 'OUTSIDE THE ACTUATOR LIMITS'}")
+        else:
+            lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}]")
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        overrides = parse_set(args.set)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.deadline is not None:
+        if not args.deadline > 0:
+            parser.error("--deadline must be > 0 seconds")
+        overrides["optimizer.deadline"] = args.deadline
+    if args.max_iterations is not None:
+        if args.max_iterations < 0:
+            parser.error("--max-iterations must be >= 0")
+        overrides["optimizer.max_iterations"] = args.max_iterations
+    try:
+        spec = load_spec(args.spec, overrides)
+    except SpecError as e:
+        print(f"marionette-optimize: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.output or spec.output or Path(args.spec).with_suffix(".npz").name)
+
+    stop = {"requested": False}
+
+    def on_sigint(signum, frame):
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+        progress.log("stop requested: finishing with the best trajectory so far (Ctrl-C again aborts)")
+
+    progress = Progress(sys.stdout, args.progress)
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: no signal handling
+        pass
+    try:
+        result = solve(spec, callback=progress.update, should_stop=lambda: stop["requested"], log=progress.log)
+    except SpecError as e:
+        progress.close()
+        print(f"marionette-optimize: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        progress.close()
+        print("marionette-optimize: aborted", file=sys.stderr)
+        return 1
+    except Exception as e:  # a failed run: say what failed (the traceback with --debug)
+        progress.close()
+        if args.debug:
+            raise
+        print(f"marionette-optimize: error: the optimization failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    progress.close()
+    path = result.trajectory.save(out)
+    for line in _summary_lines(result, path):
+        progress.log(line)
+    if args.summary_json:
+        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary_json).write_text(json.dumps(dict(result.summary, output=str(path)), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

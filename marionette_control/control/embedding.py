@@ -1,0 +1,806 @@
+"""Initial trajectories by changing the system (thesis §6.6): dynamic embedding and string relaxation.
+
+Projection-operator optimization converges to a local minimum near its initial trajectory, so a
+desired motion the system can only reach through a singularity (the pendulum on a cart must pass
+the horizontal, where moving the cart exerts no torque, thesis §6.7.1) or through a long detour
+needs a better start than "simulate with constant inputs". Both techniques of §6.6 optimize a
+*modified* system that can follow the desired motion easily and transform the result back:
+
+Dynamic embedding (§6.6.1)
+    Every dynamic configuration gets a fictitious generalized force input (the embedded system is
+    fully actuated, so tracking is easy). The embedded system is optimized with a small weight on
+    the fictitious inputs; the optimization is repeated from the previous solution with the
+    weight raised until the fictitious forces are unused (``max |u_fictitious| <=
+    unused_tolerance``). The forces are then removed and the trajectory is projected onto the
+    original system (thesis (6.10) with LQR gains on the original linearization), which gives a
+    feasible initial trajectory of the original problem. The default weights 1e-2, 1e2, 1e6 are
+    those of the reference implementation's pendulum-on-a-cart example.
+
+String relaxation (§6.6.2, strings as applied forces)
+    In a string-driven system each string constraint (a distance constraint whose length is a
+    kinematic configuration) models a force applied at the string's hook. The constraint is
+    replaced by a body wrench with three force inputs on the hook frame; the relaxed system is
+    optimized (optionally with dynamic embedding too); the result is transformed back by placing
+    each string's control point (its kinematic carriage configurations) on the line of the
+    optimized force, so the string is collinear with the force, and setting the string length to
+    the hook-to-control-point distance, so h(q) = 0 exactly at every step. The transformed
+    trajectory is projected onto the constrained system.
+
+Models are rebuilt, not edited: the core ``Model`` is immutable and does not expose its
+components, so a variant is made by running the model's factory again (a registry name, a YAML
+model file or any callable that builds through :class:`~marionette_control.model.SystemBuilder`)
+while the builder is intercepted (:func:`build_variant`): extra components are added just before
+``build()`` and string constraints can be swapped for wrenches. Models built by other means
+cannot be varied this way.
+
+The h² penalty the thesis uses for internal closed chains needs a non-quadratic cost term, which
+:class:`~marionette_control.control.cost.TrackingCost` does not have; it is not implemented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from marionette_control import _core
+from marionette_control.control.cost import TrackingCost
+from marionette_control.control.optimizer import (
+    IterationRecord,
+    OptimizationResult,
+    OptimizerOptions,
+    ProjectionOptimizer,
+)
+from marionette_control.control.riccati import tv_lqr
+from marionette_control.model.builder import SystemBuilder
+
+FICTITIOUS_SUFFIX = "_fictitious"
+WRENCH_AXES = ("fx", "fy", "fz")
+
+
+class EmbeddingError(RuntimeError):
+    """A model variant cannot be built or a trajectory cannot be mapped between variants."""
+
+
+# --------------------------------------------------------------------------------------------- model sources
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A recipe that builds a model again (needed to build its variants).
+
+    ``kind`` is ``"registry"`` (``name`` with keyword ``params`` for ``models.get``), ``"file"``
+    (a YAML model file at ``path``) or ``"factory"`` (any callable returning a core model built
+    through :class:`SystemBuilder`; not serializable).
+    """
+
+    kind: str
+    name: str = ""
+    params: dict = field(default_factory=dict)
+    path: str = ""
+    factory: Optional[Callable[[], "_core.Model"]] = None
+
+    @classmethod
+    def registered(cls, name: str, **params) -> "ModelSource":
+        return cls("registry", name=name, params=dict(params))
+
+    @classmethod
+    def file(cls, path) -> "ModelSource":
+        return cls("file", path=str(Path(path).resolve()))
+
+    @classmethod
+    def from_factory(cls, factory: Callable[[], "_core.Model"], name: str = "") -> "ModelSource":
+        return cls("factory", name=name or getattr(factory, "__name__", "factory"), factory=factory)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelSource":
+        """Inverse of :meth:`to_dict` (as stored in a trajectory file's ``info``)."""
+        if not isinstance(d, dict) or d.get("kind") not in ("registry", "file"):
+            raise EmbeddingError(f"not a serialized model source: {d!r}")
+        if d["kind"] == "registry":
+            return cls.registered(d["name"], **dict(d.get("params") or {}))
+        return cls.file(d["path"])
+
+    def to_dict(self) -> dict:
+        if self.kind == "registry":
+            return {"kind": "registry", "name": self.name, "params": dict(self.params)}
+        if self.kind == "file":
+            return {"kind": "file", "path": self.path}
+        raise EmbeddingError(f"model source '{self.name}' is a Python factory and cannot be serialized")
+
+    def build(self) -> "_core.Model":
+        if self.kind == "registry":
+            from marionette_control import models
+
+            return models.get(self.name, **self.params)
+        if self.kind == "file":
+            from marionette_control.model.yaml_model import load_model
+
+            return load_model(self.path)
+        if self.kind == "factory" and self.factory is not None:
+            return self.factory()
+        raise EmbeddingError(f"unknown model source kind {self.kind!r}")
+
+    def __str__(self) -> str:
+        if self.kind == "registry":
+            args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+            return f"model '{self.name}'" + (f" ({args})" if args else "")
+        if self.kind == "file":
+            return f"model file {self.path}"
+        return f"model factory {self.name}"
+
+
+# --------------------------------------------------------------------------------------------- builder interception
+
+_PATCH_LOCK = threading.RLock()
+
+
+@dataclass(frozen=True)
+class StringCall:
+    """A ``distance_constraint`` call seen while building (a string when ``length`` is a config name)."""
+
+    frame1: str
+    frame2: str
+    length: object
+    name: str
+
+
+@contextmanager
+def _intercepted_builder(before_build=None, drop_constraint=None):
+    """Temporarily wraps ``SystemBuilder.build`` and ``SystemBuilder.distance_constraint``.
+
+    ``before_build(builder)`` runs right before every ``build()``; ``drop_constraint(call)``
+    returns True for a distance constraint that must not be added. Serialized by a lock (the
+    patch is process-wide while it lasts).
+    """
+    with _PATCH_LOCK:
+        orig_build = SystemBuilder.build
+        orig_distance = SystemBuilder.distance_constraint
+
+        def build(self):
+            if before_build is not None:
+                before_build(self)
+            return orig_build(self)
+
+        def distance_constraint(self, frame1, frame2, length, name=""):
+            if drop_constraint is not None and drop_constraint(StringCall(frame1, frame2, length, name)):
+                return self
+            return orig_distance(self, frame1, frame2, length, name)
+
+        SystemBuilder.build = build
+        SystemBuilder.distance_constraint = distance_constraint
+        try:
+            yield
+        finally:
+            SystemBuilder.build = orig_build
+            SystemBuilder.distance_constraint = orig_distance
+
+
+def build_variant(source: ModelSource, before_build=None, drop_constraint=None) -> "_core.Model":
+    """Builds ``source`` again with the builder intercepted (see :func:`_intercepted_builder`)."""
+    if source.kind not in ("registry", "file", "factory"):
+        raise EmbeddingError(f"unknown model source kind {source.kind!r}")
+    builds = []
+
+    def counting_before_build(b):
+        builds.append(b)
+        if before_build is not None:
+            before_build(b)
+
+    with _intercepted_builder(counting_before_build, drop_constraint):
+        try:
+            model = source.build()
+        except (ValueError, KeyError, OSError) as e:
+            raise EmbeddingError(f"building the variant of {source} failed: {e}") from e
+    if len(builds) != 1:
+        raise EmbeddingError(f"{source} called SystemBuilder.build() {len(builds)} times; a variant can only be "
+                             "made of a model built once through SystemBuilder")
+    return model
+
+
+# --------------------------------------------------------------------------------------------- input maps
+
+
+def _column_map(from_names: Sequence[str], to_names: Sequence[str]) -> np.ndarray:
+    """Indices into ``to_names`` of every name of ``from_names``."""
+    index = {n: i for i, n in enumerate(to_names)}
+    missing = [n for n in from_names if n not in index]
+    if missing:
+        raise EmbeddingError(f"input(s) {', '.join(missing)} missing from the variant's inputs")
+    return np.array([index[n] for n in from_names], dtype=int)
+
+
+class _Variant:
+    """Common part of the two variants: same states, inputs a superset of the original's."""
+
+    original: "_core.Model"
+    variant: "_core.Model"
+    extra_inputs: tuple
+
+    def _init_maps(self):
+        if list(self.original.state_names) != list(self.variant.state_names):
+            raise EmbeddingError(f"variant of model '{self.original.name}' changed the state layout")
+        self._cols = _column_map(self.original.discrete_input_names, self.variant.discrete_input_names)
+        self._extra = _column_map(self.extra_inputs, self.variant.discrete_input_names)
+
+    def to_variant(self, U: np.ndarray, extra: Optional[np.ndarray] = None) -> np.ndarray:
+        """Inputs (N, nU) of the original model as inputs of the variant (extra inputs 0 or ``extra``)."""
+        U = np.asarray(U, dtype=float)
+        if U.ndim != 2 or U.shape[1] != self.original.nU:
+            raise EmbeddingError(f"inputs have shape {U.shape}, expected (N, {self.original.nU}) for model "
+                                 f"'{self.original.name}'")
+        out = np.zeros((U.shape[0], self.variant.nU))
+        out[:, self._cols] = U
+        if extra is not None:
+            out[:, self._extra] = extra
+        return out
+
+    def to_original(self, Uv: np.ndarray) -> np.ndarray:
+        """Inputs of the variant with the extra inputs dropped."""
+        Uv = np.asarray(Uv, dtype=float)
+        if Uv.ndim != 2 or Uv.shape[1] != self.variant.nU:
+            raise EmbeddingError(f"inputs have shape {Uv.shape}, expected (N, {self.variant.nU}) for the variant")
+        return Uv[:, self._cols].copy()
+
+    def extra(self, Uv: np.ndarray) -> np.ndarray:
+        """The extra inputs' columns (N, n_extra) of variant inputs."""
+        return np.asarray(Uv, dtype=float)[:, self._extra]
+
+    def variant_cost(self, cost: TrackingCost, extra_weight) -> TrackingCost:
+        """The original cost on the variant: same Q, Qf; R with ``extra_weight`` on the extra inputs."""
+        nU = self.variant.nU
+        R = np.zeros((nU, nU))
+        R[np.ix_(self._cols, self._cols)] = cost.R
+        w = np.broadcast_to(np.asarray(extra_weight, dtype=float), (len(self._extra),))
+        R[self._extra, self._extra] = w
+        return TrackingCost(cost.Xd, self.to_variant(cost.Ud), cost.Q, R, cost.Qf)
+
+
+@dataclass
+class Embedding(_Variant):
+    """A model and its dynamic embedding (fictitious force on every dynamic configuration).
+
+    ``fictitious_inputs[i]`` is the force on configuration ``configs[i]``.
+    """
+
+    original: "_core.Model"
+    variant: "_core.Model"
+    configs: tuple
+    extra_inputs: tuple
+
+    def __post_init__(self):
+        self._init_maps()
+
+    @property
+    def embedded(self) -> "_core.Model":
+        return self.variant
+
+    @property
+    def fictitious_inputs(self) -> tuple:
+        return self.extra_inputs
+
+
+def embed(source: ModelSource, configs: Optional[Sequence[str]] = None, original: Optional["_core.Model"] = None,
+          suffix: str = FICTITIOUS_SUFFIX) -> Embedding:
+    """Builds the dynamic embedding of ``source``: a force input ``<config><suffix>`` on each dynamic
+    configuration (all of them unless ``configs`` names some)."""
+    original = original if original is not None else source.build()
+    dynamic = [c for c, kin in zip(original.config_names, original.kinematic) if not kin]
+    if configs is None:
+        configs = dynamic
+    configs = list(configs)
+    for c in configs:
+        if c not in original.config_names:
+            raise EmbeddingError(f"embedding: '{c}' is not a configuration of model '{original.name}' "
+                                 f"(configurations: {', '.join(original.config_names)})")
+        if c not in dynamic:
+            raise EmbeddingError(f"embedding: '{c}' is kinematic (prescribed); only dynamic configurations take "
+                                 "forces")
+    if not configs:
+        raise EmbeddingError(f"embedding: model '{original.name}' has no dynamic configuration")
+    inputs = [f"{c}{suffix}" for c in configs]
+    clash = sorted(set(inputs) & set(original.input_names))
+    if clash:
+        raise EmbeddingError(f"embedding: model '{original.name}' already has input(s) {', '.join(clash)}")
+
+    def add_forces(b: SystemBuilder):
+        for c, u in zip(configs, inputs):
+            b.config_force(c, input=u, name=u)
+
+    embedded = build_variant(source, before_build=add_forces)
+    return Embedding(original, embedded, tuple(configs), tuple(inputs))
+
+
+# --------------------------------------------------------------------------------------------- projections
+
+
+def projection_gains(system: "_core.DiscreteSystem", X: np.ndarray, U: np.ndarray, q_weight: float = 1.0,
+                     r_weight: float = 1.0) -> np.ndarray:
+    """LQR gains K (N, nU, nx) on the linearization along (X, U) (thesis (6.10), Q = R = I by default)."""
+    model = system.model
+    A, B = system.linearize_trajectory(X, U)
+    Q = q_weight * np.eye(model.nx)
+    return tv_lqr(A, B, Q, r_weight * np.eye(model.nU), Q, check_inputs=False).K
+
+
+def project_onto(system: "_core.DiscreteSystem", x0: np.ndarray, X: np.ndarray, U: np.ndarray, what: str = "",
+                 q_weight: float = 1.0, r_weight: float = 1.0):
+    """P(X, U) on ``system`` from x0 with gains from the linearization along (X, U): a feasible trajectory.
+
+    (X, U) need not be feasible (a desired motion, a trajectory of a variant), but every step
+    x(k+1) = f(X[k], U[k]) must be solvable. Raises EmbeddingError naming ``what`` otherwise.
+    """
+    X = np.asarray(X, dtype=float)
+    U = np.asarray(U, dtype=float)
+    try:
+        K = projection_gains(system, X, U, q_weight, r_weight)
+        return system.project(np.asarray(x0, dtype=float), X, U, K)
+    except _core.StepError as e:
+        raise EmbeddingError(f"projecting {what or 'the trajectory'} onto model '{system.model.name}' failed: "
+                             f"{e}") from e
+    except np.linalg.LinAlgError as e:
+        raise EmbeddingError(f"projection gains along {what or 'the trajectory'} on model "
+                             f"'{system.model.name}' failed: {e}") from e
+
+
+def hold_inputs(model: "_core.Model", x0: np.ndarray, N: int) -> np.ndarray:
+    """Constant inputs (N, nU): zero forces, every kinematic configuration held at its value in x0."""
+    u = np.zeros(model.nU)
+    kin = [i for i, k in enumerate(model.kinematic) if k]
+    u[model.nu:] = np.asarray(x0, dtype=float)[kin]
+    return np.tile(u, (N, 1))
+
+
+def desired_projection(system: "_core.DiscreteSystem", x0: np.ndarray, Xd: np.ndarray, Ud: np.ndarray):
+    """The feasible trajectory that tracks the desired one with LQR feedback (a generic initial trajectory)."""
+    return project_onto(system, x0, Xd, Ud, "the desired trajectory")
+
+
+# --------------------------------------------------------------------------------------------- staged runs
+
+
+@dataclass
+class StageResult:
+    """One optimization of a staged run (an embedding round, the relaxed problem, ...)."""
+
+    stage: str
+    result: OptimizationResult
+    extra_weight: Optional[float] = None
+    max_extra: Optional[float] = None
+
+    def summary(self) -> dict:
+        r = self.result
+        d = {"stage": self.stage, "iterations": r.iterations, "cost": float(r.cost), "converged": bool(r.converged),
+             "reason": r.reason, "elapsed": float(r.elapsed)}
+        if self.extra_weight is not None:
+            d["extra_weight"] = float(self.extra_weight)
+        if self.max_extra is not None:
+            d["max_extra_input"] = float(self.max_extra)
+        return d
+
+
+StageCallback = Callable[[str, IterationRecord], None]
+
+
+class _Clock:
+    """Remaining time of an overall deadline, shared by the stages of a run."""
+
+    def __init__(self, deadline: Optional[float]):
+        self.deadline = deadline
+        self.start = time.perf_counter()
+
+    def remaining(self) -> Optional[float]:
+        if self.deadline is None:
+            return None
+        return self.deadline - (time.perf_counter() - self.start)
+
+    def options(self, base: OptimizerOptions) -> OptimizerOptions:
+        rem = self.remaining()
+        if rem is None:
+            return base
+        return dataclasses.replace(base, deadline=max(rem, 1e-3))
+
+    def expired(self) -> bool:
+        rem = self.remaining()
+        return rem is not None and rem <= 0
+
+
+def _run_stage(system, cost, options, X, U, stage, callback, should_stop, clock) -> OptimizationResult:
+    opt = ProjectionOptimizer(system, cost, clock.options(options))
+    cb = None if callback is None else (lambda rec: callback(stage, rec))
+    return opt.optimize(X, U, callback=cb, should_stop=should_stop)
+
+
+@dataclass
+class EmbeddingOptions:
+    """Settings of :func:`run_dynamic_embedding`.
+
+    weights : fictitious-input weights of the successive rounds (raised until the forces are unused;
+        the run stops after the first round whose ``max |u_fictitious| <= unused_tolerance``).
+    unused_tolerance : a fictitious force below this everywhere (in the configuration's force
+        units, N or N m) counts as unused.
+    optimizer : options of every round (its deadline is replaced by the run's remaining time).
+    start : initial trajectory of the first round: ``"given"`` (a simulation of the inputs passed
+        to the run, by default from x0 with zero forces and the kinematic configurations held: the
+        reference implementation's choice) or ``"desired"`` (the desired trajectory projected onto
+        the embedded system with LQR feedback; closer, but the projection of a far-from-feasible
+        desired trajectory can fail).
+    """
+
+    weights: Sequence[float] = (1e-2, 1e2, 1e6)
+    unused_tolerance: float = 1e-3
+    optimizer: OptimizerOptions = field(default_factory=lambda: OptimizerOptions(max_iterations=40))
+    start: str = "given"
+
+    def __post_init__(self):
+        w = [float(v) for v in self.weights]
+        if not w or not all(np.isfinite(v) and v > 0 for v in w):
+            raise ValueError(f"embedding weights must be a non-empty list of positive numbers, got {self.weights}")
+        if any(b <= a for a, b in zip(w, w[1:])):
+            raise ValueError(f"embedding weights must increase from round to round, got {w}")
+        self.weights = tuple(w)
+        if not (np.isfinite(self.unused_tolerance) and self.unused_tolerance > 0):
+            raise ValueError(f"unused_tolerance must be > 0, got {self.unused_tolerance}")
+        if self.start not in ("desired", "given"):
+            raise ValueError(f"embedding start must be 'desired' or 'given', got {self.start!r}")
+
+
+@dataclass
+class InitialTrajectory:
+    """A feasible trajectory of the original model and how it was found."""
+
+    X: np.ndarray
+    U: np.ndarray
+    stages: list
+    unused: bool = True
+    reason: str = ""
+
+    def summary(self) -> list:
+        return [s.summary() for s in self.stages]
+
+
+def run_dynamic_embedding(embedding: Embedding, dt: float, cost: TrackingCost, x0: np.ndarray,
+                          options: Optional[EmbeddingOptions] = None, U: Optional[np.ndarray] = None,
+                          callback: Optional[StageCallback] = None, should_stop: Optional[Callable[[], bool]] = None,
+                          deadline: Optional[float] = None) -> InitialTrajectory:
+    """Dynamic embedding (thesis §6.6.1): rounds with rising fictitious-force weight, then removal.
+
+    ``cost`` is the tracking cost of the *original* model; U inputs of the original model to
+    start from (with ``options.start == "given"``; default :func:`hold_inputs`; X is
+    re-simulated from x0). Returns a feasible trajectory of the original model: the last
+    round's trajectory without the fictitious forces, projected onto the original system.
+    ``unused`` tells whether the forces fell below the tolerance (when not, e.g. at the deadline,
+    the projection is still returned). ``callback(stage, record)`` after every iteration.
+    """
+    options = options or EmbeddingOptions()
+    clock = _Clock(deadline)
+    sys_e = _core.DiscreteSystem(embedding.embedded, dt)
+    sys_o = _core.DiscreteSystem(embedding.original, dt)
+    x0 = np.asarray(x0, dtype=float)
+    if options.start == "given":
+        if U is None:
+            U = hold_inputs(embedding.original, x0, cost.N)
+        Xe, Ue = sys_e.simulate(x0, embedding.to_variant(U))[0], embedding.to_variant(U)
+    else:
+        Xe, Ue = desired_projection(sys_e, x0, cost.Xd, embedding.to_variant(cost.Ud))
+    stages = []
+    unused, reason = False, "rounds exhausted"
+    for i, w in enumerate(options.weights):
+        if clock.expired() or (should_stop is not None and should_stop()):
+            reason = "deadline" if clock.expired() else "cancelled"
+            break
+        stage = f"embedding {i + 1}/{len(options.weights)} (fictitious weight {w:g})"
+        res = _run_stage(sys_e, embedding.variant_cost(cost, w), options.optimizer, Xe, Ue, stage, callback,
+                         should_stop, clock)
+        Xe, Ue = res.X, res.U
+        fmax = float(np.abs(embedding.extra(Ue)).max())
+        stages.append(StageResult(stage, res, w, fmax))
+        if res.reason in ("deadline", "cancelled"):
+            # An interrupted round proves nothing about the forces (they start at zero).
+            reason = res.reason
+            break
+        if fmax <= options.unused_tolerance:
+            unused, reason = True, "fictitious forces unused"
+            break
+    Xo, Uo = project_onto(sys_o, x0, Xe, embedding.to_original(Ue), "the embedded solution without its "
+                                                                     "fictitious forces")
+    return InitialTrajectory(Xo, Uo, stages, unused, reason)
+
+
+# --------------------------------------------------------------------------------------------- string relaxation
+
+
+@dataclass(frozen=True)
+class RelaxedString:
+    """A string replaced by a wrench: ``hook`` (on the puppet) and ``control`` (moved by ``carriage``
+    kinematic configurations) frames, its kinematic ``length`` configuration and the three force
+    inputs of the wrench on the hook (hook-frame coordinates)."""
+
+    name: str
+    hook: str
+    control: str
+    length: str
+    carriage: tuple
+    inputs: tuple
+
+
+def _ancestor_configs(model, frame: str) -> list:
+    """Configuration indices driving ``frame`` or one of its ancestors (root first)."""
+    parents, configs = model.frame_parents, model.frame_configs
+    f = model.frame_index(frame)
+    out = []
+    while f >= 0:
+        if configs[f] >= 0:
+            out.append(configs[f])
+        f = parents[f]
+    return out[::-1]
+
+
+@dataclass
+class Relaxation(_Variant):
+    """A string-driven model and its relaxation (strings replaced by wrenches on their hooks)."""
+
+    original: "_core.Model"
+    variant: "_core.Model"
+    strings: tuple
+    extra_inputs: tuple
+
+    def __post_init__(self):
+        self._init_maps()
+
+    @property
+    def relaxed(self) -> "_core.Model":
+        return self.variant
+
+    # -- relaxed -> constrained ---------------------------------------------------------------------
+
+    def string_forces(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
+        """World-frame string forces F[k, j] = R_hook(q(k)) f_j(k), shape (N, n_strings, 3).
+
+        The wrench inputs of step k are in hook-frame coordinates; they are rotated with the
+        configuration at the start of the step, so that a force along the string at q(k) maps
+        back to exactly that string (see :meth:`restore`).
+        """
+        m = self.variant
+        X = np.asarray(X, dtype=float)
+        U = np.asarray(U, dtype=float)
+        N = U.shape[0]
+        out = np.empty((N, len(self.strings), 3))
+        hooks = [m.frame_index(s.hook) for s in self.strings]
+        cols = [_column_map(s.inputs, m.discrete_input_names) for s in self.strings]
+        for k in range(N):
+            g = m.placements(X[k, :m.nq])
+            for j, (h, c) in enumerate(zip(hooks, cols)):
+                out[k, j] = g[h, :3, :3] @ U[k, c]
+        return out
+
+    def _place_control(self, q: np.ndarray, s: RelaxedString, force: np.ndarray, rho_prev: np.ndarray,
+                       min_force: float, bounds: dict) -> np.ndarray:
+        """Carriage configurations that put the control point on the ray from the hook along ``force``.
+
+        Keeps ``rho_prev`` when the force is (almost) zero or when no carriage position on the
+        pulling side of the hook lies on that line (a string cannot push); clips to ``bounds``.
+        """
+        m = self.original
+        idx = [m.config_index(c) for c in s.carriage]
+        norm = np.linalg.norm(force)
+        if norm <= min_force or not idx:
+            return rho_prev
+        d = force / norm
+        proj = np.eye(3) - np.outer(d, d)
+        hook, ctrl = m.frame_index(s.hook), m.frame_index(s.control)
+        rho = rho_prev.copy()
+        qq = q.copy()
+        for _ in range(30):
+            qq[idx] = rho
+            g = m.placements(qq)
+            e = proj @ (g[ctrl, :3, 3] - g[hook, :3, 3])
+            J = proj @ self._control_jacobian(m, g, ctrl, idx)
+            # Damped least squares: the carriage may be redundant along the line (a 2-D carriage and a
+            # force in its plane); the damping keeps it near where it was.
+            step = np.linalg.solve(J.T @ J + 1e-12 * np.eye(len(idx)), J.T @ e)
+            rho = rho - step
+            if np.linalg.norm(step) < 1e-12 * (1.0 + np.linalg.norm(rho)):
+                break
+        qq[idx] = rho
+        g = m.placements(qq)
+        r = g[ctrl, :3, 3] - g[hook, :3, 3]
+        if not np.all(np.isfinite(rho)) or d @ r <= 0 or np.linalg.norm(proj @ r) > 1e-6 * (1 + np.linalg.norm(r)):
+            return rho_prev
+        for i, c in enumerate(s.carriage):
+            if c in bounds:
+                lo, hi = bounds[c]
+                rho[i] = min(max(rho[i], lo), hi)
+        return rho
+
+    @staticmethod
+    def _control_jacobian(m, g: np.ndarray, ctrl: int, idx: list) -> np.ndarray:
+        """d p_control / d q[idx] (3, len(idx)) from the frame placements (exact for primitive joints)."""
+        J = np.zeros((3, len(idx)))
+        where = {ci: col for col, ci in enumerate(idx)}
+        f = ctrl
+        p = g[ctrl, :3, 3]
+        parents, configs, kinds = m.frame_parents, m.frame_configs, m.frame_transforms
+        while f >= 0:
+            c = configs[f]
+            if c in where:
+                axis = g[parents[f], :3, "xyz".index(kinds[f][1])]
+                # A translation moves the point along the axis; a rotation (about an axis through
+                # the frame's origin) moves it by axis x (p - origin).
+                J[:, where[c]] = axis if kinds[f][0] == "t" else np.cross(axis, p - g[f, :3, 3])
+            f = parents[f]
+        return J
+
+    def restore(self, X: np.ndarray, U: np.ndarray, dt: float, x0: Optional[np.ndarray] = None,
+                bounds: Optional[dict] = None, min_force: float = 1e-9):
+        """Transforms a relaxed trajectory into a trajectory of the constrained model (thesis §6.6.2).
+
+        Dynamic configurations are kept. Each string's carriage configurations are placed so that
+        the string lies along the optimized force (:meth:`string_forces`, the force of step k at
+        configuration k, the last step's at N) and the string length is set to the hook-to-control
+        distance, so h(q(k)) = 0 at every k. Where the force is zero or points away from every
+        reachable control point (a string cannot push) the carriage stays where it was.
+        ``x0`` (a constrained state) fixes configuration 0 and the starting carriage; ``bounds``
+        maps carriage configuration names to (min, max). Momenta and kinematic velocities follow
+        from consecutive configurations (discrete Legendre transform), the next-kinematic inputs
+        from the configurations, the force inputs are kept. The result is generally not a
+        feasible trajectory: project it (:func:`project_onto`).
+        """
+        m = self.original
+        X = np.asarray(X, dtype=float)
+        U = np.asarray(U, dtype=float)
+        bounds = dict(bounds or {})
+        N = U.shape[0]
+        F = self.string_forces(X, U)
+        Q = X[:, :m.nq].copy()
+        if x0 is not None:
+            Q[0] = np.asarray(x0, dtype=float)[:m.nq]
+        for j, s in enumerate(self.strings):
+            idx = [m.config_index(c) for c in s.carriage]
+            li = m.config_index(s.length)
+            hook, ctrl = m.frame_index(s.hook), m.frame_index(s.control)
+            rho = Q[0, idx].copy()
+            for k in range(N + 1):
+                if k > 0 or x0 is None:
+                    rho = self._place_control(Q[k], s, F[min(k, N - 1), j], rho, min_force, bounds)
+                    Q[k, idx] = rho
+                g = m.placements(Q[k])
+                Q[k, li] = np.linalg.norm(g[ctrl, :3, 3] - g[hook, :3, 3])
+        system = _core.DiscreteSystem(m, dt)
+        Xc = np.empty((N + 1, m.nx))
+        Xc[0] = np.asarray(x0, dtype=float) if x0 is not None else system.state_from_configs(Q[0], Q[0])
+        for k in range(1, N + 1):
+            Xc[k] = system.state_from_configs(Q[k - 1], Q[k])
+        Uc = self.to_original(U)
+        kin = [i for i, kk in enumerate(m.kinematic) if kk]
+        Uc[:, m.nu:] = Q[1:, kin]
+        return Xc, Uc
+
+
+def relax_strings(source: ModelSource, strings: Optional[Sequence[str]] = None,
+                  original: Optional["_core.Model"] = None) -> Relaxation:
+    """Builds the relaxation of a string-driven model: each string (a distance constraint whose length
+    is a kinematic configuration; all of them unless ``strings`` names some) is replaced by a body
+    wrench with force inputs ``<string>_fx``, ``_fy``, ``_fz`` on its hook frame (thesis §6.6.2)."""
+    original = original if original is not None else source.build()
+    kinematic = {c for c, k in zip(original.config_names, original.kinematic) if k}
+    seen: list[StringCall] = []
+
+    def is_relaxed(call: StringCall) -> bool:
+        if not (isinstance(call.length, str) and call.length in kinematic):
+            return False
+        if strings is not None and call.name not in strings:
+            return False
+        seen.append(call)
+        return True
+
+    def classify(call: StringCall) -> RelaxedString:
+        moving = []
+        for frame in (call.frame1, call.frame2):
+            cfg = _ancestor_configs(original, frame)
+            moving.append(any(not original.kinematic[c] for c in cfg))
+        if moving[0] == moving[1]:
+            raise EmbeddingError(f"string '{call.name}': exactly one of its frames ('{call.frame1}', "
+                                 f"'{call.frame2}') must move with dynamic configurations (the hook)")
+        hook, control = (call.frame1, call.frame2) if moving[0] else (call.frame2, call.frame1)
+        carriage = tuple(original.config_names[c] for c in _ancestor_configs(original, control))
+        inputs = tuple(f"{call.name}_{a}" for a in WRENCH_AXES)
+        return RelaxedString(call.name, hook, control, call.length, carriage, inputs)
+
+    relaxed_strings: list[RelaxedString] = []
+
+    def add_wrenches(b: SystemBuilder):
+        for call in seen:
+            rs = classify(call)
+            relaxed_strings.append(rs)
+            b.body_wrench(rs.hook, list(rs.inputs) + [0.0, 0.0, 0.0], name=f"{call.name}_wrench")
+
+    relaxed = build_variant(source, before_build=add_wrenches, drop_constraint=is_relaxed)
+    if strings is not None:
+        missing = sorted(set(strings) - {s.name for s in relaxed_strings})
+        if missing:
+            raise EmbeddingError(f"model '{original.name}' has no string named {', '.join(missing)} (constraints: "
+                                 f"{', '.join(original.constraint_names) or 'none'}; a string is a distance "
+                                 "constraint with a kinematic length)")
+    if not relaxed_strings:
+        raise EmbeddingError(f"model '{original.name}' has no string (distance constraint with a kinematic length)")
+    extra = tuple(i for s in relaxed_strings for i in s.inputs)
+    return Relaxation(original, relaxed, tuple(relaxed_strings), extra)
+
+
+@dataclass
+class RelaxationOptions:
+    """Settings of :func:`run_string_relaxation`.
+
+    force_weight : input weight of the wrench force inputs in the relaxed problem.
+    optimizer : options of the relaxed optimization.
+    embedding : also embed the relaxed system (fictitious forces on every dynamic configuration,
+        thesis §6.6.2 last paragraph) with these options; None for plain relaxation.
+    bounds : carriage configuration name -> (min, max) for the transformation back (actuator ranges).
+    """
+
+    force_weight: float = 1e-2
+    optimizer: OptimizerOptions = field(default_factory=lambda: OptimizerOptions(max_iterations=40))
+    embedding: Optional[EmbeddingOptions] = None
+    bounds: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not (np.isfinite(self.force_weight) and self.force_weight > 0):
+            raise ValueError(f"force_weight must be > 0, got {self.force_weight}")
+
+
+def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost, x0: np.ndarray,
+                          options: Optional[RelaxationOptions] = None, relaxed_source: Optional[ModelSource] = None,
+                          callback: Optional[StageCallback] = None, should_stop: Optional[Callable[[], bool]] = None,
+                          deadline: Optional[float] = None) -> InitialTrajectory:
+    """Constraint relaxation for string-driven systems (thesis §6.6.2).
+
+    Optimizes the relaxed system (from the desired trajectory projected onto it; with dynamic
+    embedding too when ``options.embedding`` is set, which needs ``relaxed_source``, a source of
+    the relaxed model), transforms the result back (:meth:`Relaxation.restore`) and projects it
+    onto the constrained system from ``x0``. ``cost`` is the original model's cost.
+    """
+    options = options or RelaxationOptions()
+    clock = _Clock(deadline)
+    x0 = np.asarray(x0, dtype=float)
+    rcost = relaxation.variant_cost(cost, options.force_weight)
+    sys_r = _core.DiscreteSystem(relaxation.relaxed, dt)
+    stages = []
+    if options.embedding is not None:
+        if relaxed_source is None:
+            raise EmbeddingError("relaxation with embedding needs a source of the relaxed model")
+        emb = embed(relaxed_source, original=relaxation.relaxed)
+        init = run_dynamic_embedding(emb, dt, rcost, x0, options.embedding, callback=callback,
+                                     should_stop=should_stop, deadline=clock.remaining())
+        stages += init.stages
+        Xr, Ur = init.X, init.U
+    else:
+        Xr, Ur = desired_projection(sys_r, x0, rcost.Xd, rcost.Ud)
+    if not clock.expired():
+        res = _run_stage(sys_r, rcost, options.optimizer, Xr, Ur, "relaxed strings", callback, should_stop, clock)
+        stages.append(StageResult("relaxed strings", res, options.force_weight,
+                                  float(np.abs(relaxation.extra(res.U)).max())))
+        Xr, Ur = res.X, res.U
+    Xc, Uc = relaxation.restore(Xr, Ur, dt, x0=x0, bounds=options.bounds)
+    sys_c = _core.DiscreteSystem(relaxation.original, dt)
+    Xp, Up = project_onto(sys_c, x0, Xc, Uc, "the restored string trajectory")
+    return InitialTrajectory(Xp, Up, stages, True, "strings restored")
+
+
+def relaxed_source(source: ModelSource, strings: Optional[Sequence[str]] = None,
+                   original: Optional["_core.Model"] = None) -> ModelSource:
+    """A source that builds the relaxed model (so it can be embedded in turn)."""
+    # The original is built here, outside any interception: inside one, its build would get the
+    # outer variant's additions too.
+    original = original if original is not None else source.build()
+
+    def factory():
+        return relax_strings(source, strings, original=original).relaxed
+
+    return ModelSource.from_factory(factory, name=f"relaxed {source}")

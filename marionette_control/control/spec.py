@@ -1,0 +1,915 @@
+"""Optimization specs: a YAML file that says what to optimize and how, and the run it describes.
+
+A spec names a model, a desired motion, the time step, the cost weights (per state and input
+name), how to find the initial trajectory, the optimizer's method schedule and stopping rules
+and the weights of the tracking gains computed afterwards. :func:`load_spec` reads and checks
+it (every error names the file and the key, e.g. ``wave.yaml: weights.state.shouldr: matches no
+state name (...)``); :func:`solve` runs it and returns a :class:`~.trajectory.Trajectory` with
+the tracking gains K and the optimizer's statistics in its ``info``.
+
+Format (``config/optimize/*.yaml`` are worked examples; only ``model``, ``dt`` and ``motion``
+are required)::
+
+    model: cart_pendulum            # registry name, or {name: ..., params: {...}}, or {file: model.yaml}
+    dt: 0.01                        # time step, s
+    motion:                         # the desired motion; exactly one of
+      name: wave                    #   a motion file config/motions/<name>.yaml
+      # file: my_motion.yaml        #   a motion file (path relative to the spec)
+      # trajectory: desired.npz     #   a trajectory file of this model (its X, U are the desired ones)
+      # keyframes: [[0, 0], [3, 0], [5, 130], [7, 0], [10, 0]]   # inline: rows [t, value per joint]
+      # joints: [theta]             #   with inline keyframes: the configurations of the columns
+      # angle_unit: deg             #   with inline keyframes: deg or rad (default rad)
+      # interpolation: cosine       #   with inline keyframes: clamped (C2 spline, default), natural,
+      #                             #   not-a-knot, linear, or cosine (eased, zero velocity at every key)
+      momenta: zero                 # desired momenta and kinematic velocities: zero (thesis §6.7.2) or
+                                    # legendre (from consecutive desired configurations)
+    initial_state:                  # x(0); default: the desired configurations at t = 0, at rest
+      configs: {carriage: 0.1}      #   overrides of q(0)
+      consistent: [string_length]   #   configurations adjusted so that h(q(0)) = 0 (default: the
+                                    #   kinematic ones, when the model has constraints)
+      equilibrium: false            #   true: solve the 'consistent' configurations for a static
+                                    #   equilibrium (the arm held at rest by its string)
+    initial_trajectory:             # how the first feasible trajectory is found
+      method: simulate              #   simulate (constant inputs), desired (the desired trajectory
+                                    #   projected with LQR feedback), embedding (§6.6.1),
+                                    #   relaxation (strings as forces, §6.6.2), file (warm start)
+      inputs: {cart_next: 0.0}      #   simulate, embedding: constant inputs (default 0 forces,
+                                    #   kinematic configurations held at x(0))
+      file: previous.npz            #   file: a trajectory of this model
+      embedding:                    #   embedding (and relaxation with embedding: true)
+        weights: [1.0e-2, 1.0e+2, 1.0e+6]   # fictitious-force weights, rising
+        unused_tolerance: 1.0e-3    #   forces below this are unused
+        start: simulate             #   first round from: simulate (constant inputs) or desired
+                                    #   (the desired trajectory projected with LQR feedback)
+        max_iterations: 40          #   per round
+        schedule: [[quasi_newton, 4], [newton, null]]
+      relaxation:                   #   relaxation
+        strings: [string]           #   default: every string
+        force_weight: 1.0e-2        #   weight of the replacing force inputs
+        embedding: false            #   embed the relaxed system too
+        max_iterations: 40
+    weights:                        # cost weights (diagonal), by name; glob patterns allowed;
+      state: {default: 0.01, theta: 100}   # 'default' for unnamed entries (default 1);
+      input: {default: 0.01}               # exact names override patterns
+      terminal: {}                  #   default: the state weights
+    optimizer:
+      schedule: [[quasi_newton, 4], [newton, null]]   # (method, iterations); null = until convergence
+      tolerance: 1.0e-6             # stop when |Dh o dxi| < tolerance (thesis L2377)
+      max_iterations: 100
+      deadline: 600                 # s for the whole run (initial trajectory included); null = none
+      armijo: {beta: 0.7, alpha: 1.0e-5, max_steps: 30}
+      projection: {state: 1.0, input: 1.0}   # Q = R weights of the projection's LQR (thesis L1838)
+    tracking_gains: {state: {default: 1.0}, input: {default: 1.0}}   # controller's DLQR weights
+    output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
+
+Numbers may be written ``1e-3``; unknown keys are errors.
+
+The trajectory :func:`solve` returns (and ``marionette-optimize`` saves) carries K (the tracking
+gains, DLQR along the optimum with the ``tracking_gains`` weights) and in its ``info``:
+``cost``, ``iterations``, ``converged``, ``reason``, ``elapsed``; ``history`` (one record per
+iteration of the final optimization: iteration, cost, descent_norm, step_length, method,
+elapsed); ``stages`` (each initial-trajectory optimization: stage, iterations, cost, reason,
+extra_weight, max_extra_input, history); ``summary`` (also initial_cost, tracking_errors (RMS and
+max per prescribed configuration), input_ranges, actuator_limits checks); ``weights`` and
+``tracking_gains`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
+ones); ``config_units``; ``optimizer`` (schedule, tolerance, limits); ``spec`` (path and
+content); ``model_source`` (how to rebuild the model: registry name and params, or model file).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import fnmatch
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from marionette_control import _core
+from marionette_control.control.cost import TrackingCost
+from marionette_control.control.embedding import (
+    EmbeddingError,
+    EmbeddingOptions,
+    ModelSource,
+    RelaxationOptions,
+    desired_projection,
+    embed,
+    relax_strings,
+    relaxed_source,
+    run_dynamic_embedding,
+    run_string_relaxation,
+)
+from marionette_control.control.optimizer import (
+    METHODS,
+    IterationRecord,
+    OptimizationResult,
+    OptimizerOptions,
+    ProjectionOptimizer,
+    tracking_gains,
+)
+from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.yaml_model import Checker, read_yaml
+
+MOMENTA = ("zero", "legendre")
+INTERPOLATIONS = ("clamped", "natural", "not-a-knot", "linear", "cosine")
+INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "file")
+_TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "tracking_gains",
+        "output", "description")
+
+
+class SpecError(ValueError):
+    """An invalid optimization spec; the message is ``<file>: <key>: <problem>``."""
+
+
+def config_dir() -> Path:
+    """The package's ``config/`` directory (source tree first, then ``<prefix>/share/marionette_control``)."""
+    for base in (Path(__file__).resolve().parents[2] / "config", Path(sys.prefix) / "share" / "marionette_control"
+                 / "config"):
+        if base.is_dir():
+            return base
+    raise FileNotFoundError("the package's config/ directory was not found")
+
+
+# --------------------------------------------------------------------------------------------- spec data
+
+
+@dataclass
+class MotionSpec:
+    kind: str                           # name | file | trajectory | keyframes
+    path: str = ""                      # motion file or trajectory file
+    joints: tuple = ()
+    times: np.ndarray = None
+    values: np.ndarray = None
+    interpolation: str = "clamped"
+    momenta: str = "zero"
+
+
+@dataclass
+class InitialSpec:
+    method: str = "simulate"
+    inputs: dict = field(default_factory=dict)
+    file: str = ""
+    embedding: Optional[EmbeddingOptions] = None
+    relaxation: Optional[RelaxationOptions] = None
+    relax_strings: Optional[list] = None
+
+
+@dataclass
+class OptimizationSpec:
+    """A checked spec (see the module docstring); ``raw`` is the file's content after overrides."""
+
+    path: str
+    raw: dict
+    model: ModelSource
+    dt: float
+    motion: MotionSpec
+    initial_configs: dict
+    consistent: Optional[list]
+    equilibrium: bool
+    initial: InitialSpec
+    weights: dict
+    optimizer: OptimizerOptions
+    deadline: Optional[float]
+    gains: dict
+    output: Optional[str]
+
+    def fail(self, key: str, problem: str):
+        raise SpecError(f"{self.path}: {key}: {problem}")
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def _set_dotted(data: dict, dotted: str, value) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        if not isinstance(node.get(k), dict):
+            node[k] = {}
+        node = node[k]
+    node[keys[-1]] = value
+
+
+def _resolve(base: str, p: str) -> str:
+    return p if os.path.isabs(p) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base)), p))
+
+
+def _schedule(c: Checker, value, key: str):
+    entries = []
+    for i, e in enumerate(c.list(value, key)):
+        k = f"{key}[{i}]"
+        if isinstance(e, dict):
+            c.mapping(e, k, required=("method",), optional=("iterations",))
+            method, count = e["method"], e.get("iterations")
+        elif isinstance(e, list) and len(e) in (1, 2):
+            method, count = e[0], (e[1] if len(e) == 2 else None)
+        else:
+            c.fail(k, f"expected [method, iterations] or {{method: ..., iterations: ...}}, got {e!r}")
+        if method not in METHODS:
+            c.fail(k, f"unknown method {method!r} (methods: {', '.join(METHODS)})")
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                c.fail(k, f"iterations must be a non-negative integer or null, got {count!r}")
+        elif i != len(value) - 1:
+            c.fail(k, "only the last entry may run until convergence (iterations: null)")
+        entries.append((method, count))
+    if not entries:
+        c.fail(key, "the schedule is empty")
+    return tuple(entries)
+
+
+def _integer(c: Checker, value, key: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        c.fail(key, f"expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
+                       allowed: tuple = ("schedule", "tolerance", "max_iterations")) -> OptimizerOptions:
+    kw = {}
+    if "schedule" in data:
+        kw["schedule"] = _schedule(c, data["schedule"], f"{key}.schedule")
+    if "tolerance" in data:
+        kw["tolerance"] = c.number(data["tolerance"], f"{key}.tolerance", positive=True)
+    if "max_iterations" in data:
+        kw["max_iterations"] = _integer(c, data["max_iterations"], f"{key}.max_iterations")
+    if "armijo" in data and "armijo" in allowed:
+        a = c.mapping(data["armijo"], f"{key}.armijo", optional=("beta", "alpha", "max_steps"))
+        for name, attr in (("beta", "armijo_beta"), ("alpha", "armijo_alpha")):
+            if name in a:
+                v = c.number(a[name], f"{key}.armijo.{name}", positive=True)
+                if v >= 1:
+                    c.fail(f"{key}.armijo.{name}", f"must lie in (0, 1), got {v}")
+                kw[attr] = v
+        if "max_steps" in a:
+            kw["armijo_max_steps"] = _integer(c, a["max_steps"], f"{key}.armijo.max_steps", 1)
+    if "projection" in data and "projection" in allowed:
+        p = c.mapping(data["projection"], f"{key}.projection", optional=("state", "input"))
+        if "state" in p:
+            kw["projection_Q"] = c.number(p["state"], f"{key}.projection.state", positive=True)
+        if "input" in p:
+            kw["projection_R"] = c.number(p["input"], f"{key}.projection.input", positive=True)
+    try:
+        return dataclasses.replace(base, **kw)
+    except ValueError as e:
+        c.fail(key, str(e))
+
+
+def _weights_map(c: Checker, value, key: str) -> dict:
+    m = c.mapping(value if value is not None else {}, key, optional=tuple(value or {}))
+    out = {}
+    for name, w in m.items():
+        if not isinstance(name, str):
+            c.fail(key, f"weight keys are names or patterns, got {name!r}")
+        out[name] = c.number(w, f"{key}.{name}", minimum=0.0)
+    return out
+
+
+def _motion(c: Checker, path: str, data) -> MotionSpec:
+    key = "motion"
+    m = c.mapping(data, key, optional=("name", "file", "trajectory", "keyframes", "joints", "angle_unit",
+                                       "interpolation", "momenta"))
+    kinds = [k for k in ("name", "file", "trajectory", "keyframes") if k in m]
+    if len(kinds) != 1:
+        c.fail(key, "give exactly one of name, file, trajectory, keyframes" + (f" (got {', '.join(kinds)})" if kinds
+                                                                                else ""))
+    kind = kinds[0]
+    momenta = m.get("momenta", "zero")
+    if momenta not in MOMENTA:
+        c.fail(f"{key}.momenta", f"expected one of {', '.join(MOMENTA)}, got {momenta!r}")
+    inline_only = [k for k in ("joints", "angle_unit", "interpolation") if k in m]
+    if kind != "keyframes" and inline_only:
+        c.fail(f"{key}.{inline_only[0]}", "only used with inline keyframes")
+    if kind == "name":
+        name = c.name(m["name"], f"{key}.name")
+        p = config_dir() / "motions" / f"{name}.yaml"
+        if not p.is_file():
+            avail = sorted(q.stem for q in (config_dir() / "motions").glob("*.yaml"))
+            c.fail(f"{key}.name", f"no motion named '{name}' (config/motions has: {', '.join(avail) or 'none'})")
+        return MotionSpec("file", path=str(p), momenta=momenta)
+    if kind in ("file", "trajectory"):
+        p = _resolve(path, c.name(m[kind], f"{key}.{kind}"))
+        if not os.path.isfile(p):
+            c.fail(f"{key}.{kind}", f"no such file: {p}")
+        return MotionSpec(kind, path=p, momenta=momenta)
+    if "joints" not in m:
+        c.fail(key, "inline keyframes need 'joints' (the configurations of the value columns)")
+    joints = [c.name(j, f"{key}.joints[{i}]") for i, j in enumerate(c.list(m["joints"], f"{key}.joints"))]
+    if not joints or len(set(joints)) != len(joints):
+        c.fail(f"{key}.joints", f"expected distinct configuration names, got {joints}")
+    unit = m.get("angle_unit", "rad")
+    if unit not in ("deg", "rad"):
+        c.fail(f"{key}.angle_unit", f"expected deg or rad, got {unit!r}")
+    interp = m.get("interpolation", "clamped")
+    if interp not in INTERPOLATIONS:
+        c.fail(f"{key}.interpolation", f"expected one of {', '.join(INTERPOLATIONS)}, got {interp!r}")
+    rows = c.list(m["keyframes"], f"{key}.keyframes")
+    if len(rows) < 2:
+        c.fail(f"{key}.keyframes", f"at least 2 keyframes are needed, got {len(rows)}")
+    times, values = [], []
+    for i, row in enumerate(rows):
+        k = f"{key}.keyframes[{i}]"
+        if not isinstance(row, list) or len(row) != len(joints) + 1:
+            c.fail(k, f"expected [t, {', '.join(joints)}], got {row!r}")
+        times.append(c.number(row[0], f"{k}[0]", minimum=0.0))
+        values.append([c.number(v, f"{k}[{j + 1}]") for j, v in enumerate(row[1:])])
+        if i and times[-1] <= times[-2]:
+            c.fail(f"{k}[0]", f"times must increase strictly: {times[-1]} after {times[-2]}")
+    scale = math.pi / 180.0 if unit == "deg" else 1.0
+    t = np.array(times)
+    return MotionSpec("keyframes", joints=tuple(joints), times=t - t[0], values=np.array(values) * scale,
+                      interpolation=interp, momenta=momenta)
+
+
+def _model_source(c: Checker, path: str, value) -> ModelSource:
+    if isinstance(value, str):
+        return ModelSource.registered(c.name(value, "model"))
+    m = c.mapping(value, "model", optional=("name", "params", "file"))
+    if ("name" in m) == ("file" in m):
+        c.fail("model", "give either name (a registered model, with optional params) or file (a YAML model file)")
+    if "file" in m:
+        if "params" in m:
+            c.fail("model.params", "params go with a registered model name, not a file")
+        p = _resolve(path, c.name(m["file"], "model.file"))
+        if not os.path.isfile(p):
+            c.fail("model.file", f"no such file: {p}")
+        return ModelSource.file(p)
+    params = m.get("params") or {}
+    c.mapping(params, "model.params", optional=tuple(params))
+    return ModelSource.registered(c.name(m["name"], "model.name"), **params)
+
+
+def load_spec(path, overrides: Optional[dict] = None) -> OptimizationSpec:
+    """Reads and checks a spec file. ``overrides`` maps dotted keys (``optimizer.max_iterations``) to values
+    that replace the file's before checking (command-line ``--set``)."""
+    path = os.fspath(path)
+    data = read_yaml(path, SpecError)
+    if data is None:
+        data = {}
+    c = Checker(path, SpecError)
+    if not isinstance(data, dict):
+        c.fail("", f"the file must contain a mapping, got {type(data).__name__}")
+    data = copy.deepcopy(data)
+    for k, v in (overrides or {}).items():
+        _set_dotted(data, k, v)
+    return parse_spec(data, path)
+
+
+def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
+    """Checks a spec given as a mapping (see :func:`load_spec`); ``path`` names it in errors and resolves
+    relative file names."""
+    c = Checker(path, SpecError)
+    c.mapping(data, "", required=("model", "dt", "motion"), optional=_TOP)
+    if "description" in data and not isinstance(data["description"], str):
+        c.fail("description", "expected text")
+    source = _model_source(c, path, data["model"])
+    dt = c.number(data["dt"], "dt", positive=True)
+    motion = _motion(c, path, data["motion"])
+
+    ist = c.mapping(data.get("initial_state") or {}, "initial_state", optional=("configs", "consistent",
+                                                                                "equilibrium"))
+    configs = c.mapping(ist.get("configs") or {}, "initial_state.configs", optional=tuple(ist.get("configs") or {}))
+    configs = {k: c.number(v, f"initial_state.configs.{k}") for k, v in configs.items()}
+    consistent = None
+    if "consistent" in ist:
+        consistent = [c.name(n, f"initial_state.consistent[{i}]")
+                      for i, n in enumerate(c.list(ist["consistent"], "initial_state.consistent"))]
+    equilibrium = c.boolean(ist.get("equilibrium", False), "initial_state.equilibrium")
+
+    it = c.mapping(data.get("initial_trajectory") or {}, "initial_trajectory",
+                   optional=("method", "inputs", "file", "embedding", "relaxation"))
+    it = {k: v for k, v in it.items() if v is not None}       # null = absent (handy with --set)
+    method = it.get("method", "simulate")
+    if method not in INITIAL_METHODS:
+        c.fail("initial_trajectory.method", f"expected one of {', '.join(INITIAL_METHODS)}, got {method!r}")
+    for k in ("inputs", "file", "embedding", "relaxation"):
+        users = {"inputs": ("simulate", "embedding"), "file": ("file",), "embedding": ("embedding", "relaxation"),
+                 "relaxation": ("relaxation",)}[k]
+        if k in it and method not in users:
+            c.fail(f"initial_trajectory.{k}", f"only used with method {' or '.join(users)} (method is {method})")
+    init = InitialSpec(method)
+    if "inputs" in it:
+        inp = c.mapping(it["inputs"], "initial_trajectory.inputs", optional=tuple(it["inputs"] or {}))
+        init.inputs = {k: c.number(v, f"initial_trajectory.inputs.{k}") for k, v in inp.items()}
+    if method == "file":
+        if "file" not in it:
+            c.fail("initial_trajectory", "method file needs 'file'")
+        init.file = _resolve(path, c.name(it["file"], "initial_trajectory.file"))
+        if not os.path.isfile(init.file):
+            c.fail("initial_trajectory.file", f"no such file: {init.file}")
+    relax = it.get("relaxation") or {}
+    if method == "relaxation":
+        c.mapping(relax, "initial_trajectory.relaxation",
+                  optional=("strings", "force_weight", "embedding", "max_iterations", "schedule", "tolerance"))
+    if method == "embedding" or (method == "relaxation" and relax.get("embedding") is True):
+        init.embedding = _embedding_options(c, it.get("embedding") or {}, "initial_trajectory.embedding")
+    if method == "relaxation":
+        r = relax
+        if "strings" in r:
+            init.relax_strings = [c.name(s, f"initial_trajectory.relaxation.strings[{i}]")
+                                  for i, s in enumerate(c.list(r["strings"], "initial_trajectory.relaxation.strings"))]
+        c.boolean(r.get("embedding", False), "initial_trajectory.relaxation.embedding")
+        opts = _optimizer_options(c, r, "initial_trajectory.relaxation", OptimizerOptions(max_iterations=40))
+        fw = c.number(r.get("force_weight", 1e-2), "initial_trajectory.relaxation.force_weight", positive=True)
+        init.relaxation = RelaxationOptions(force_weight=fw, optimizer=opts, embedding=init.embedding)
+    if "embedding" in it and method == "relaxation" and init.embedding is None:
+        c.fail("initial_trajectory.embedding", "set relaxation.embedding: true to embed the relaxed system")
+
+    w = c.mapping(data.get("weights") or {}, "weights", optional=("state", "input", "terminal"))
+    weights = {k: _weights_map(c, w.get(k), f"weights.{k}") for k in ("state", "input")}
+    weights["terminal"] = _weights_map(c, w["terminal"], "weights.terminal") if "terminal" in w else None
+
+    o = c.mapping(data.get("optimizer") or {}, "optimizer",
+                  optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
+    options = _optimizer_options(c, o, "optimizer", OptimizerOptions(),
+                                 allowed=("schedule", "tolerance", "max_iterations", "armijo", "projection"))
+    deadline = None
+    if o.get("deadline") is not None:
+        deadline = c.number(o["deadline"], "optimizer.deadline", positive=True)
+
+    g = c.mapping(data.get("tracking_gains") or {}, "tracking_gains", optional=("state", "input"))
+    gains = {k: _weights_map(c, g.get(k), f"tracking_gains.{k}") for k in ("state", "input")}
+
+    output = None
+    if data.get("output") is not None:
+        output = c.name(data["output"], "output")
+    return OptimizationSpec(path, data, source, dt, motion, configs, consistent, equilibrium, init, weights,
+                            options, deadline, gains, output)
+
+
+def _embedding_options(c: Checker, e, key: str) -> EmbeddingOptions:
+    c.mapping(e, key, optional=("weights", "unused_tolerance", "start", "max_iterations", "schedule", "tolerance"))
+    kw = {}
+    if "weights" in e:
+        kw["weights"] = [c.number(v, f"{key}.weights[{i}]", positive=True)
+                         for i, v in enumerate(c.list(e["weights"], f"{key}.weights"))]
+    if "unused_tolerance" in e:
+        kw["unused_tolerance"] = c.number(e["unused_tolerance"], f"{key}.unused_tolerance", positive=True)
+    if "start" in e:
+        starts = {"simulate": "given", "desired": "desired"}
+        if e["start"] not in starts:
+            c.fail(f"{key}.start", f"expected simulate or desired, got {e['start']!r}")
+        kw["start"] = starts[e["start"]]
+    kw["optimizer"] = _optimizer_options(c, e, key, OptimizerOptions(max_iterations=40))
+    try:
+        return EmbeddingOptions(**kw)
+    except ValueError as err:
+        c.fail(key, str(err))
+
+
+# --------------------------------------------------------------------------------------------- problem
+
+
+def weight_vector(spec: OptimizationSpec, key: str, mapping: dict, names: list, default: float = 1.0) -> np.ndarray:
+    """Per-name weights: ``default`` first, then glob patterns in file order, then exact names.
+
+    A key that matches no name is an error naming the spec file and the key.
+    """
+    w = np.full(len(names), float(mapping.get("default", default)))
+    exact = []
+    for k, v in mapping.items():
+        if k == "default":
+            continue
+        if k in names:
+            exact.append((k, v))
+            continue
+        hits = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, k)]
+        if not hits:
+            spec.fail(f"{key}.{k}", f"matches no name (names: {', '.join(names)})")
+        w[hits] = v
+    for k, v in exact:
+        w[names.index(k)] = v
+    return w
+
+
+@dataclass
+class Problem:
+    """Everything a run needs, built from a spec and its model.
+
+    t (N+1,), Xd (N+1, nx), Ud (N, nU), x0 (nx,); weights as diagonal vectors.
+    """
+
+    spec: OptimizationSpec
+    model: "_core.Model"
+    system: "_core.DiscreteSystem"
+    t: np.ndarray
+    Xd: np.ndarray
+    Ud: np.ndarray
+    x0: np.ndarray
+    Q: np.ndarray
+    R: np.ndarray
+    Qf: np.ndarray
+    gain_Q: np.ndarray
+    gain_R: np.ndarray
+    tracked: list                                    # configurations the motion prescribes
+
+    @property
+    def cost(self) -> TrackingCost:
+        return TrackingCost(self.Xd, self.Ud, self.Q, self.R, self.Qf)
+
+    @property
+    def N(self) -> int:
+        return self.Ud.shape[0]
+
+
+def _cosine_or_linear(times: np.ndarray, values: np.ndarray, t: np.ndarray, eased: bool) -> np.ndarray:
+    i = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(times) - 2)
+    s = np.clip((t - times[i]) / (times[i + 1] - times[i]), 0.0, 1.0)
+    if eased:
+        s = 0.5 * (1.0 - np.cos(np.pi * s))
+    return values[i] + s[:, None] * (values[i + 1] - values[i])
+
+
+def desired_configurations(spec: OptimizationSpec, model) -> tuple:
+    """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion; unprescribed configurations are 0."""
+    m = spec.motion
+    if m.kind == "trajectory":
+        try:
+            tr = Trajectory.load(m.path, model)
+        except TrajectoryError as e:
+            spec.fail("motion.trajectory", str(e))
+        if abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
+            spec.fail("motion.trajectory", f"the trajectory's dt is {tr.dt}, the spec's dt is {spec.dt}")
+        return tr.t - tr.t0, tr.X[:, :model.nq].copy(), list(model.config_names)
+    if m.kind == "file":
+        from marionette_control.model.motion import MotionError, load_motion
+
+        try:
+            motion = load_motion(m.path)
+            t, values = motion.sample(spec.dt)
+        except MotionError as e:
+            spec.fail("motion", str(e))
+        joints, times = list(motion.joints), None
+    else:
+        joints = list(m.joints)
+        duration = float(m.times[-1])
+        n = round(duration / spec.dt)
+        if n < 1 or abs(n * spec.dt - duration) > 1e-9 * max(1.0, duration):
+            spec.fail("motion.keyframes", f"the motion lasts {duration} s, not a whole number of steps of dt = "
+                                          f"{spec.dt} s")
+        t = spec.dt * np.arange(n + 1)
+        if m.interpolation in ("linear", "cosine"):
+            values = _cosine_or_linear(m.times, m.values, t, m.interpolation == "cosine")
+        else:
+            from scipy.interpolate import CubicSpline
+
+            values = CubicSpline(m.times, m.values, axis=0, bc_type=m.interpolation)(np.clip(t, 0.0, duration))
+    for j in joints:
+        if j not in model.config_names:
+            spec.fail("motion", f"'{j}' is not a configuration of model '{model.name}' (configurations: "
+                                f"{', '.join(model.config_names)})")
+    Qd = np.zeros((t.size, model.nq))
+    Qd[:, [model.config_names.index(j) for j in joints]] = values
+    return t, Qd, joints
+
+
+def static_equilibrium(model, q: np.ndarray, free: list) -> tuple:
+    """Configurations ``free`` (indices) of q such that q is a static equilibrium with h(q) = 0.
+
+    Solves dL/dq_d(q, 0) + Dh_d(q)^T lam = 0, h(q) = 0 for (q[free], lam) by least squares
+    (scipy, finite-difference Jacobian: a set-up computation, not part of the dynamics). Returns
+    (q, residual norm).
+    """
+    from scipy.optimize import least_squares
+
+    nd, nc = model.nd, model.nc
+    zero_v = np.zeros(model.nq)
+
+    def residual(z):
+        qq = q.copy()
+        qq[free] = z[:len(free)]
+        lq = np.asarray(model.lagrangian(qq, zero_v, 1)["Lq"])[:nd]
+        h, Dh = model.constraints(qq)
+        return np.concatenate([lq + Dh[:, :nd].T @ z[len(free):], h]) if nc else lq
+
+    z0 = np.concatenate([q[free], np.zeros(nc)])
+    sol = least_squares(residual, z0, xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=200 * (len(z0) + 1))
+    out = q.copy()
+    out[free] = sol.x[:len(free)]
+    return out, float(np.linalg.norm(residual(sol.x)))
+
+
+def make_consistent(model, q: np.ndarray, free: list, tol: float = 1e-10) -> np.ndarray:
+    """q with the configurations ``free`` (indices) moved so that h(q) = 0: Newton with minimum-norm steps
+    (exact Dh from the core). Raises ValueError when they cannot satisfy the constraints."""
+    q = np.array(q, dtype=float)
+    if not model.nc:
+        return q
+    for _ in range(50):
+        h, Dh = model.constraints(q)
+        if np.abs(h).max() < 1e-13:
+            return q
+        q[free] -= np.linalg.lstsq(Dh[:, free], h, rcond=None)[0]
+    h = model.constraints(q)[0]
+    if not np.abs(h).max() <= tol:
+        raise ValueError(f"adjusting {', '.join(model.config_names[i] for i in free) or 'nothing'} does not satisfy "
+                         f"the constraints (|h| = {np.abs(h).max():.3g})")
+    return q
+
+
+def build_problem(spec: OptimizationSpec, model=None) -> Problem:
+    """The desired trajectory, initial state, cost and gain weights of a spec."""
+    if model is None:
+        try:
+            model = spec.model.build()
+        except (KeyError, ValueError, OSError) as e:
+            spec.fail("model", e.args[0] if isinstance(e, KeyError) and e.args else str(e))
+    system = _core.DiscreteSystem(model, spec.dt)
+    t, Qd, joints = desired_configurations(spec, model)
+    N = t.size - 1
+    kin = [i for i, k in enumerate(model.kinematic) if k]
+    if spec.motion.kind == "trajectory":
+        tr = Trajectory.load(spec.motion.path, model)
+        Xd, Ud = tr.X.copy(), tr.U.copy()
+    else:
+        Xd = np.zeros((N + 1, model.nx))
+        Xd[:, :model.nq] = Qd
+        if spec.motion.momenta == "legendre":
+            Xd[0] = system.state_from_configs(Qd[0], Qd[0])
+            for k in range(1, N + 1):
+                Xd[k] = system.state_from_configs(Qd[k - 1], Qd[k])
+        Ud = np.zeros((N, model.nU))
+        Ud[:, model.nu:] = Qd[1:, kin]
+
+    q0 = Qd[0].copy()
+    for name, v in spec.initial_configs.items():
+        if name not in model.config_names:
+            spec.fail(f"initial_state.configs.{name}", f"not a configuration of model '{model.name}' "
+                                                       f"(configurations: {', '.join(model.config_names)})")
+        q0[model.config_names.index(name)] = v
+    if spec.consistent is not None:
+        for i, name in enumerate(spec.consistent):
+            if name not in model.config_names:
+                spec.fail(f"initial_state.consistent[{i}]", f"not a configuration of model '{model.name}'")
+        free = [model.config_names.index(n) for n in spec.consistent]
+    else:
+        free = kin
+    if spec.equilibrium:
+        if not free:
+            spec.fail("initial_state.equilibrium", "no configuration is free to reach an equilibrium (set "
+                                                   "initial_state.consistent)")
+        q0, res = static_equilibrium(model, q0, free)
+        if res > 1e-8:
+            spec.fail("initial_state.equilibrium", f"no static equilibrium found by adjusting "
+                                                   f"{', '.join(model.config_names[i] for i in free)} "
+                                                   f"(residual {res:.3g})")
+    if model.nc:
+        if not free:
+            spec.fail("initial_state.consistent", "the model has constraints; name configurations to adjust")
+        try:
+            q0 = make_consistent(model, q0, free)
+        except ValueError as e:
+            spec.fail("initial_state.consistent", str(e))
+    x0 = system.state_from_configs(q0, q0)
+
+    Q = weight_vector(spec, "weights.state", spec.weights["state"], list(model.state_names))
+    R = weight_vector(spec, "weights.input", spec.weights["input"], list(model.discrete_input_names))
+    Qf = Q if spec.weights["terminal"] is None else weight_vector(spec, "weights.terminal", spec.weights["terminal"],
+                                                                 list(model.state_names))
+    GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names))
+    GR = weight_vector(spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names))
+    if np.any(GR <= 0):
+        spec.fail("tracking_gains.input", "input weights of the tracking gains must be > 0")
+    return Problem(spec, model, system, t, Xd, Ud, x0, Q, R, Qf, GQ, GR, joints)
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+@dataclass
+class SolveResult:
+    """Outcome of :func:`solve`: the saved trajectory, the final optimization and the stages before it."""
+
+    trajectory: Trajectory
+    result: OptimizationResult
+    problem: Problem
+    stages: list
+    initial_cost: float
+
+    @property
+    def summary(self) -> dict:
+        return self.trajectory.info["summary"]
+
+
+def _constant_inputs(spec: OptimizationSpec, problem: Problem) -> np.ndarray:
+    model = problem.model
+    u = np.zeros(model.nU)
+    kin = [i for i, k in enumerate(model.kinematic) if k]
+    u[model.nu:] = problem.x0[kin]
+    names = list(model.discrete_input_names)
+    for name, v in spec.initial.inputs.items():
+        if name not in names:
+            spec.fail(f"initial_trajectory.inputs.{name}", f"not an input of model '{model.name}' "
+                                                           f"(inputs: {', '.join(names)})")
+        u[names.index(name)] = v
+    return np.tile(u, (problem.N, 1))
+
+
+def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadline=None, log=None):
+    """(X, U, stages): the spec's initial trajectory of the original model (feasible)."""
+    spec, model, system = problem.spec, problem.model, problem.system
+    method = spec.initial.method
+    say = log or (lambda msg: None)
+    try:
+        if method == "simulate":
+            U = _constant_inputs(spec, problem)
+            X, _ = system.simulate(problem.x0, U)
+            return X, U, []
+        if method == "desired":
+            X, U = desired_projection(system, problem.x0, problem.Xd, problem.Ud)
+            return X, U, []
+        if method == "file":
+            try:
+                tr = Trajectory.load(spec.initial.file, model)
+            except TrajectoryError as e:
+                spec.fail("initial_trajectory.file", str(e))
+            if tr.N != problem.N or abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
+                spec.fail("initial_trajectory.file", f"the trajectory has {tr.N} steps of {tr.dt} s; the problem "
+                                                     f"has {problem.N} of {spec.dt} s")
+            X, _ = system.simulate(problem.x0, tr.U)
+            return X, tr.U.copy(), []
+        if method == "embedding":
+            emb = embed(spec.model, original=model)
+            say(f"dynamic embedding: fictitious inputs {', '.join(emb.fictitious_inputs)}")
+            U0 = _constant_inputs(spec, problem)
+            init = run_dynamic_embedding(emb, spec.dt, problem.cost, problem.x0, spec.initial.embedding, U=U0,
+                                         callback=callback, should_stop=should_stop, deadline=deadline)
+            say(f"dynamic embedding: {init.reason}; forces removed and projected onto '{model.name}'")
+            return init.X, init.U, init.stages
+        # relaxation
+        rel = relax_strings(spec.model, spec.initial.relax_strings, original=model)
+        say(f"string relaxation: {', '.join(s.name for s in rel.strings)} replaced by forces "
+            f"{', '.join(rel.extra_inputs)}")
+        opts = spec.initial.relaxation
+        limits = actuator_limits(spec.model)
+        if limits and not opts.bounds:   # keep the restored carriages within the actuators' ranges
+            opts = dataclasses.replace(opts, bounds={c: (v["min"], v["max"]) for c, v in limits.items()})
+        src = relaxed_source(spec.model, spec.initial.relax_strings, original=model) if opts.embedding else None
+        init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, src, callback, should_stop,
+                                     deadline)
+        return init.X, init.U, init.stages
+    except EmbeddingError as e:
+        spec.fail(f"initial_trajectory ({method})", str(e))
+    except _core.StepError as e:
+        spec.fail(f"initial_trajectory ({method})", f"the initial trajectory cannot be simulated: {e}")
+
+
+def _record(r: IterationRecord) -> dict:
+    d = {"iteration": int(r.iteration), "cost": float(r.cost), "descent_norm": float(r.descent_norm),
+         "step_length": float(r.step_length), "method": r.method, "elapsed": float(r.elapsed)}
+    requested = getattr(r, "requested", "")
+    if requested:
+        d["requested"] = requested
+    return d
+
+
+def tracking_errors(problem: Problem, X: np.ndarray) -> dict:
+    """RMS and max |error| of every prescribed configuration against the desired motion."""
+    out = {}
+    for j in problem.tracked:
+        i = problem.model.config_names.index(j)
+        e = X[:, i] - problem.Xd[:, i]
+        out[j] = {"rms": float(np.sqrt(np.mean(e ** 2))), "max": float(np.abs(e).max())}
+    return out
+
+
+def config_units(model) -> dict:
+    """Unit of every configuration: ``rad`` (drives a rotation), ``m`` (a translation or a string length), or
+    ``""`` (drives nothing else known)."""
+    units = {n: "" for n in model.config_names}
+    for kind, c in zip(model.frame_transforms, model.frame_configs):
+        if c >= 0:
+            units[model.config_names[c]] = "rad" if kind.startswith("r") else "m"
+    for n, u in units.items():
+        if not u and n.endswith("length"):
+            units[n] = "m"
+    return units
+
+
+def input_ranges(model, U: np.ndarray) -> dict:
+    return {n: [float(U[:, i].min()), float(U[:, i].max())] for i, n in enumerate(model.discrete_input_names)}
+
+
+def actuator_limits(source: ModelSource) -> dict:
+    """Actuator limits of the kinematic configurations, when the model's description has them.
+
+    YAML model files carry them; a registered model does when its module offers
+    ``load_description()`` (the marionette arm). Returns {config: {min, max, max_velocity, ...}}.
+    """
+    desc = None
+    try:
+        if source.kind == "file":
+            from marionette_control.model.yaml_model import load_model_file
+
+            desc = load_model_file(source.path)
+        elif source.kind == "registry":
+            import importlib
+
+            mod = importlib.import_module(f"marionette_control.models.{source.name}")
+            loader = getattr(mod, "load_description", None)
+            if loader is not None and not source.params:
+                desc = loader()
+    except (ImportError, ValueError, OSError):
+        return {}
+    if desc is None:
+        return {}
+    return {k: dataclasses.asdict(v) for k, v in getattr(desc, "actuators", {}).items()}
+
+
+def check_limits(model, U: np.ndarray, dt: float, limits: dict) -> dict:
+    """Per limited configuration: range and peak velocity of its prescribed trajectory, and whether they
+    stay within the actuator's limits."""
+    out = {}
+    names = list(model.discrete_input_names)
+    for cfg, lim in limits.items():
+        col = f"{cfg}_next" if f"{cfg}_next" in names else None
+        if col is None:
+            continue
+        u = U[:, names.index(col)]
+        vmax = float(np.abs(np.diff(u)).max() / dt) if u.size > 1 else 0.0
+        ok = bool(lim["min"] <= u.min() and u.max() <= lim["max"] and vmax <= lim["max_velocity"])
+        out[cfg] = {"range": [float(u.min()), float(u.max())], "limits": [lim["min"], lim["max"]],
+                    "max_velocity": vmax, "velocity_limit": lim["max_velocity"], "within": ok}
+    return out
+
+
+def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRecord], None]] = None,
+          should_stop: Optional[Callable[[], bool]] = None, log: Optional[Callable[[str], None]] = None,
+          model=None) -> SolveResult:
+    """Runs a spec: initial trajectory, optimization, tracking gains; returns the trajectory with its info.
+
+    ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
+    receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
+    the whole run; on a deadline or cancel the best feasible trajectory so far is returned.
+    """
+    t_start = time.perf_counter()
+    say = log or (lambda msg: None)
+    problem = build_problem(spec, model)
+    model, system = problem.model, problem.system
+    say(f"model '{model.name}': {model.nx} states, {model.nU} inputs; {problem.N} steps of {spec.dt} s; initial "
+        f"trajectory by {spec.initial.method}")
+
+    def remaining():
+        return None if spec.deadline is None else spec.deadline - (time.perf_counter() - t_start)
+
+    X, U, stages = initial_trajectory(problem, callback, should_stop, remaining(), say)
+    cost = problem.cost
+    initial_cost = float(cost.value(X, U))
+    say(f"initial trajectory cost {initial_cost:.6g}")
+    rem = remaining()
+    opts = spec.optimizer if rem is None else dataclasses.replace(spec.optimizer, deadline=max(rem, 1e-3))
+    opt = ProjectionOptimizer(system, cost, opts)
+    cb = None if callback is None else (lambda rec: callback("optimization", rec))
+    result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
+    K = tracking_gains(system, result.X, result.U, problem.gain_Q, problem.gain_R)
+    elapsed = time.perf_counter() - t_start
+
+    limits = actuator_limits(spec.model)
+    summary = {
+        "cost": float(result.cost), "initial_cost": initial_cost, "iterations": result.iterations,
+        "converged": bool(result.converged), "reason": result.reason, "elapsed": elapsed,
+        "optimization_elapsed": float(result.elapsed),
+        "iterations_total": result.iterations + sum(s.result.iterations for s in stages),
+        "tracking_errors": tracking_errors(problem, result.X),
+        "input_ranges": input_ranges(model, result.U),
+        "actuator_limits": check_limits(model, result.U, spec.dt, limits),
+    }
+    info = {
+        "summary": summary,
+        "cost": summary["cost"], "iterations": result.iterations, "converged": summary["converged"],
+        "reason": result.reason, "elapsed": elapsed,
+        "history": [_record(r) for r in result.history],
+        "stages": [dict(s.summary(), history=[_record(r) for r in s.result.history]) for s in stages],
+        "weights": {"state": problem.Q.tolist(), "input": problem.R.tolist(), "terminal": problem.Qf.tolist()},
+        "tracking_gains": {"state": problem.gain_Q.tolist(), "input": problem.gain_R.tolist()},
+        "desired": {"configs": list(model.config_names), "q": problem.Xd[:, :model.nq].tolist(),
+                    "tracked": problem.tracked},
+        "config_units": config_units(model),
+        "spec": {"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
+        "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
+                      "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},
+    }
+    try:
+        info["model_source"] = spec.model.to_dict()
+    except EmbeddingError:
+        pass
+    traj = Trajectory.for_model(model, spec.dt, result.X, result.U, K=K, t0=float(problem.t[0]), info=info)
+    return SolveResult(traj, result, problem, stages, initial_cost)
+
+
+def _jsonable(x: Any):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
