@@ -1,0 +1,633 @@
+"""marionette_optimizer: projection-operator trajectory optimization on request (ROS 2 node).
+
+A thin adapter around the control layer: requests are turned into optimization problems by
+:mod:`marionette_control.control.problem` (which validates them), solved by
+:class:`~marionette_control.control.optimizer.ProjectionOptimizer`, and answered with the
+feasible trajectory, its time-varying LQR tracking gains and the convergence history.
+
+Interfaces (with the default node name)
+---------------------------------------
+``/marionette_optimizer/optimize`` (service, marionette_interfaces/srv/OptimizeTrajectory)
+    Optimizes and answers when done. Invalid requests are answered at once with
+    ``success = false`` and a message naming what is wrong.
+``/marionette_optimizer/optimize_action`` (action, marionette_interfaces/action/OptimizeTrajectory)
+    The long-running form: feedback after every iteration (the descent norm in the feedback
+    is |Dh∘ζ| of the direction that iteration took, i.e. measured at the iterate it started
+    from); cancel and ``options.deadline_s`` stop the run and the result holds the best
+    feasible trajectory so far (status CANCELED with ``termination_reason = "canceled"``, or
+    SUCCEEDED with ``"deadline"``). Invalid goals are accepted and then aborted with
+    ``success = false`` and the message (a rejected goal could carry no message).
+``/marionette_optimizer/trajectory`` (topic, marionette_interfaces/msg/TrackedTrajectory)
+    The latest successful result, reliable and transient-local (depth 1), so a controller
+    started later still receives it (parameter ``trajectory_topic``; ``marionette_controller``
+    subscribes to the topic its own parameter names). Canceled runs are not published: their
+    client abandoned them.
+
+Concurrency policy (parameter ``concurrency``)
+----------------------------------------------
+One optimization runs at a time, in a dedicated worker thread (the core releases the GIL in
+its batch loops, so the executor keeps serving meanwhile).
+
+* ``reject`` (default): while one runs, a new service request is answered with
+  ``success = false`` and a message starting with "busy", and a new action goal is rejected.
+  Service requests are validated first, so an invalid request always gets its specific
+  message.
+* ``queue``: up to ``queue_size`` further requests wait in first-come order (a waiting goal
+  can be canceled; it is then answered, when its turn comes, with the initial trajectory and
+  0 iterations); beyond that they are refused as with ``reject``. The deadline counts from
+  the start of a run, not from the request.
+
+The deadline bounds the iterations; validating the request, building the initial trajectory
+and computing the tracking gains of the result (one linearization and Riccati sweep) come on
+top.
+
+Service and action callbacks live in a reentrant callback group on a multi-threaded executor
+with one thread per request the policy admits plus three spare, so cancel requests, parameter
+services and refusals are processed while requests wait for the worker.
+
+Saving
+------
+``save_path`` in a request saves that result (the package's ``.npz`` trajectory format; a
+relative path is taken relative to ``save_directory``, or the working directory when that is
+empty; the directory is checked before the run). With ``save_directory`` set, results of
+requests without ``save_path`` are saved there as ``<model>_<UTC time>.npz``.
+
+Shutdown
+--------
+On SIGINT or SIGTERM the running optimization is stopped and its client still answered with
+the best trajectory so far (``success = true``, reason "canceled", "shutting down" in the
+message; an action goal ends ABORTED), waiting requests are answered "shutting down", and the
+node exits 0 (a second signal skips waiting for the answers to be delivered).
+
+Run: ``ros2 run marionette_control marionette_optimizer --ros-args --params-file
+config/optimizer.yaml`` or ``python -m marionette_control.nodes.optimizer --ros-args -p
+model:=pendulum``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+import rclpy
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+
+from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
+from marionette_interfaces.msg import ConvergenceData, TrackedTrajectory
+from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
+
+from marionette_control import models
+from marionette_control.control.optimizer import METHODS, IterationRecord, ProjectionOptimizer
+from marionette_control.control.problem import (
+    ConvergenceHistory,
+    DesiredMotion,
+    GainWeights,
+    OptimizationProblem,
+    ProblemDefaults,
+    ProblemError,
+    RequestOptions,
+    WeightDefaults,
+    build_problem,
+    convergence_history,
+    tracked_trajectory,
+)
+from marionette_control.nodes.convert import trajectory_to_msg
+from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+
+NODE_NAME = "marionette_optimizer"
+SERVICE = "~/optimize"
+ACTION = "~/optimize_action"
+POLICIES = ("reject", "queue")
+
+#: QoS of the result topic: the latest trajectory, kept for late subscribers.
+TRAJECTORY_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                            durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+# --------------------------------------------------------------------------------------------- parameters
+
+
+def _positive(v) -> Optional[str]:
+    return None if v > 0 and math.isfinite(v) else f"must be finite and > 0, got {v}"
+
+
+def _non_negative(v) -> Optional[str]:
+    return None if v >= 0 and math.isfinite(v) else f"must be finite and >= 0, got {v}"
+
+
+def parse_schedule(entries) -> tuple:
+    """``["quasi_newton:4", "newton"]`` -> (("quasi_newton", 4), ("newton", None)); raises ValueError.
+
+    Each entry is ``method`` or ``method:iterations``; a missing count or 0 means "until
+    convergence" and is only allowed for the last entry.
+    """
+    entries = list(entries)
+    if not entries:
+        raise ValueError("the schedule is empty")
+    out = []
+    for i, e in enumerate(entries):
+        method, _, count = str(e).partition(":")
+        if method not in METHODS:
+            raise ValueError(f"entry {i} ({e!r}): unknown method {method!r}; use one of {', '.join(METHODS)}")
+        try:
+            n = int(count) if count else 0
+        except ValueError:
+            raise ValueError(f"entry {i} ({e!r}): iterations must be an integer") from None
+        if n < 0:
+            raise ValueError(f"entry {i} ({e!r}): iterations must be >= 0")
+        if n == 0 and i != len(entries) - 1:
+            raise ValueError(f"entry {i} ({e!r}): only the last entry may run until convergence")
+        out.append((method, n or None))
+    return tuple(out)
+
+
+def _schedule_check(v) -> Optional[str]:
+    try:
+        parse_schedule(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _model_check(v) -> Optional[str]:
+    return None if v in models.available() else f"unknown model '{v}'; available: {', '.join(models.available())}"
+
+
+def parameter_specs() -> list[ParamSpec]:
+    """Every parameter of the node (see also config/optimizer.yaml)."""
+    w, g, d = WeightDefaults(), GainWeights(), ProblemDefaults()
+    return [
+        ParamSpec("model", "marionette_arm", "Model (model-library name) requests optimize for when their model_id "
+                  "is empty; built at start-up.", check=_model_check, read_only=True),
+        ParamSpec("dt", d.dt, "Default integrator time step [s] for named motions and for desired points that are "
+                  "not evenly spaced (options.dt = 0).", check=_positive),
+        ParamSpec("max_steps", d.max_steps, "Largest number of steps N a request may ask for.", minimum=1),
+        ParamSpec("motion_directory", "", "Directory of the motion library (<name>.yaml keyframe motions); empty: "
+                  "the package's config/motions."),
+        ParamSpec("weights.named_configuration", w.named_configuration, "Default state weight of configurations "
+                  "the desired motion names.", check=_non_negative),
+        ParamSpec("weights.other_configuration", w.other_configuration, "Default state weight of configurations the "
+                  "desired motion does not name (0: left to the optimizer).", check=_non_negative),
+        ParamSpec("weights.momentum", w.momentum, "Default state weight of momenta (desired 0).", check=_non_negative),
+        ParamSpec("weights.kinematic_velocity", w.kinematic_velocity, "Default state weight of kinematic velocities "
+                  "(desired 0).", check=_non_negative),
+        ParamSpec("weights.force_input", w.force_input, "Default input weight of force inputs (desired 0; > 0).",
+                  check=_positive),
+        ParamSpec("weights.kinematic_input", w.kinematic_input, "Default input weight of kinematic inputs (next "
+                  "kinematic configurations; > 0).", check=_positive),
+        ParamSpec("weights.terminal_scale", w.terminal_scale, "Terminal-cost weights = this times the state "
+                  "weights, unless a request names terminal weights.", check=_non_negative),
+        ParamSpec("schedule", ["quasi_newton:4", "newton"], "Default method schedule: entries 'method:iterations' "
+                  "(methods steepest, quasi_newton, newton); the last entry may omit the count (until convergence).",
+                  check=_schedule_check),
+        ParamSpec("tolerance", d.tolerance, "Default convergence tolerance on the descent norm |Dh.dxi|.",
+                  check=_positive),
+        ParamSpec("max_iterations", d.max_iterations, "Default cap on the number of iterations.", minimum=1),
+        ParamSpec("deadline_s", 0.0, "Default wall-clock budget of one optimization [s] (0: none); at the deadline "
+                  "the best feasible trajectory so far is returned.", check=_non_negative),
+        ParamSpec("tracking_gains.configuration", g.configuration, "LQR state weight of configurations for the "
+                  "tracking gains (thesis: Q = I).", check=_positive),
+        ParamSpec("tracking_gains.momentum", g.momentum, "LQR state weight of momenta for the tracking gains.",
+                  check=_positive),
+        ParamSpec("tracking_gains.kinematic_velocity", g.kinematic_velocity, "LQR state weight of kinematic "
+                  "velocities for the tracking gains.", check=_positive),
+        ParamSpec("tracking_gains.input", g.input, "LQR input weight for the tracking gains (thesis: R = I).",
+                  check=_positive),
+        ParamSpec("trajectory_topic", "~/trajectory", "Topic of the latest result (TrackedTrajectory, reliable, "
+                  "transient-local, depth 1).", check=lambda v: None if v else "must not be empty", read_only=True),
+        ParamSpec("save_directory", "", "Directory for result files: relative request save_paths are taken "
+                  "relative to it, and results of requests without save_path are saved there (empty: only "
+                  "save_path, relative to the working directory)."),
+        ParamSpec("concurrency", "reject", "Policy for requests while an optimization runs: 'reject' (answer busy / "
+                  "reject the goal) or 'queue' (wait in order, up to queue_size).",
+                  check=lambda v: None if v in POLICIES else f"must be one of {', '.join(POLICIES)}", read_only=True),
+        ParamSpec("queue_size", 4, "With concurrency 'queue': how many requests may wait.", minimum=1, maximum=64,
+                  read_only=True),
+    ]
+
+
+# --------------------------------------------------------------------------------------------- jobs
+
+
+@dataclass
+class Outcome:
+    """What a run produced: success, message, the trajectory message (None unless success), history."""
+
+    success: bool
+    message: str
+    trajectory: Optional[TrackedTrajectory] = None
+    history: Optional[ConvergenceHistory] = None
+
+
+@dataclass
+class Job:
+    """One optimization handed to the worker thread."""
+
+    label: str
+    problem: OptimizationProblem
+    gains: GainWeights
+    save_path: Optional[Path]
+    should_stop: Callable[[], bool]
+    on_iteration: Optional[Callable[[IterationRecord], None]] = None
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: Optional[Outcome] = None
+
+
+def _convergence_msg(h: Optional[ConvergenceHistory]) -> ConvergenceData:
+    m = ConvergenceData()
+    if h is None:
+        m.termination_reason = ConvergenceData.REASON_ERROR
+        return m
+    m.iterations = h.iterations
+    m.costs = [float(c) for c in h.costs]
+    m.descent_norms = [float(c) for c in h.descent_norms]
+    m.step_lengths = [float(c) for c in h.step_lengths]
+    m.methods = list(h.methods)
+    m.elapsed_s = float(h.elapsed)
+    m.converged = h.converged
+    m.termination_reason = h.reason
+    return m
+
+
+def _fill(response, outcome: Outcome):
+    """Fills a service response or an action result from an outcome."""
+    response.success = outcome.success
+    response.message = outcome.message
+    if outcome.trajectory is not None:
+        response.trajectory = outcome.trajectory
+    response.convergence = _convergence_msg(outcome.history)
+    return response
+
+
+def _describe(problem: OptimizationProblem, h: ConvergenceHistory, cost: float, deadline) -> str:
+    iters = f"{h.iterations} iteration{'s' if h.iterations != 1 else ''}"
+    costs = f"cost {problem.initial_cost:.6g} -> {cost:.6g}"
+    tol = problem.options.tolerance
+    head = {
+        "converged": f"converged after {iters} ({costs}, |Dh.dxi| = {h.descent_norms[-1]:.3g} < {tol:g})",
+        "max_iterations": f"stopped at the iteration cap after {iters} without converging ({costs}); the "
+                          "trajectory is feasible",
+        "deadline": f"deadline of {deadline or 0:g} s reached after {iters}: best feasible trajectory so far "
+                    f"({costs})",
+        "canceled": f"canceled after {iters}: best feasible trajectory so far ({costs})",
+        "line_search_failed": f"the line search found no decrease after {iters}: best feasible trajectory so far "
+                              f"({costs})",
+    }.get(h.reason, f"stopped after {iters} without a descent direction: best feasible trajectory so far ({costs})")
+    return (f"{head} in {h.elapsed:.3g} s; {problem.source}, {problem.N} steps of dt = {problem.dt:g} s on model "
+            f"'{problem.model.name}'")
+
+
+# --------------------------------------------------------------------------------------------- the node
+
+
+class OptimizerNode(Node):
+    """The optimizer node (see the module docstring for its interfaces and policy)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(NODE_NAME, **kwargs)
+        self._values = declare(self, parameter_specs())
+        self._models: dict = {}
+        self._models_lock = threading.Lock()
+        self.default_model = self._values["model"]
+        try:
+            self._model(self.default_model)
+        except ProblemError as e:
+            raise ParameterError(f"parameter 'model': {e}") from None
+        self.policy = self._values["concurrency"]
+        self.capacity = 1 if self.policy == "reject" else 1 + int(self._values["queue_size"])
+        self._reserved = 0
+        self._slots_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._jobs: queue.Queue = queue.Queue()
+
+        group = ReentrantCallbackGroup()
+        self._publisher = self.create_publisher(TrackedTrajectory, self._values["trajectory_topic"], TRAJECTORY_QOS)
+        self._service = self.create_service(OptimizeService, SERVICE, self._on_service, callback_group=group)
+        self._action = ActionServer(self, OptimizeAction, ACTION, execute_callback=self._on_execute,
+                                    goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+                                    callback_group=group)
+        self._worker = threading.Thread(target=self._work, name="optimizer-worker", daemon=True)
+        self._worker.start()
+        self.get_logger().info(
+            f"ready: model '{self.default_model}', service {self.resolve_service_name(SERVICE)}, action "
+            f"{self.resolve_service_name(ACTION)}, results on {self._publisher.topic_name} (transient-local), "
+            f"concurrency '{self.policy}'")
+
+    @property
+    def executor_threads(self) -> int:
+        """Threads the executor needs: one per waiting request, plus some for cancels and parameters."""
+        return self.capacity + 3
+
+    # -- parameters --------------------------------------------------------------------------------
+
+    def _defaults(self, override: Optional[dict] = None) -> ProblemDefaults:
+        v = dict(self._values)
+        v.update(override or {})
+        weights = WeightDefaults(*(float(v[f"weights.{k}"]) for k in (
+            "named_configuration", "other_configuration", "momentum", "kinematic_velocity", "force_input",
+            "kinematic_input", "terminal_scale")))
+        directory = v["motion_directory"]
+        return ProblemDefaults(dt=float(v["dt"]), weights=weights, schedule=parse_schedule(v["schedule"]),
+                               tolerance=float(v["tolerance"]), max_iterations=int(v["max_iterations"]),
+                               deadline=float(v["deadline_s"]) or None, max_steps=int(v["max_steps"]),
+                               motion_directories=[directory] if directory else ())
+
+    def _gains(self) -> GainWeights:
+        v = self._values
+        return GainWeights(*(float(v[f"tracking_gains.{k}"]) for k in (
+            "configuration", "momentum", "kinematic_velocity", "input")))
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def _model(self, name: str):
+        with self._models_lock:
+            if name not in self._models:
+                if name not in models.available():
+                    raise ProblemError(f"unknown model '{name}'; available: {', '.join(models.available())}")
+                try:
+                    self._models[name] = models.get(name)
+                except Exception as e:  # a model file that does not load is the request's problem to hear about
+                    raise ProblemError(f"model '{name}' cannot be built: {e}") from None
+            return self._models[name]
+
+    def _save_path(self, requested: str, model_name: str) -> Optional[Path]:
+        directory = self._values["save_directory"]
+        if requested:
+            path = Path(requested).expanduser()
+            if not path.is_absolute():
+                path = Path(directory or os.getcwd()) / path
+        elif directory:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
+            path = Path(directory) / f"{model_name}_{stamp}.npz"
+        else:
+            return None
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ProblemError(f"save_path {str(path)!r}: cannot create its directory ({e.strerror})") from None
+        if path.is_dir():
+            raise ProblemError(f"save_path {str(path)!r} is a directory; give a file name")
+        if not os.access(path.parent, os.W_OK):
+            raise ProblemError(f"save_path {str(path)!r}: directory {str(path.parent)!r} is not writable")
+        return path
+
+    def prepare(self, request) -> tuple[OptimizationProblem, Optional[Path]]:
+        """Validates a request (service request or action goal) and builds its problem; raises ProblemError."""
+        model = self._model(request.model_id or self.default_model)
+        o = request.options
+        options = RequestOptions(
+            state_weight_names=list(o.state_weight_names), state_weights=list(o.state_weights),
+            input_weight_names=list(o.input_weight_names), input_weights=list(o.input_weights),
+            terminal_weight_names=list(o.terminal_weight_names), terminal_weights=list(o.terminal_weights),
+            methods=list(o.methods), method_iterations=list(o.method_iterations), tolerance=o.tolerance,
+            max_iterations=o.max_iterations, deadline_s=o.deadline_s, dt=o.dt)
+        desired = None
+        if not request.motion_name:
+            d = request.desired
+            desired = DesiredMotion(
+                joint_names=list(d.joint_names),
+                times=[p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in d.points],
+                positions=[list(p.positions) for p in d.points])
+        problem = build_problem(model, request.motion_name, desired, options, self._defaults())
+        return problem, self._save_path(request.save_path, model.name)
+
+    def _reserve(self) -> bool:
+        with self._slots_lock:
+            if self._stopping.is_set() or self._reserved >= self.capacity:
+                return False
+            self._reserved += 1
+            return True
+
+    def _release(self) -> None:
+        with self._slots_lock:
+            self._reserved -= 1
+
+    def _busy_message(self) -> str:
+        if self._stopping.is_set():
+            return "the optimizer node is shutting down"
+        if self.policy == "reject":
+            return "busy: another optimization is running (concurrency policy 'reject'); try again when it is done"
+        return f"busy: the queue is full ({self.capacity - 1} waiting behind the running optimization)"
+
+    def _run_job(self, job: Job) -> Outcome:
+        job.done.clear()
+        self._jobs.put(job)
+        job.done.wait()
+        return job.outcome
+
+    # -- service -------------------------------------------------------------------------------------
+
+    def _on_service(self, request, response):
+        try:
+            problem, save = self.prepare(request)
+        except ProblemError as e:
+            self.get_logger().warning(f"invalid optimization request: {e}")
+            return _fill(response, Outcome(False, f"invalid request: {e}"))
+        except Exception as e:  # answered, never swallowed: an exception here would end the executor
+            self.get_logger().error(f"preparing a request failed: {type(e).__name__}: {e}")
+            return _fill(response, Outcome(False, f"internal error while preparing the request: "
+                                                  f"{type(e).__name__}: {e}"))
+        if not self._reserve():
+            self.get_logger().warning(f"request refused: {self._busy_message()}")
+            return _fill(response, Outcome(False, self._busy_message()))
+        try:
+            job = Job("service request", problem, self._gains(), save, self._stopping.is_set)
+            return _fill(response, self._run_job(job))
+        finally:
+            self._release()
+
+    # -- action --------------------------------------------------------------------------------------
+
+    def _on_goal(self, goal_request):
+        if self._reserve():
+            return GoalResponse.ACCEPT
+        self.get_logger().warning(f"goal rejected: {self._busy_message()}")
+        return GoalResponse.REJECT
+
+    def _on_cancel(self, goal_handle):
+        return CancelResponse.ACCEPT
+
+    def _on_execute(self, goal_handle):
+        result = OptimizeAction.Result()
+        try:
+            accepted = time.monotonic()
+            try:
+                problem, save = self.prepare(goal_handle.request)
+            except ProblemError as e:
+                self.get_logger().warning(f"invalid optimization goal: {e}")
+                goal_handle.abort()
+                return _fill(result, Outcome(False, f"invalid request: {e}"))
+            except Exception as e:  # answered, never swallowed
+                self.get_logger().error(f"preparing a goal failed: {type(e).__name__}: {e}")
+                goal_handle.abort()
+                return _fill(result, Outcome(False, f"internal error while preparing the request: "
+                                                    f"{type(e).__name__}: {e}"))
+
+            def feedback(record: IterationRecord):
+                if record.step_length == 0.0:  # the convergence check, not an iteration
+                    return
+                fb = OptimizeAction.Feedback(iteration=record.iteration + 1, cost=float(record.cost),
+                                             descent_norm=float(record.descent_norm),
+                                             step_length=float(record.step_length), method=record.method,
+                                             elapsed_s=time.monotonic() - accepted)
+                goal_handle.publish_feedback(fb)
+
+            def should_stop() -> bool:
+                return self._stopping.is_set() or goal_handle.is_cancel_requested
+
+            outcome = self._run_job(Job("goal", problem, self._gains(), save, should_stop, feedback))
+            _fill(result, outcome)
+            stopped = outcome.history is not None and outcome.history.reason == ConvergenceData.REASON_CANCELED
+            if stopped and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            elif outcome.success and not stopped:
+                goal_handle.succeed()
+            else:  # failed, or stopped by the node shutting down (the result still holds the trajectory)
+                goal_handle.abort()
+            return result
+        finally:
+            self._release()
+
+    # -- worker --------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job.outcome = self._optimize(job)
+            except Exception as e:  # reported to the client, never swallowed
+                self.get_logger().error(f"{job.label} failed: {type(e).__name__}: {e}")
+                job.outcome = Outcome(False, f"optimization failed: {type(e).__name__}: {e}")
+            finally:
+                job.done.set()
+
+    def _optimize(self, job: Job) -> Outcome:
+        p = job.problem
+        if self._stopping.is_set():
+            return Outcome(False, "the optimizer node is shutting down; the request was not run")
+        self.get_logger().info(f"{job.label}: optimizing {p.source} on model '{p.model.name}' ({p.N} steps of "
+                               f"{p.dt:g} s)")
+        result = ProjectionOptimizer(p.system, p.cost, p.options).optimize(p.X0, p.U0, callback=job.on_iteration,
+                                                                           should_stop=job.should_stop)
+        history = convergence_history(result, p.initial_cost)
+        traj = tracked_trajectory(p, result, job.gains)
+        # header.stamp stays zero: "start when the receiver starts it" (TrackedTrajectory.msg).
+        msg = trajectory_to_msg(traj, TrackedTrajectory, list(p.model.config_names))
+        message = _describe(p, history, float(result.cost), p.options.deadline)
+        if self._stopping.is_set() and history.reason == ConvergenceData.REASON_CANCELED:
+            message += " (the node is shutting down)"
+        if job.save_path is not None:
+            try:
+                path = traj.save(job.save_path)
+                message += f"; saved to {path}"
+            except OSError as e:
+                message += f"; NOT saved to {job.save_path}: {e}"
+                self.get_logger().error(f"could not save the result to {job.save_path}: {e}")
+        if history.reason != ConvergenceData.REASON_CANCELED:
+            self._publisher.publish(msg)
+            message += f"; published on {self._publisher.topic_name}"
+        self.get_logger().info(f"{job.label}: {message}")
+        return Outcome(True, message, msg, history)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests running or waiting (service calls and goals not answered yet)."""
+        with self._slots_lock:
+            return self._reserved
+
+    def stop(self) -> None:
+        """Stops the running optimization (its client gets the best trajectory so far) and the worker.
+
+        Idempotent; waiting requests are answered "shutting down" without running.
+        """
+        if not self._stopping.is_set():
+            self._stopping.set()
+            self._jobs.put(None)
+        self._worker.join(timeout=30.0)
+        while True:  # answer requests that were still waiting
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.outcome = Outcome(False, "the optimizer node is shutting down; the request was not run")
+                job.done.set()
+
+
+def main(args=None) -> int:
+    """Runs the node until SIGINT/SIGTERM, then stops gracefully (see :func:`spin_until_signal`)."""
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    node = executor = None
+    try:
+        node = OptimizerNode()
+        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
+        executor.add_node(node)
+        spin_until_signal(node, executor)
+        return 0
+    except ParameterError as e:
+        print(f"[{NODE_NAME}] error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if node is not None:
+            node.stop()
+        if executor is not None:
+            executor.shutdown(timeout_sec=5.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def spin_until_signal(node: OptimizerNode, executor, grace: float = 3.0) -> None:
+    """Spins until SIGINT or SIGTERM; then stops the node and keeps spinning until its clients are answered.
+
+    rclpy's own signal handler would shut the context down at once, so a client waiting for a
+    running optimization would get nothing. Instead the first signal stops the running
+    optimization (its client gets the best trajectory so far, termination reason
+    "canceled", with "shutting down" in the message), answers waiting requests, and spins
+    up to ``grace`` seconds more to deliver the answers. A second signal skips the wait.
+    """
+    signals = []
+    handler = lambda signum, frame: signals.append(signum)  # noqa: E731
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not signals and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+        if not rclpy.ok():
+            return
+        node.get_logger().info("stopping: answering the running and waiting requests")
+        stopper = threading.Thread(target=node.stop, name="optimizer-stop")
+        stopper.start()
+        end = time.monotonic() + grace
+        idle_since = None
+        while time.monotonic() < end and len(signals) < 2 and rclpy.ok():
+            executor.spin_once(timeout_sec=0.05)
+            if node.in_flight == 0 and not stopper.is_alive():
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 0.3:  # results are sent by executor tasks
+                    break
+        stopper.join(timeout=max(0.0, end - time.monotonic()))
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

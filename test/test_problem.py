@@ -1,0 +1,178 @@
+"""Request → optimization problem (control/problem.py), without ROS."""
+
+import math
+
+import numpy as np
+import pytest
+
+from marionette_control import models
+from marionette_control.control import problem as P
+from marionette_control.control.optimizer import IterationRecord, OptimizationResult, ProjectionOptimizer
+from marionette_control.control.problem import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
+
+SEED_COST = 13297.3789  # seed 001 §VIII-A (reference/pendulum-vectors.md)
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    return models.get("pendulum")
+
+
+@pytest.fixture(scope="module")
+def arm():
+    return models.get("marionette_arm")
+
+
+def swing_up(n=100, dt=0.1):
+    return DesiredMotion(["theta"], [k * dt for k in range(n + 1)], [[0.0 if k < n // 2 else math.pi]
+                                                                    for k in range(n + 1)])
+
+
+def test_seed_001_swing_up_through_the_builder(pendulum):
+    p = P.build_problem(pendulum, desired=swing_up(), options=RequestOptions(input_weight_names=["torque"],
+                                                                              input_weights=[50.0]))
+    assert p.dt == pytest.approx(0.1) and p.N == 100 and p.source == "desired"
+    np.testing.assert_array_equal(np.diag(p.cost.Q), [1000.0, 1.0])
+    np.testing.assert_array_equal(p.cost.R, [[50.0]])
+    np.testing.assert_array_equal(p.cost.Qf, p.cost.Q)
+    np.testing.assert_array_equal(p.X0, 0.0)  # hanging at rest is an equilibrium
+    r = ProjectionOptimizer(p.system, p.cost, p.options).optimize(p.X0, p.U0)
+    assert r.converged and r.cost == pytest.approx(SEED_COST, rel=1e-8)
+    h = P.convergence_history(r, p.initial_cost)
+    assert h.reason == "converged" and h.converged
+    assert len(h.costs) == len(h.descent_norms) == len(h.step_lengths) == len(h.methods) == h.iterations + 1
+    assert h.costs[0] == pytest.approx(p.initial_cost) and h.costs[-1] == pytest.approx(r.cost)
+    assert h.descent_norms[-1] < p.options.tolerance and h.methods[0] == "" and h.step_lengths[0] == 0.0
+    traj = P.tracked_trajectory(p, r, P.GainWeights())
+    traj.check_model(pendulum)
+    assert traj.K.shape == (100, 1, 2) and traj.info["termination_reason"] == "converged"
+
+
+def test_resampling_interpolates_and_infers_the_time_step(pendulum):
+    coarse = DesiredMotion(["theta"], [1.0, 1.2, 1.4], [[0.0], [0.2], [0.6]])  # time runs from the first point
+    dt, t, Qd, named = P.sample_desired(pendulum, coarse, 0.0, ProblemDefaults())
+    assert dt == pytest.approx(0.2) and named == ["theta"]
+    np.testing.assert_allclose(Qd[:, 0], [0.0, 0.2, 0.6])
+    dt, t, Qd, _ = P.sample_desired(pendulum, coarse, 0.1, ProblemDefaults())
+    np.testing.assert_allclose(t, [0.0, 0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_allclose(Qd[:, 0], [0.0, 0.1, 0.2, 0.4, 0.6])
+    uneven = DesiredMotion(["theta"], [0.0, 0.1, 0.4], [[0.0], [0.1], [0.4]])
+    dt, t, Qd, _ = P.sample_desired(pendulum, uneven, 0.0, ProblemDefaults(dt=0.05))
+    assert dt == 0.05 and t.size == 9
+    np.testing.assert_allclose(Qd[:, 0], t)
+
+
+def test_arm_wave_problem(arm):
+    p = P.build_problem(arm, motion_name="wave")
+    assert p.N == 800 and p.dt == 0.01 and p.named == ["shoulder", "elbow"] and p.source == "motion 'wave'"
+    # Weights by kind (thesis §6.7.2: only the arm angles weighted heavily).
+    np.testing.assert_array_equal(np.diag(p.cost.Q), [1000, 1000, 0, 0, 1, 1, 0.01, 0.01])
+    np.testing.assert_array_equal(np.diag(p.cost.R), [0.01, 0.01])
+    np.testing.assert_allclose(p.Xd[0, :2], np.radians([0.0, 35.0]), atol=1e-12)
+    np.testing.assert_array_equal(p.Xd[:, 2:], 0.0)
+    # The initial trajectory: the desired initial angles with the string made taut, at rest, inputs held.
+    np.testing.assert_allclose(p.X0[0, :2], p.Xd[0, :2], atol=1e-12)
+    np.testing.assert_array_equal(p.X0[0, 4:], 0.0)
+    assert p.X0[0, 2] == 0.0 and p.X0[0, 3] > 0
+    np.testing.assert_array_equal(p.U0, np.tile(p.X0[0, 2:4], (800, 1)))
+    assert max(abs(arm.constraints(x[:arm.nq])[0][0]) for x in p.X0) < 1e-9
+    assert p.initial_cost == pytest.approx(p.cost.value(p.X0, p.U0))
+
+
+def test_weights_by_name_override_the_defaults(arm):
+    opts = RequestOptions(state_weight_names=["carriage", "p_elbow"], state_weights=[5.0, 0.0],
+                          input_weight_names=["string_length_next"], input_weights=[3.0],
+                          terminal_weight_names=["shoulder"], terminal_weights=[7.0])
+    defaults = P.WeightDefaults(terminal_scale=2.0)
+    Q, R, Qf = P.weight_vectors(arm, ["shoulder", "elbow"], defaults, opts)
+    np.testing.assert_array_equal(Q, [1000, 1000, 5, 0, 1, 0, 0.01, 0.01])
+    np.testing.assert_array_equal(R, [0.01, 3.0])
+    np.testing.assert_array_equal(Qf, [7, 2000, 10, 0, 2, 0, 0.02, 0.02])
+
+
+def test_desired_kinematic_inputs_follow_the_desired_kinematic_configurations(arm):
+    d = DesiredMotion(["shoulder", "elbow", "carriage"], [0.0, 0.1, 0.2], [[0.0, 0.6, 0.1], [0.0, 0.6, 0.2],
+                                                                          [0.0, 0.6, 0.3]])
+    p = P.build_problem(arm, desired=d, options=RequestOptions(dt=0.05))
+    np.testing.assert_allclose(p.Ud[:, 0], [0.15, 0.2, 0.25, 0.3])  # carriage_{k+1}
+    np.testing.assert_array_equal(p.Ud[:, 1], 0.0)
+    assert p.X0[0, 2] == pytest.approx(0.1)  # the named carriage is kept by the arm's consistency function
+
+
+def test_generic_consistency_moves_only_unnamed_kinematic_configurations(arm, monkeypatch):
+    monkeypatch.setattr(P, "CONSISTENT_CONFIGURATION", {})
+    q = np.array([0.3, 0.9, 0.0, 0.2])  # string length far off
+    qc = P.consistent_configuration(arm, q, ["shoulder", "elbow", "carriage"])
+    np.testing.assert_array_equal(qc[:3], q[:3])
+    assert abs(arm.constraints(qc)[0][0]) < 1e-10
+    expected = P._arm_consistent(arm, q, [])
+    assert qc[3] == pytest.approx(expected[3], abs=1e-9)
+
+
+def test_schedule_and_options(pendulum):
+    d = ProblemDefaults(tolerance=1e-5, max_iterations=7, deadline=3.0)
+    o = P.optimizer_options(RequestOptions(), d)
+    assert o.schedule == (("quasi_newton", 4), ("newton", None)) and o.tolerance == 1e-5
+    assert o.max_iterations == 7 and o.deadline == 3.0
+    o = P.optimizer_options(RequestOptions(methods=["steepest", "newton"], method_iterations=[2, 0], tolerance=1e-3,
+                                           max_iterations=9, deadline_s=0.5), d)
+    assert o.schedule == (("steepest", 2), ("newton", None)) and o.tolerance == 1e-3
+    assert o.max_iterations == 9 and o.deadline == 0.5
+
+
+def test_convergence_history_of_a_stopped_run():
+    recs = [IterationRecord(0, 5.0, 10.0, 1.0, "quasi_newton", 0.1), IterationRecord(1, 4.0, 3.0, 0.5, "newton", 0.2)]
+    r = OptimizationResult(X=np.zeros((2, 1)), U=np.zeros((1, 1)), cost=4.0, converged=False, reason="cancelled",
+                           history=recs, elapsed=0.3)
+    h = P.convergence_history(r, 6.0)
+    assert h.reason == "canceled" and h.iterations == 2 and not h.converged
+    assert h.costs == [6.0, 5.0, 4.0] and h.step_lengths == [0.0, 1.0, 0.5]
+    assert h.methods == ["", "quasi_newton", "newton"]
+    assert h.descent_norms[:2] == [10.0, 3.0] and math.isnan(h.descent_norms[2])
+    r.reason = "not_a_descent_direction"
+    assert P.convergence_history(r, 6.0).reason == "error"
+    r.reason = "deadline"
+    assert P.convergence_history(r, 6.0).reason == "deadline"
+
+
+GOOD = DesiredMotion(["theta"], [0.0, 0.1, 0.2], [[0.0], [0.1], [0.2]])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(desired=DesiredMotion(["shoulder"], [0, 1], [[0], [1]])), "'shoulder' is not a configuration"),
+    (dict(desired=DesiredMotion(["theta"], [0, 0.2, 0.1], [[0], [1], [2]])), "points[2].time_from_start"),
+    (dict(desired=DesiredMotion(["theta"], [0, math.nan], [[0], [1]])), "points[1].time_from_start is not finite"),
+    (dict(desired=DesiredMotion(["theta"], [0, 0.1], [[0], [math.nan]])), "positions[0] (theta) is nan"),
+    (dict(desired=DesiredMotion(["theta"], [0, 0.1], [[0], [1, 2]])), "points[1].positions has 2 values"),
+    (dict(desired=DesiredMotion(["theta"], [0, 0.1, 0.2], [[0], [1]])), "2 points but 3 times"),
+    (dict(desired=DesiredMotion([], [], [])), "the desired motion is empty"),
+    (dict(), "the desired motion is empty"),
+    (dict(motion_name="nope"), "unknown motion 'nope'"),
+    (dict(motion_name="wave/../x"), "is not a library name"),
+    (dict(desired=GOOD, options=RequestOptions(state_weight_names=["theta"], state_weights=[-2.0])), "must be >= 0"),
+    (dict(desired=GOOD, options=RequestOptions(input_weight_names=["torque"], input_weights=[-1.0])), "must be > 0"),
+    (dict(desired=GOOD, options=RequestOptions(terminal_weight_names=["x"], terminal_weights=[1.0])),
+     "terminal_weight_names: unknown component(s) 'x'"),
+    (dict(desired=GOOD, options=RequestOptions(state_weight_names=["theta", "theta"], state_weights=[1.0, 2.0])),
+     "repeats theta"),
+    (dict(desired=GOOD, options=RequestOptions(methods=["newton", "steepest"], method_iterations=[0, 3])),
+     "only allowed for the last method"),
+    (dict(desired=GOOD, options=RequestOptions(dt=-0.1)), "options.dt must be finite and >= 0"),
+    (dict(desired=GOOD, options=RequestOptions(dt=math.inf)), "options.dt must be finite"),
+    (dict(desired=GOOD, options=RequestOptions(dt=0.3)), "not a whole number of steps"),
+])
+def test_invalid_requests_are_refused_with_specific_messages(pendulum, kwargs, message):
+    with pytest.raises(ProblemError) as e:
+        P.build_problem(pendulum, **kwargs)
+    assert message in str(e.value)
+
+
+def test_defaults_are_validated():
+    with pytest.raises(ProblemError, match="default weight 'force_input' must be > 0"):
+        P.WeightDefaults(force_input=0.0)
+    with pytest.raises(ProblemError, match="default dt"):
+        ProblemDefaults(dt=0.0)
+    with pytest.raises(ProblemError, match="tracking-gain weight 'input'"):
+        P.GainWeights(input=-1.0)
+    with pytest.raises(ProblemError, match="default optimizer options"):
+        ProblemDefaults(schedule=(("newton", None), ("steepest", 2)))
