@@ -8,7 +8,7 @@ Processes started here are always stopped (SIGINT, then SIGTERM, then SIGKILL).
 from __future__ import annotations
 
 import contextlib
-import itertools
+import fcntl
 import os
 import signal
 import subprocess
@@ -17,13 +17,33 @@ import time
 
 import pytest
 
-_ids = itertools.count()
+_held_locks = []  # lock files of the domain ids this process uses, held until it exits
+
+
+def allocate_domain_id() -> int:
+    """A ROS domain id (1-100) no other process on this machine holds.
+
+    Each id is claimed with an exclusive lock on /tmp/marionette-ros-domain-<id>.lock,
+    kept until this process exits, so concurrent test suites never share a graph.
+    """
+    start = os.getpid() % 100
+    for i in range(100):
+        domain = 1 + (start + i) % 100
+        fd = os.open(f"/tmp/marionette-ros-domain-{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _held_locks.append(fd)
+        return domain
+    raise RuntimeError("no free ROS domain id in 1-100 (all locked by other processes)")
 
 
 def ros_env(domain_id: int | None = None) -> dict:
     """Environment of an isolated ROS graph (localhost only, private domain id)."""
     if domain_id is None:
-        domain_id = 100 + (os.getpid() * 7 + next(_ids)) % 100
+        domain_id = allocate_domain_id()
     env = dict(os.environ)
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
