@@ -8,18 +8,15 @@ from marionette_control.control.cost import TrackingCost
 from marionette_control.control.embedding import (
     EmbeddingError,
     EmbeddingOptions,
-    ModelSource,
     RelaxationOptions,
-    build_variant,
     embed,
-    hold_inputs,
     project_onto,
     relax_strings,
-    relaxed_source,
     run_dynamic_embedding,
     run_string_relaxation,
 )
 from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
+from marionette_control.control.tracking_problem import hold_inputs
 from marionette_control.model import SystemBuilder
 
 
@@ -48,8 +45,6 @@ def force_cart_pendulum():
 
 
 THETA = 1  # state order of the force-driven cart pendulum: cart, theta, p_cart, p_theta
-CART = ModelSource.registered("cart_pendulum", kinematic_cart=False, cart_mass=10.0, damping=0.01)
-ARM = ModelSource.from_factory(string_arm)
 
 
 def arm_start(model, dt):
@@ -66,7 +61,7 @@ def arm_start(model, dt):
 
 
 def test_embedding_adds_one_force_per_dynamic_configuration_and_keeps_the_states():
-    emb = embed(ModelSource.registered("double_pendulum"))
+    emb = embed(models.get("double_pendulum"))
     assert emb.fictitious_inputs == ("theta1_fictitious", "theta2_fictitious")
     assert emb.embedded.discrete_input_names == ["torque1", "torque2", "theta1_fictitious", "theta2_fictitious"]
     assert emb.embedded.state_names == emb.original.state_names
@@ -79,7 +74,7 @@ def test_embedding_adds_one_force_per_dynamic_configuration_and_keeps_the_states
 
 def test_fictitious_force_acts_as_a_generalized_force_on_its_configuration():
     # The pendulum's own torque input and the fictitious torque on theta enter identically.
-    emb = embed(ModelSource.registered("pendulum"))
+    emb = embed(models.get("pendulum"))
     dt, N = 0.01, 150
     u = 2.0 * np.sin(np.linspace(0, 3, N))[:, None]
     x0 = np.array([0.2, 0.0])
@@ -91,11 +86,11 @@ def test_fictitious_force_acts_as_a_generalized_force_on_its_configuration():
 
 def test_embedding_rejects_kinematic_unknown_and_clashing_configurations():
     with pytest.raises(EmbeddingError, match="'cart' is kinematic"):
-        embed(ModelSource.registered("cart_pendulum"), configs=["cart"])
+        embed(models.get("cart_pendulum"), configs=["cart"])
     with pytest.raises(EmbeddingError, match="'nope' is not a configuration"):
-        embed(ModelSource.registered("pendulum"), configs=["nope"])
+        embed(models.get("pendulum"), configs=["nope"])
     with pytest.raises(EmbeddingError, match="already has input"):
-        embed(ModelSource.from_factory(lambda: _pendulum_with_input("theta_fictitious")))
+        embed(_pendulum_with_input("theta_fictitious"))
 
 
 def _pendulum_with_input(name):
@@ -106,21 +101,22 @@ def _pendulum_with_input(name):
     return b.build()
 
 
-def test_variants_need_exactly_one_build_through_the_builder_and_leave_it_untouched():
-    prebuilt = models.get("pendulum")
-    with pytest.raises(EmbeddingError, match="called SystemBuilder.build\\(\\) 0 times"):
-        build_variant(ModelSource.from_factory(lambda: prebuilt))
-    with pytest.raises(EmbeddingError, match="2 times"):
-        build_variant(ModelSource.from_factory(lambda: (models.get("pendulum"), models.get("pendulum"))[1]))
-    original_build = SystemBuilder.build
-    with pytest.raises(RuntimeError, match="boom"):
-        build_variant(ARM, before_build=lambda b: (_ for _ in ()).throw(RuntimeError("boom")))
-    assert SystemBuilder.build is original_build
-    assert models.get("pendulum").input_names == ["torque"]  # no leftover hook adds inputs
+def test_variants_of_a_urdf_and_yaml_model_leave_the_model_untouched():
+    # The hardware arm is described by a URDF and a YAML file, not through SystemBuilder calls.
+    arm = models.get("marionette_arm")
+    rel = relax_strings(arm)
+    emb = embed(rel.relaxed)
+    assert rel.relaxed.nc == 0 and [s.name for s in rel.strings] == ["string"]
+    assert (rel.strings[0].hook, rel.strings[0].control, rel.strings[0].carriage) == ("hook", "carriage",
+                                                                                        ("carriage",))
+    assert emb.embedded.discrete_input_names == ["string_fx", "string_fy", "string_fz", "shoulder_fictitious",
+                                                 "elbow_fictitious", "carriage_next", "string_length_next"]
+    assert arm.constraint_names == ["string"] and arm.discrete_input_names == ["carriage_next", "string_length_next"]
+    assert arm.hash == models.get("marionette_arm").hash
 
 
 def test_variant_cost_puts_the_weight_on_the_fictitious_inputs_only():
-    emb = embed(ModelSource.registered("double_pendulum"))
+    emb = embed(models.get("double_pendulum"))
     cost = TrackingCost(np.zeros((3, 4)), np.ones((2, 2)), np.ones(4), np.array([2.0, 3.0]))
     vc = emb.variant_cost(cost, 50.0)
     np.testing.assert_array_equal(np.diag(vc.R), [2.0, 3.0, 50.0, 50.0])
@@ -153,7 +149,7 @@ def test_dynamic_embedding_crosses_the_singularity_that_stops_direct_optimizatio
     assert direct.converged and np.degrees(direct.X[:, THETA].max()) < 90.0
 
     seen = []
-    init = run_dynamic_embedding(embed(CART, original=model), dt, cost, x0,
+    init = run_dynamic_embedding(embed(model), dt, cost, x0,
                                  callback=lambda stage, rec: seen.append(stage))
     assert init.unused and init.reason == "fictitious forces unused"
     weights = [s.extra_weight for s in init.stages]
@@ -173,7 +169,7 @@ def test_dynamic_embedding_crosses_the_singularity_that_stops_direct_optimizatio
 def test_dynamic_embedding_returns_a_feasible_trajectory_at_the_deadline():
     model = force_cart_pendulum()
     cost, dt = cart_problem(N=600)
-    init = run_dynamic_embedding(embed(CART, original=model), dt, cost, np.zeros(4),
+    init = run_dynamic_embedding(embed(model), dt, cost, np.zeros(4),
                                  EmbeddingOptions(weights=[1e-2, 1e2]), deadline=1e-3)
     assert not init.unused and init.reason == "deadline"
     system = _core.DiscreteSystem(model, dt)
@@ -193,7 +189,7 @@ def test_embedding_options_are_checked(bad, message):
 
 
 def test_relaxation_replaces_the_string_by_a_wrench_on_the_hook():
-    rel = relax_strings(ARM)
+    rel = relax_strings(string_arm())
     (s,) = rel.strings
     assert (s.name, s.hook, s.control, s.length, s.carriage) == ("string", "hook", "carriage_frame",
                                                                   "string_length", ("carriage",))
@@ -218,7 +214,7 @@ def _forces_along_strings(rel, X, strings_frames, scale=5.0):
 
 
 def test_restoring_forces_along_the_string_recovers_carriage_and_length_exactly():
-    rel = relax_strings(ARM)
+    rel = relax_strings(string_arm())
     m = rel.original
     dt, N = 0.01, 120
     q, x0 = arm_start(m, dt)
@@ -236,8 +232,7 @@ def test_restoring_forces_along_the_string_recovers_carriage_and_length_exactly(
 
 
 def test_restore_on_the_humanoid_with_six_strings_and_planar_carriages():
-    source = ModelSource.registered("humanoid_marionette")
-    rel = relax_strings(source)
+    rel = relax_strings(models.get("humanoid_marionette"))
     assert len(rel.strings) == 6 and rel.relaxed.nc == 0
     assert all(len(s.carriage) == 2 for s in rel.strings)          # x and y of each string's top point
     from marionette_control.models import humanoid_marionette as hm
@@ -252,7 +247,7 @@ def test_restore_on_the_humanoid_with_six_strings_and_planar_carriages():
 
 
 def test_restore_keeps_the_carriage_where_the_force_would_need_a_string_to_push():
-    rel = relax_strings(ARM)
+    rel = relax_strings(string_arm())
     m = rel.original
     dt = 0.01
     q, x0 = arm_start(m, dt)
@@ -267,7 +262,7 @@ def test_restore_keeps_the_carriage_where_the_force_would_need_a_string_to_push(
 
 
 def test_string_relaxation_gives_a_feasible_start_near_the_optimum():
-    rel = relax_strings(ARM)
+    rel = relax_strings(string_arm())
     m = rel.original
     dt, N = 0.01, 200
     q, x0 = arm_start(m, dt)
@@ -295,8 +290,8 @@ def test_string_relaxation_gives_a_feasible_start_near_the_optimum():
 
 
 def test_relaxation_with_embedding_builds_both_variants():
-    rel = relax_strings(ARM)
-    emb = embed(relaxed_source(ARM), original=rel.relaxed)
+    rel = relax_strings(string_arm())
+    emb = embed(rel.relaxed)
     assert emb.embedded.nc == 0
     assert emb.embedded.discrete_input_names == ["string_fx", "string_fy", "string_fz", "shoulder_fictitious",
                                                  "elbow_fictitious", "carriage_next", "string_length_next"]
@@ -310,7 +305,7 @@ def test_relaxation_with_embedding_builds_both_variants():
     cost = TrackingCost(Xd, np.tile(q[2:], (N, 1)), w, np.full(m.nU, 0.01))
     opts = RelaxationOptions(embedding=EmbeddingOptions(weights=[1e-2, 1e4], unused_tolerance=1e-2),
                              optimizer=OptimizerOptions(max_iterations=20))
-    init = run_string_relaxation(rel, dt, cost, x0, opts, relaxed_source(ARM, original=m))
+    init = run_string_relaxation(rel, dt, cost, x0, opts)
     assert [s.stage for s in init.stages][-1] == "relaxed strings"
     assert len(init.stages) >= 2
     assert max(abs(m.constraints(init.X[k, :m.nq])[0][0]) for k in range(N + 1)) < 1e-9
@@ -318,9 +313,9 @@ def test_relaxation_with_embedding_builds_both_variants():
 
 def test_relaxation_errors_name_the_string():
     with pytest.raises(EmbeddingError, match="no string"):
-        relax_strings(ModelSource.registered("pendulum"))
+        relax_strings(models.get("pendulum"))
     with pytest.raises(EmbeddingError, match="no string named rope"):
-        relax_strings(ARM, strings=["rope"])
+        relax_strings(string_arm(), strings=["rope"])
 
 
 def test_projection_failure_is_reported_with_what_was_projected():

@@ -153,7 +153,7 @@ def test_ten_seconds_constant_inputs_constraint_and_energy(model, tmp_path, case
     results = {}
     for label, m in (("damped", model), ("undamped", _undamped_model(tmp_path))):
         system = _core.DiscreteSystem(m, DT)
-        X, iterations = system.simulate(arm.rest_state(m, q0), U)
+        X, iterations = system.simulate(system.state_from_configs(q0, q0), U)
         Q = X[:, :4]
         h = np.array([m.constraints(q)[0][0] for q in Q])
         assert np.abs(h).max() <= 1e-9, (label, np.abs(h).max())
@@ -176,7 +176,7 @@ def test_thesis_initial_trajectory_keeps_the_string_taut(model):
     along that trajectory the string pulls (tension from the VI multiplier stays > 0)."""
     q0 = arm.consistent_configuration(model, *arm.LOWERED, carriage=0.0)
     system = _core.DiscreteSystem(model, DT)
-    x = arm.rest_state(model, q0)
+    x = system.state_from_configs(q0, q0)
     tensions = []
     for _ in range(1000):
         x, _, lam = system.step(x, q0[2:])

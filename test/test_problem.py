@@ -70,9 +70,11 @@ def test_arm_wave_problem(arm):
     np.testing.assert_array_equal(np.diag(p.cost.R), [0.01, 0.01])
     np.testing.assert_allclose(p.Xd[0, :2], np.radians([0.0, 35.0]), atol=1e-12)
     np.testing.assert_array_equal(p.Xd[:, 2:], 0.0)
-    # The initial trajectory: the desired initial angles with the string made taut, at rest, inputs held.
+    # The initial trajectory: the desired initial angles with the string made taut, at the discrete rest
+    # [q0; D2Ld(q0, q0); 0], inputs held.
     np.testing.assert_allclose(p.X0[0, :2], p.Xd[0, :2], atol=1e-12)
-    np.testing.assert_array_equal(p.X0[0, 4:], 0.0)
+    np.testing.assert_array_equal(p.X0[0], p.system.state_from_configs(p.X0[0, :4], p.X0[0, :4]))
+    np.testing.assert_array_equal(p.X0[0, 6:], 0.0)
     assert p.X0[0, 2] == 0.0 and p.X0[0, 3] > 0
     np.testing.assert_array_equal(p.U0, np.tile(p.X0[0, 2:4], (800, 1)))
     assert max(abs(arm.constraints(x[:arm.nq])[0][0]) for x in p.X0) < 1e-9
@@ -99,14 +101,20 @@ def test_desired_kinematic_inputs_follow_the_desired_kinematic_configurations(ar
     assert p.X0[0, 2] == pytest.approx(0.1)  # the named carriage is kept by the arm's consistency function
 
 
-def test_generic_consistency_moves_only_unnamed_kinematic_configurations(arm, monkeypatch):
-    monkeypatch.setattr(P, "CONSISTENT_CONFIGURATION", {})
-    q = np.array([0.3, 0.9, 0.0, 0.2])  # string length far off
-    qc = P.consistent_configuration(arm, q, ["shoulder", "elbow", "carriage"])
-    np.testing.assert_array_equal(qc[:3], q[:3])
+def test_consistency_sets_the_free_string_length_and_keeps_the_rest(arm):
+    from marionette_control.control.tracking_problem import consistent_configuration
+    from marionette_control.models import marionette_arm
+
+    q = np.array([0.3, 0.9, 0.1, 0.0])  # string length far off (0, as in a desired trajectory)
+    expected = marionette_arm.consistent_configuration(arm, *q[:3])
+    for named in (["shoulder", "elbow"], ["shoulder", "elbow", "carriage"]):
+        qc = consistent_configuration(arm, q, named)
+        np.testing.assert_array_equal(qc[:3], q[:3])
+        assert abs(arm.constraints(qc)[0][0]) < 1e-12 and qc[3] == pytest.approx(expected[3], abs=1e-12)
+    # Without a free string length, Gauss-Newton moves the carriage (the only free configuration).
+    qc = consistent_configuration(arm, expected + [0, 0, 0, 0.05], free=[2])
+    np.testing.assert_array_equal(qc[[0, 1, 3]], expected[[0, 1, 3]] + [0, 0, 0.05])
     assert abs(arm.constraints(qc)[0][0]) < 1e-10
-    expected = P._arm_consistent(arm, q, [])
-    assert qc[3] == pytest.approx(expected[3], abs=1e-9)
 
 
 def test_schedule_and_options(pendulum):

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.embedding import EmbeddingError, ModelSource
-from marionette_control.control.spec import make_consistent
+from marionette_control.control.tracking_problem import consistent_configuration
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.models.source import ModelSource
 
 SIM_FORMAT = "marionette_control.simulation"
 
@@ -53,7 +53,7 @@ def model_for(path, info: dict, name=None, model_file=None):
                               "give --model NAME or --model-file PATH")
     try:
         return ModelSource.from_dict(src).build()
-    except (EmbeddingError, KeyError, ValueError, OSError) as e:
+    except (KeyError, ValueError, OSError) as e:
         raise TrajectoryError(f"{path}: cannot rebuild the model from info.model_source {src}: {e}") from None
 
 
@@ -78,7 +78,7 @@ def perturbed_state(model, x0: np.ndarray, perturb: dict, random_scale: float = 
         x[dyn] += random_scale * rng.standard_normal(len(dyn))
     if model.nc:
         kin = [i for i, k in enumerate(model.kinematic) if k]
-        x[:model.nq] = make_consistent(model, x[:model.nq], kin)
+        x[:model.nq] = consistent_configuration(model, x[:model.nq], free=kin)
     return x
 
 

@@ -26,12 +26,10 @@ String relaxation (§6.6.2, strings as applied forces)
     the hook-to-control-point distance, so h(q) = 0 exactly at every step. The transformed
     trajectory is projected onto the constrained system.
 
-Models are rebuilt, not edited: the core ``Model`` is immutable and does not expose its
-components, so a variant is made by running the model's factory again (a registry name, a YAML
-model file or any callable that builds through :class:`~marionette_control.model.SystemBuilder`)
-while the builder is intercepted (:func:`build_variant`): extra components are added just before
-``build()`` and string constraints can be swapped for wrenches. Models built by other means
-cannot be varied this way.
+Variants are built from the model's own description (:meth:`SystemBuilder.from_model
+<marionette_control.model.SystemBuilder.from_model>`): forces are added to it and string
+constraints removed, so every model can be varied, however it was described (builder, YAML,
+URDF). The strings are read from the model (:func:`~marionette_control.model.strings.string_constraints`).
 
 The h² penalty the thesis uses for internal closed chains needs a non-quadratic cost term, which
 :class:`~marionette_control.control.cost.TrackingCost` does not have; it is not implemented.
@@ -40,11 +38,8 @@ The h² penalty the thesis uses for internal closed chains needs a non-quadratic
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -58,7 +53,9 @@ from marionette_control.control.optimizer import (
     ProjectionOptimizer,
 )
 from marionette_control.control.riccati import tv_lqr
+from marionette_control.control.tracking_problem import hold_inputs
 from marionette_control.model.builder import SystemBuilder
+from marionette_control.model.strings import StringConstraint, string_constraints
 
 FICTITIOUS_SUFFIX = "_fictitious"
 WRENCH_AXES = ("fx", "fy", "fz")
@@ -68,140 +65,11 @@ class EmbeddingError(RuntimeError):
     """A model variant cannot be built or a trajectory cannot be mapped between variants."""
 
 
-# --------------------------------------------------------------------------------------------- model sources
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """A recipe that builds a model again (needed to build its variants).
-
-    ``kind`` is ``"registry"`` (``name`` with keyword ``params`` for ``models.get``), ``"file"``
-    (a YAML model file at ``path``) or ``"factory"`` (any callable returning a core model built
-    through :class:`SystemBuilder`; not serializable).
-    """
-
-    kind: str
-    name: str = ""
-    params: dict = field(default_factory=dict)
-    path: str = ""
-    factory: Optional[Callable[[], "_core.Model"]] = None
-
-    @classmethod
-    def registered(cls, name: str, **params) -> "ModelSource":
-        return cls("registry", name=name, params=dict(params))
-
-    @classmethod
-    def file(cls, path) -> "ModelSource":
-        return cls("file", path=str(Path(path).resolve()))
-
-    @classmethod
-    def from_factory(cls, factory: Callable[[], "_core.Model"], name: str = "") -> "ModelSource":
-        return cls("factory", name=name or getattr(factory, "__name__", "factory"), factory=factory)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelSource":
-        """Inverse of :meth:`to_dict` (as stored in a trajectory file's ``info``)."""
-        if not isinstance(d, dict) or d.get("kind") not in ("registry", "file"):
-            raise EmbeddingError(f"not a serialized model source: {d!r}")
-        if d["kind"] == "registry":
-            return cls.registered(d["name"], **dict(d.get("params") or {}))
-        return cls.file(d["path"])
-
-    def to_dict(self) -> dict:
-        if self.kind == "registry":
-            return {"kind": "registry", "name": self.name, "params": dict(self.params)}
-        if self.kind == "file":
-            return {"kind": "file", "path": self.path}
-        raise EmbeddingError(f"model source '{self.name}' is a Python factory and cannot be serialized")
-
-    def build(self) -> "_core.Model":
-        if self.kind == "registry":
-            from marionette_control import models
-
-            return models.get(self.name, **self.params)
-        if self.kind == "file":
-            from marionette_control.model.yaml_model import load_model
-
-            return load_model(self.path)
-        if self.kind == "factory" and self.factory is not None:
-            return self.factory()
-        raise EmbeddingError(f"unknown model source kind {self.kind!r}")
-
-    def __str__(self) -> str:
-        if self.kind == "registry":
-            args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-            return f"model '{self.name}'" + (f" ({args})" if args else "")
-        if self.kind == "file":
-            return f"model file {self.path}"
-        return f"model factory {self.name}"
-
-
-# --------------------------------------------------------------------------------------------- builder interception
-
-_PATCH_LOCK = threading.RLock()
-
-
-@dataclass(frozen=True)
-class StringCall:
-    """A ``distance_constraint`` call seen while building (a string when ``length`` is a config name)."""
-
-    frame1: str
-    frame2: str
-    length: object
-    name: str
-
-
-@contextmanager
-def _intercepted_builder(before_build=None, drop_constraint=None):
-    """Temporarily wraps ``SystemBuilder.build`` and ``SystemBuilder.distance_constraint``.
-
-    ``before_build(builder)`` runs right before every ``build()``; ``drop_constraint(call)``
-    returns True for a distance constraint that must not be added. Serialized by a lock (the
-    patch is process-wide while it lasts).
-    """
-    with _PATCH_LOCK:
-        orig_build = SystemBuilder.build
-        orig_distance = SystemBuilder.distance_constraint
-
-        def build(self):
-            if before_build is not None:
-                before_build(self)
-            return orig_build(self)
-
-        def distance_constraint(self, frame1, frame2, length, name=""):
-            if drop_constraint is not None and drop_constraint(StringCall(frame1, frame2, length, name)):
-                return self
-            return orig_distance(self, frame1, frame2, length, name)
-
-        SystemBuilder.build = build
-        SystemBuilder.distance_constraint = distance_constraint
-        try:
-            yield
-        finally:
-            SystemBuilder.build = orig_build
-            SystemBuilder.distance_constraint = orig_distance
-
-
-def build_variant(source: ModelSource, before_build=None, drop_constraint=None) -> "_core.Model":
-    """Builds ``source`` again with the builder intercepted (see :func:`_intercepted_builder`)."""
-    if source.kind not in ("registry", "file", "factory"):
-        raise EmbeddingError(f"unknown model source kind {source.kind!r}")
-    builds = []
-
-    def counting_before_build(b):
-        builds.append(b)
-        if before_build is not None:
-            before_build(b)
-
-    with _intercepted_builder(counting_before_build, drop_constraint):
-        try:
-            model = source.build()
-        except (ValueError, KeyError, OSError) as e:
-            raise EmbeddingError(f"building the variant of {source} failed: {e}") from e
-    if len(builds) != 1:
-        raise EmbeddingError(f"{source} called SystemBuilder.build() {len(builds)} times; a variant can only be "
-                             "made of a model built once through SystemBuilder")
-    return model
+def _build(builder: SystemBuilder, what: str) -> "_core.Model":
+    try:
+        return builder.build()
+    except ValueError as e:
+        raise EmbeddingError(f"building {what} failed: {e}") from e
 
 
 # --------------------------------------------------------------------------------------------- input maps
@@ -286,35 +154,42 @@ class Embedding(_Variant):
         return self.extra_inputs
 
 
-def embed(source: ModelSource, configs: Optional[Sequence[str]] = None, original: Optional["_core.Model"] = None,
+def embed(model: "_core.Model", configs: Optional[Sequence[str]] = None,
           suffix: str = FICTITIOUS_SUFFIX) -> Embedding:
-    """Builds the dynamic embedding of ``source``: a force input ``<config><suffix>`` on each dynamic
-    configuration (all of them unless ``configs`` names some)."""
-    original = original if original is not None else source.build()
-    dynamic = [c for c, kin in zip(original.config_names, original.kinematic) if not kin]
-    if configs is None:
-        configs = dynamic
-    configs = list(configs)
+    """The dynamic embedding of ``model`` (thesis §6.6.1).
+
+    Parameters
+    ----------
+    model : core Model (any; its description is copied, the model itself is not changed).
+    configs : dynamic configurations that get a force (default: all of them).
+    suffix : the force input on configuration ``c`` is named ``c + suffix``.
+
+    Returns
+    -------
+    Embedding
+        ``embedded`` has the same states as ``model`` and its inputs plus one force input per
+        configuration of ``configs``.
+    """
+    dynamic = [c for c, kin in zip(model.config_names, model.kinematic) if not kin]
+    configs = list(dynamic if configs is None else configs)
     for c in configs:
-        if c not in original.config_names:
-            raise EmbeddingError(f"embedding: '{c}' is not a configuration of model '{original.name}' "
-                                 f"(configurations: {', '.join(original.config_names)})")
+        if c not in model.config_names:
+            raise EmbeddingError(f"embedding: '{c}' is not a configuration of model '{model.name}' "
+                                 f"(configurations: {', '.join(model.config_names)})")
         if c not in dynamic:
             raise EmbeddingError(f"embedding: '{c}' is kinematic (prescribed); only dynamic configurations take "
                                  "forces")
     if not configs:
-        raise EmbeddingError(f"embedding: model '{original.name}' has no dynamic configuration")
+        raise EmbeddingError(f"embedding: model '{model.name}' has no dynamic configuration")
     inputs = [f"{c}{suffix}" for c in configs]
-    clash = sorted(set(inputs) & set(original.input_names))
+    clash = sorted(set(inputs) & set(model.input_names))
     if clash:
-        raise EmbeddingError(f"embedding: model '{original.name}' already has input(s) {', '.join(clash)}")
-
-    def add_forces(b: SystemBuilder):
-        for c, u in zip(configs, inputs):
-            b.config_force(c, input=u, name=u)
-
-    embedded = build_variant(source, before_build=add_forces)
-    return Embedding(original, embedded, tuple(configs), tuple(inputs))
+        raise EmbeddingError(f"embedding: model '{model.name}' already has input(s) {', '.join(clash)}")
+    b = SystemBuilder.from_model(model)
+    for c, u in zip(configs, inputs):
+        b.config_force(c, input=u, name=u)
+    embedded = _build(b, f"the dynamic embedding of model '{model.name}'")
+    return Embedding(model, embedded, tuple(configs), tuple(inputs))
 
 
 # --------------------------------------------------------------------------------------------- projections
@@ -347,14 +222,6 @@ def project_onto(system: "_core.DiscreteSystem", x0: np.ndarray, X: np.ndarray, 
     except np.linalg.LinAlgError as e:
         raise EmbeddingError(f"projection gains along {what or 'the trajectory'} on model "
                              f"'{system.model.name}' failed: {e}") from e
-
-
-def hold_inputs(model: "_core.Model", x0: np.ndarray, N: int) -> np.ndarray:
-    """Constant inputs (N, nU): zero forces, every kinematic configuration held at its value in x0."""
-    u = np.zeros(model.nU)
-    kin = [i for i, k in enumerate(model.kinematic) if k]
-    u[model.nu:] = np.asarray(x0, dtype=float)[kin]
-    return np.tile(u, (N, 1))
 
 
 def desired_projection(system: "_core.DiscreteSystem", x0: np.ndarray, Xd: np.ndarray, Ud: np.ndarray):
@@ -683,55 +550,51 @@ class Relaxation(_Variant):
         return Xc, Uc
 
 
-def relax_strings(source: ModelSource, strings: Optional[Sequence[str]] = None,
-                  original: Optional["_core.Model"] = None) -> Relaxation:
-    """Builds the relaxation of a string-driven model: each string (a distance constraint whose length
-    is a kinematic configuration; all of them unless ``strings`` names some) is replaced by a body
-    wrench with force inputs ``<string>_fx``, ``_fy``, ``_fz`` on its hook frame (thesis §6.6.2)."""
-    original = original if original is not None else source.build()
-    kinematic = {c for c, k in zip(original.config_names, original.kinematic) if k}
-    seen: list[StringCall] = []
+def _relaxed_string(model: "_core.Model", string: StringConstraint) -> RelaxedString:
+    """The string with its hook (the frame moved by dynamic configurations), control frame and carriage."""
+    moving = [any(not model.kinematic[c] for c in _ancestor_configs(model, f)) for f in (string.frame1, string.frame2)]
+    if moving[0] == moving[1]:
+        raise EmbeddingError(f"string '{string.name}': exactly one of its frames ('{string.frame1}', "
+                             f"'{string.frame2}') must move with dynamic configurations (the hook)")
+    hook, control = (string.frame1, string.frame2) if moving[0] else (string.frame2, string.frame1)
+    carriage = tuple(model.config_names[c] for c in _ancestor_configs(model, control))
+    inputs = tuple(f"{string.name}_{a}" for a in WRENCH_AXES)
+    return RelaxedString(string.name, hook, control, string.length, carriage, inputs)
 
-    def is_relaxed(call: StringCall) -> bool:
-        if not (isinstance(call.length, str) and call.length in kinematic):
-            return False
-        if strings is not None and call.name not in strings:
-            return False
-        seen.append(call)
-        return True
 
-    def classify(call: StringCall) -> RelaxedString:
-        moving = []
-        for frame in (call.frame1, call.frame2):
-            cfg = _ancestor_configs(original, frame)
-            moving.append(any(not original.kinematic[c] for c in cfg))
-        if moving[0] == moving[1]:
-            raise EmbeddingError(f"string '{call.name}': exactly one of its frames ('{call.frame1}', "
-                                 f"'{call.frame2}') must move with dynamic configurations (the hook)")
-        hook, control = (call.frame1, call.frame2) if moving[0] else (call.frame2, call.frame1)
-        carriage = tuple(original.config_names[c] for c in _ancestor_configs(original, control))
-        inputs = tuple(f"{call.name}_{a}" for a in WRENCH_AXES)
-        return RelaxedString(call.name, hook, control, call.length, carriage, inputs)
+def relax_strings(model: "_core.Model", strings: Optional[Sequence[str]] = None) -> Relaxation:
+    """The relaxation of a string-driven model (thesis §6.6.2).
 
-    relaxed_strings: list[RelaxedString] = []
+    Parameters
+    ----------
+    model : core Model with strings (distance constraints whose length is a kinematic configuration).
+    strings : names of the strings to relax (default: all of them).
 
-    def add_wrenches(b: SystemBuilder):
-        for call in seen:
-            rs = classify(call)
-            relaxed_strings.append(rs)
-            b.body_wrench(rs.hook, list(rs.inputs) + [0.0, 0.0, 0.0], name=f"{call.name}_wrench")
-
-    relaxed = build_variant(source, before_build=add_wrenches, drop_constraint=is_relaxed)
+    Returns
+    -------
+    Relaxation
+        ``relaxed`` has the same states as ``model``; each relaxed string's constraint is replaced
+        by a body wrench on its hook frame with force inputs ``<string>_fx``, ``_fy``, ``_fz``
+        (hook-frame coordinates).
+    """
+    found = {s.name: s for s in string_constraints(model)}
     if strings is not None:
-        missing = sorted(set(strings) - {s.name for s in relaxed_strings})
+        missing = sorted(set(strings) - set(found))
         if missing:
-            raise EmbeddingError(f"model '{original.name}' has no string named {', '.join(missing)} (constraints: "
-                                 f"{', '.join(original.constraint_names) or 'none'}; a string is a distance "
+            raise EmbeddingError(f"model '{model.name}' has no string named {', '.join(missing)} (constraints: "
+                                 f"{', '.join(model.constraint_names) or 'none'}; a string is a distance "
                                  "constraint with a kinematic length)")
-    if not relaxed_strings:
-        raise EmbeddingError(f"model '{original.name}' has no string (distance constraint with a kinematic length)")
+    selected = [s for s in found.values() if strings is None or s.name in strings]
+    if not selected:
+        raise EmbeddingError(f"model '{model.name}' has no string (distance constraint with a kinematic length)")
+    relaxed_strings = [_relaxed_string(model, s) for s in selected]
+    b = SystemBuilder.from_model(model)
+    for rs in relaxed_strings:
+        b.remove_constraint(rs.name)
+        b.body_wrench(rs.hook, list(rs.inputs) + [0.0, 0.0, 0.0], name=f"{rs.name}_wrench")
+    relaxed = _build(b, f"the string relaxation of model '{model.name}'")
     extra = tuple(i for s in relaxed_strings for i in s.inputs)
-    return Relaxation(original, relaxed, tuple(relaxed_strings), extra)
+    return Relaxation(model, relaxed, tuple(relaxed_strings), extra)
 
 
 @dataclass
@@ -756,15 +619,15 @@ class RelaxationOptions:
 
 
 def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost, x0: np.ndarray,
-                          options: Optional[RelaxationOptions] = None, relaxed_source: Optional[ModelSource] = None,
-                          callback: Optional[StageCallback] = None, should_stop: Optional[Callable[[], bool]] = None,
+                          options: Optional[RelaxationOptions] = None, callback: Optional[StageCallback] = None,
+                          should_stop: Optional[Callable[[], bool]] = None,
                           deadline: Optional[float] = None) -> InitialTrajectory:
     """Constraint relaxation for string-driven systems (thesis §6.6.2).
 
     Optimizes the relaxed system (from the desired trajectory projected onto it; with dynamic
-    embedding too when ``options.embedding`` is set, which needs ``relaxed_source``, a source of
-    the relaxed model), transforms the result back (:meth:`Relaxation.restore`) and projects it
-    onto the constrained system from ``x0``. ``cost`` is the original model's cost.
+    embedding of the relaxed system too when ``options.embedding`` is set), transforms the
+    result back (:meth:`Relaxation.restore`) and projects it onto the constrained system from
+    ``x0`` (nx,). ``cost`` is the original model's cost.
     """
     options = options or RelaxationOptions()
     clock = _Clock(deadline)
@@ -773,10 +636,7 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost,
     sys_r = _core.DiscreteSystem(relaxation.relaxed, dt)
     stages = []
     if options.embedding is not None:
-        if relaxed_source is None:
-            raise EmbeddingError("relaxation with embedding needs a source of the relaxed model")
-        emb = embed(relaxed_source, original=relaxation.relaxed)
-        init = run_dynamic_embedding(emb, dt, rcost, x0, options.embedding, callback=callback,
+        init = run_dynamic_embedding(embed(relaxation.relaxed), dt, rcost, x0, options.embedding, callback=callback,
                                      should_stop=should_stop, deadline=clock.remaining())
         stages += init.stages
         Xr, Ur = init.X, init.U
@@ -791,16 +651,3 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost,
     sys_c = _core.DiscreteSystem(relaxation.original, dt)
     Xp, Up = project_onto(sys_c, x0, Xc, Uc, "the restored string trajectory")
     return InitialTrajectory(Xp, Up, stages, True, "strings restored")
-
-
-def relaxed_source(source: ModelSource, strings: Optional[Sequence[str]] = None,
-                   original: Optional["_core.Model"] = None) -> ModelSource:
-    """A source that builds the relaxed model (so it can be embedded in turn)."""
-    # The original is built here, outside any interception: inside one, its build would get the
-    # outer variant's additions too.
-    original = original if original is not None else source.build()
-
-    def factory():
-        return relax_strings(source, strings, original=original).relaxed
-
-    return ModelSource.from_factory(factory, name=f"relaxed {source}")

@@ -23,12 +23,13 @@ are required)::
       #                             #   not-a-knot, linear, or cosine (eased, zero velocity at every key)
       momenta: zero                 # desired momenta and kinematic velocities: zero (thesis §6.7.2) or
                                     # legendre (from consecutive desired configurations)
-    initial_state:                  # x(0); default: the desired configurations at t = 0, at rest
+    initial_state:                  # x(0); default: the desired configurations at t = 0, made
+                                    # consistent, at the discrete rest [q0; D2Ld(q0, q0); 0]
       configs: {carriage: 0.1}      #   overrides of q(0)
       consistent: [string_length]   #   configurations adjusted so that h(q(0)) = 0 (default: the
-                                    #   kinematic ones, when the model has constraints)
-      equilibrium: false            #   true: solve the 'consistent' configurations for a static
-                                    #   equilibrium (the arm held at rest by its string)
+                                    #   kinematic ones the motion does not name, then any unnamed)
+      equilibrium: false            #   true: first solve the 'consistent' configurations for a
+                                    #   static equilibrium (the arm held at rest by its string)
     initial_trajectory:             # how the first feasible trajectory is found
       method: simulate              #   simulate (constant inputs), desired (the desired trajectory
                                     #   projected with LQR feedback), embedding (§6.6.1),
@@ -49,20 +50,23 @@ are required)::
         embedding: false            #   embed the relaxed system too
         max_iterations: 40
     weights:                        # cost weights (diagonal), by name; glob patterns allowed;
-      state: {default: 0.01, theta: 100}   # 'default' for unnamed entries (default 1);
-      input: {default: 0.01}               # exact names override patterns
-      terminal: {}                  #   default: the state weights
-    optimizer:
+      state: {default: 0.01, theta: 100}   # 'default' for every entry not named (without it: the
+      input: {default: 0.01}               # defaults by kind, tracking_problem.py); exact names
+                                           # override patterns; input weights must be > 0
+      terminal: {}                  #   overrides of the state weights at the final step
+    optimizer:                      # defaults: tracking_problem.py (ProblemDefaults)
       schedule: [[quasi_newton, 4], [newton, null]]   # (method, iterations); null = until convergence
       tolerance: 1.0e-6             # stop when |Dh o dxi| < tolerance (thesis L2377)
-      max_iterations: 100
+      max_iterations: 100           #   (default 200)
       deadline: 600                 # s for the whole run (initial trajectory included); null = none
       armijo: {beta: 0.7, alpha: 1.0e-5, max_steps: 30}
       projection: {state: 1.0, input: 1.0}   # Q = R weights of the projection's LQR (thesis L1838)
     tracking_gains: {state: {default: 1.0}, input: {default: 1.0}}   # controller's DLQR weights
     output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
 
-Numbers may be written ``1e-3``; unknown keys are errors.
+Numbers may be written ``1e-3``; unknown keys are errors. The steps and defaults shared with
+optimization requests (desired trajectory, weights by kind, optimizer options, initial state and
+trajectory, tracking gains) are documented in :mod:`.tracking_problem`.
 
 The trajectory :func:`solve` returns (and ``marionette-optimize`` saves) carries K (the tracking
 gains, DLQR along the optimum with the ``tracking_gains`` weights) and in its ``info``:
@@ -80,10 +84,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import fnmatch
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,12 +98,10 @@ from marionette_control.control.cost import TrackingCost
 from marionette_control.control.embedding import (
     EmbeddingError,
     EmbeddingOptions,
-    ModelSource,
     RelaxationOptions,
     desired_projection,
     embed,
     relax_strings,
-    relaxed_source,
     run_dynamic_embedding,
     run_string_relaxation,
 )
@@ -111,16 +111,38 @@ from marionette_control.control.optimizer import (
     OptimizationResult,
     OptimizerOptions,
     ProjectionOptimizer,
-    tracking_gains,
+)
+from marionette_control.control.tracking_problem import (
+    INTERPOLATIONS,
+    MOMENTA,
+    GainWeights,
+    ProblemDefaults,
+    ProblemError,
+    UnknownWeightName,
+    configuration_trajectory,
+    consistent_configuration,
+    cost_weights,
+    desired_trajectory,
+    find_motion,
+    free_configurations,
+    hold_inputs,
+    initial_trajectory as simulated_trajectory,
+    motion_names,
+    rest_state,
+    sample_keyframes,
+    static_equilibrium,
+    trajectory_with_gains,
+    weights_by_name,
 )
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.motion import MotionError
 from marionette_control.model.yaml_model import Checker, read_yaml
+from marionette_control.models.source import ModelSource
 
-MOMENTA = ("zero", "legendre")
-INTERPOLATIONS = ("clamped", "natural", "not-a-knot", "linear", "cosine")
 INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "file")
 _TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "tracking_gains",
         "output", "description")
+DEFAULTS = ProblemDefaults()
 
 
 class SpecError(ValueError):
@@ -129,11 +151,9 @@ class SpecError(ValueError):
 
 def config_dir() -> Path:
     """The package's ``config/`` directory (source tree first, then ``<prefix>/share/marionette_control``)."""
-    for base in (Path(__file__).resolve().parents[2] / "config", Path(sys.prefix) / "share" / "marionette_control"
-                 / "config"):
-        if base.is_dir():
-            return base
-    raise FileNotFoundError("the package's config/ directory was not found")
+    from marionette_control.models.marionette_arm import config_path
+
+    return config_path()
 
 
 # --------------------------------------------------------------------------------------------- spec data
@@ -288,9 +308,9 @@ def _motion(c: Checker, path: str, data) -> MotionSpec:
         c.fail(f"{key}.{inline_only[0]}", "only used with inline keyframes")
     if kind == "name":
         name = c.name(m["name"], f"{key}.name")
-        p = config_dir() / "motions" / f"{name}.yaml"
-        if not p.is_file():
-            avail = sorted(q.stem for q in (config_dir() / "motions").glob("*.yaml"))
+        p = find_motion(name, DEFAULTS.motion_library())
+        if p is None:
+            avail = motion_names(DEFAULTS.motion_library())
             c.fail(f"{key}.name", f"no motion named '{name}' (config/motions has: {', '.join(avail) or 'none'})")
         return MotionSpec("file", path=str(p), momenta=momenta)
     if kind in ("file", "trajectory"):
@@ -427,7 +447,7 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
 
     o = c.mapping(data.get("optimizer") or {}, "optimizer",
                   optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
-    options = _optimizer_options(c, o, "optimizer", OptimizerOptions(),
+    options = _optimizer_options(c, o, "optimizer", DEFAULTS.optimizer_options(),
                                  allowed=("schedule", "tolerance", "max_iterations", "armijo", "projection"))
     deadline = None
     if o.get("deadline") is not None:
@@ -466,26 +486,19 @@ def _embedding_options(c: Checker, e, key: str) -> EmbeddingOptions:
 # --------------------------------------------------------------------------------------------- problem
 
 
-def weight_vector(spec: OptimizationSpec, key: str, mapping: dict, names: list, default: float = 1.0) -> np.ndarray:
-    """Per-name weights: ``default`` first, then glob patterns in file order, then exact names.
+def weight_vector(spec: OptimizationSpec, key: str, mapping: dict, names: list,
+                  base: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per-name weights: ``base`` (default 1) replaced by ``default``, then glob patterns in file order, then
+    exact names (:func:`~.tracking_problem.weights_by_name`). A key that matches no name is an error naming
+    the spec file and the key."""
+    try:
+        return weights_by_name(np.ones(len(names)) if base is None else base, names, mapping, key)
+    except UnknownWeightName as e:
+        _unknown_weight(spec, e)
 
-    A key that matches no name is an error naming the spec file and the key.
-    """
-    w = np.full(len(names), float(mapping.get("default", default)))
-    exact = []
-    for k, v in mapping.items():
-        if k == "default":
-            continue
-        if k in names:
-            exact.append((k, v))
-            continue
-        hits = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, k)]
-        if not hits:
-            spec.fail(f"{key}.{k}", f"matches no name (names: {', '.join(names)})")
-        w[hits] = v
-    for k, v in exact:
-        w[names.index(k)] = v
-    return w
+
+def _unknown_weight(spec: OptimizationSpec, e: UnknownWeightName):
+    spec.fail(f"{e.group}.{e.key}", f"matches no name (names: {', '.join(e.names)})")
 
 
 @dataclass
@@ -518,14 +531,6 @@ class Problem:
         return self.Ud.shape[0]
 
 
-def _cosine_or_linear(times: np.ndarray, values: np.ndarray, t: np.ndarray, eased: bool) -> np.ndarray:
-    i = np.clip(np.searchsorted(times, t, side="right") - 1, 0, len(times) - 2)
-    s = np.clip((t - times[i]) / (times[i + 1] - times[i]), 0.0, 1.0)
-    if eased:
-        s = 0.5 * (1.0 - np.cos(np.pi * s))
-    return values[i] + s[:, None] * (values[i + 1] - values[i])
-
-
 def desired_configurations(spec: OptimizationSpec, model) -> tuple:
     """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion; unprescribed configurations are 0."""
     m = spec.motion
@@ -538,79 +543,60 @@ def desired_configurations(spec: OptimizationSpec, model) -> tuple:
             spec.fail("motion.trajectory", f"the trajectory's dt is {tr.dt}, the spec's dt is {spec.dt}")
         return tr.t - tr.t0, tr.X[:, :model.nq].copy(), list(model.config_names)
     if m.kind == "file":
-        from marionette_control.model.motion import MotionError, load_motion
+        from marionette_control.model.motion import load_motion
 
         try:
             motion = load_motion(m.path)
             t, values = motion.sample(spec.dt)
         except MotionError as e:
             spec.fail("motion", str(e))
-        joints, times = list(motion.joints), None
+        joints = list(motion.joints)
     else:
         joints = list(m.joints)
-        duration = float(m.times[-1])
-        n = round(duration / spec.dt)
-        if n < 1 or abs(n * spec.dt - duration) > 1e-9 * max(1.0, duration):
-            spec.fail("motion.keyframes", f"the motion lasts {duration} s, not a whole number of steps of dt = "
-                                          f"{spec.dt} s")
-        t = spec.dt * np.arange(n + 1)
-        if m.interpolation in ("linear", "cosine"):
-            values = _cosine_or_linear(m.times, m.values, t, m.interpolation == "cosine")
-        else:
-            from scipy.interpolate import CubicSpline
-
-            values = CubicSpline(m.times, m.values, axis=0, bc_type=m.interpolation)(np.clip(t, 0.0, duration))
+        try:
+            t, values = sample_keyframes(m.times, m.values, spec.dt, m.interpolation)
+        except MotionError as e:
+            spec.fail("motion.keyframes", str(e))
     for j in joints:
         if j not in model.config_names:
             spec.fail("motion", f"'{j}' is not a configuration of model '{model.name}' (configurations: "
                                 f"{', '.join(model.config_names)})")
-    Qd = np.zeros((t.size, model.nq))
-    Qd[:, [model.config_names.index(j) for j in joints]] = values
-    return t, Qd, joints
+    return t, configuration_trajectory(model, joints, values), joints
 
 
-def static_equilibrium(model, q: np.ndarray, free: list) -> tuple:
-    """Configurations ``free`` (indices) of q such that q is a static equilibrium with h(q) = 0.
-
-    Solves dL/dq_d(q, 0) + Dh_d(q)^T lam = 0, h(q) = 0 for (q[free], lam) by least squares
-    (scipy, finite-difference Jacobian: a set-up computation, not part of the dynamics). Returns
-    (q, residual norm).
-    """
-    from scipy.optimize import least_squares
-
-    nd, nc = model.nd, model.nc
-    zero_v = np.zeros(model.nq)
-
-    def residual(z):
-        qq = q.copy()
-        qq[free] = z[:len(free)]
-        lq = np.asarray(model.lagrangian(qq, zero_v, 1)["Lq"])[:nd]
-        h, Dh = model.constraints(qq)
-        return np.concatenate([lq + Dh[:, :nd].T @ z[len(free):], h]) if nc else lq
-
-    z0 = np.concatenate([q[free], np.zeros(nc)])
-    sol = least_squares(residual, z0, xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=200 * (len(z0) + 1))
-    out = q.copy()
-    out[free] = sol.x[:len(free)]
-    return out, float(np.linalg.norm(residual(sol.x)))
+def _config_indices(spec: OptimizationSpec, model, key: str, names: list) -> list:
+    for i, name in enumerate(names):
+        if name not in model.config_names:
+            spec.fail(f"{key}[{i}]", f"not a configuration of model '{model.name}'")
+    return [model.config_index(n) for n in names]
 
 
-def make_consistent(model, q: np.ndarray, free: list, tol: float = 1e-10) -> np.ndarray:
-    """q with the configurations ``free`` (indices) moved so that h(q) = 0: Newton with minimum-norm steps
-    (exact Dh from the core). Raises ValueError when they cannot satisfy the constraints."""
-    q = np.array(q, dtype=float)
-    if not model.nc:
-        return q
-    for _ in range(50):
-        h, Dh = model.constraints(q)
-        if np.abs(h).max() < 1e-13:
-            return q
-        q[free] -= np.linalg.lstsq(Dh[:, free], h, rcond=None)[0]
-    h = model.constraints(q)[0]
-    if not np.abs(h).max() <= tol:
-        raise ValueError(f"adjusting {', '.join(model.config_names[i] for i in free) or 'nothing'} does not satisfy "
-                         f"the constraints (|h| = {np.abs(h).max():.3g})")
-    return q
+def initial_configuration(spec: OptimizationSpec, model, Qd: np.ndarray, joints: list) -> np.ndarray:
+    """q(0) (nq,): the desired one with the spec's overrides, optionally at a static equilibrium, consistent."""
+    q0 = Qd[0].copy()
+    for name, v in spec.initial_configs.items():
+        if name not in model.config_names:
+            spec.fail(f"initial_state.configs.{name}", f"not a configuration of model '{model.name}' "
+                                                       f"(configurations: {', '.join(model.config_names)})")
+        q0[model.config_index(name)] = v
+    free = None if spec.consistent is None else _config_indices(spec, model, "initial_state.consistent",
+                                                                 spec.consistent)
+    if spec.equilibrium:
+        try:
+            q0 = static_equilibrium(model, q0, free_configurations(model, joints) if free is None else free)
+        except ProblemError as e:
+            spec.fail("initial_state.equilibrium", f"{e} (name the configurations to move in initial_state."
+                                                   "consistent)")
+    try:
+        return consistent_configuration(model, q0, joints, free)
+    except ProblemError as e:
+        spec.fail("initial_state.consistent", str(e))
+
+
+def _positive_weights(spec: OptimizationSpec, key: str, w: np.ndarray) -> np.ndarray:
+    if np.any(w <= 0):
+        spec.fail(key, "input weights must be > 0 (the LQ subproblems need R positive definite)")
+    return w
 
 
 def build_problem(spec: OptimizationSpec, model=None) -> Problem:
@@ -622,60 +608,23 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
             spec.fail("model", e.args[0] if isinstance(e, KeyError) and e.args else str(e))
     system = _core.DiscreteSystem(model, spec.dt)
     t, Qd, joints = desired_configurations(spec, model)
-    N = t.size - 1
-    kin = [i for i, k in enumerate(model.kinematic) if k]
     if spec.motion.kind == "trajectory":
         tr = Trajectory.load(spec.motion.path, model)
         Xd, Ud = tr.X.copy(), tr.U.copy()
     else:
-        Xd = np.zeros((N + 1, model.nx))
-        Xd[:, :model.nq] = Qd
-        if spec.motion.momenta == "legendre":
-            Xd[0] = system.state_from_configs(Qd[0], Qd[0])
-            for k in range(1, N + 1):
-                Xd[k] = system.state_from_configs(Qd[k - 1], Qd[k])
-        Ud = np.zeros((N, model.nU))
-        Ud[:, model.nu:] = Qd[1:, kin]
+        Xd, Ud = desired_trajectory(system, Qd, spec.motion.momenta)
+    x0 = rest_state(system, initial_configuration(spec, model, Qd, joints))
 
-    q0 = Qd[0].copy()
-    for name, v in spec.initial_configs.items():
-        if name not in model.config_names:
-            spec.fail(f"initial_state.configs.{name}", f"not a configuration of model '{model.name}' "
-                                                       f"(configurations: {', '.join(model.config_names)})")
-        q0[model.config_names.index(name)] = v
-    if spec.consistent is not None:
-        for i, name in enumerate(spec.consistent):
-            if name not in model.config_names:
-                spec.fail(f"initial_state.consistent[{i}]", f"not a configuration of model '{model.name}'")
-        free = [model.config_names.index(n) for n in spec.consistent]
-    else:
-        free = kin
-    if spec.equilibrium:
-        if not free:
-            spec.fail("initial_state.equilibrium", "no configuration is free to reach an equilibrium (set "
-                                                   "initial_state.consistent)")
-        q0, res = static_equilibrium(model, q0, free)
-        if res > 1e-8:
-            spec.fail("initial_state.equilibrium", f"no static equilibrium found by adjusting "
-                                                   f"{', '.join(model.config_names[i] for i in free)} "
-                                                   f"(residual {res:.3g})")
-    if model.nc:
-        if not free:
-            spec.fail("initial_state.consistent", "the model has constraints; name configurations to adjust")
-        try:
-            q0 = make_consistent(model, q0, free)
-        except ValueError as e:
-            spec.fail("initial_state.consistent", str(e))
-    x0 = system.state_from_configs(q0, q0)
-
-    Q = weight_vector(spec, "weights.state", spec.weights["state"], list(model.state_names))
-    R = weight_vector(spec, "weights.input", spec.weights["input"], list(model.discrete_input_names))
-    Qf = Q if spec.weights["terminal"] is None else weight_vector(spec, "weights.terminal", spec.weights["terminal"],
-                                                                 list(model.state_names))
-    GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names))
-    GR = weight_vector(spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names))
-    if np.any(GR <= 0):
-        spec.fail("tracking_gains.input", "input weights of the tracking gains must be > 0")
+    w = spec.weights
+    try:
+        Q, R, Qf = cost_weights(model, joints, DEFAULTS.weights, w["state"], w["input"], w["terminal"], "weights.")
+    except UnknownWeightName as e:
+        _unknown_weight(spec, e)
+    _positive_weights(spec, "weights.input", R)
+    GQ, GR = GainWeights().vectors(model)
+    GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names), GQ)
+    GR = _positive_weights(spec, "tracking_gains.input", weight_vector(
+        spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names), GR))
     return Problem(spec, model, system, t, Xd, Ud, x0, Q, R, Qf, GQ, GR, joints)
 
 
@@ -699,16 +648,12 @@ class SolveResult:
 
 def _constant_inputs(spec: OptimizationSpec, problem: Problem) -> np.ndarray:
     model = problem.model
-    u = np.zeros(model.nU)
-    kin = [i for i, k in enumerate(model.kinematic) if k]
-    u[model.nu:] = problem.x0[kin]
     names = list(model.discrete_input_names)
-    for name, v in spec.initial.inputs.items():
+    for name in spec.initial.inputs:
         if name not in names:
             spec.fail(f"initial_trajectory.inputs.{name}", f"not an input of model '{model.name}' "
                                                            f"(inputs: {', '.join(names)})")
-        u[names.index(name)] = v
-    return np.tile(u, (problem.N, 1))
+    return hold_inputs(model, problem.x0, problem.N, spec.initial.inputs)
 
 
 def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadline=None, log=None):
@@ -719,8 +664,7 @@ def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadli
     try:
         if method == "simulate":
             U = _constant_inputs(spec, problem)
-            X, _ = system.simulate(problem.x0, U)
-            return X, U, []
+            return simulated_trajectory(system, problem.x0, U), U, []
         if method == "desired":
             X, U = desired_projection(system, problem.x0, problem.Xd, problem.Ud)
             return X, U, []
@@ -732,10 +676,9 @@ def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadli
             if tr.N != problem.N or abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
                 spec.fail("initial_trajectory.file", f"the trajectory has {tr.N} steps of {tr.dt} s; the problem "
                                                      f"has {problem.N} of {spec.dt} s")
-            X, _ = system.simulate(problem.x0, tr.U)
-            return X, tr.U.copy(), []
+            return simulated_trajectory(system, problem.x0, tr.U), tr.U.copy(), []
         if method == "embedding":
-            emb = embed(spec.model, original=model)
+            emb = embed(model)
             say(f"dynamic embedding: fictitious inputs {', '.join(emb.fictitious_inputs)}")
             U0 = _constant_inputs(spec, problem)
             init = run_dynamic_embedding(emb, spec.dt, problem.cost, problem.x0, spec.initial.embedding, U=U0,
@@ -743,18 +686,16 @@ def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadli
             say(f"dynamic embedding: {init.reason}; forces removed and projected onto '{model.name}'")
             return init.X, init.U, init.stages
         # relaxation
-        rel = relax_strings(spec.model, spec.initial.relax_strings, original=model)
+        rel = relax_strings(model, spec.initial.relax_strings)
         say(f"string relaxation: {', '.join(s.name for s in rel.strings)} replaced by forces "
             f"{', '.join(rel.extra_inputs)}")
         opts = spec.initial.relaxation
         limits = actuator_limits(spec.model)
         if limits and not opts.bounds:   # keep the restored carriages within the actuators' ranges
             opts = dataclasses.replace(opts, bounds={c: (v["min"], v["max"]) for c, v in limits.items()})
-        src = relaxed_source(spec.model, spec.initial.relax_strings, original=model) if opts.embedding else None
-        init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, src, callback, should_stop,
-                                     deadline)
+        init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, callback, should_stop, deadline)
         return init.X, init.U, init.stages
-    except EmbeddingError as e:
+    except (EmbeddingError, ProblemError) as e:
         spec.fail(f"initial_trajectory ({method})", str(e))
     except _core.StepError as e:
         spec.fail(f"initial_trajectory ({method})", f"the initial trajectory cannot be simulated: {e}")
@@ -867,7 +808,7 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
     opt = ProjectionOptimizer(system, cost, opts)
     cb = None if callback is None else (lambda rec: callback("optimization", rec))
     result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
-    K = tracking_gains(system, result.X, result.U, problem.gain_Q, problem.gain_R)
+    traj = trajectory_with_gains(system, result.X, result.U, problem.gain_Q, problem.gain_R, t0=float(problem.t[0]))
     elapsed = time.perf_counter() - t_start
 
     limits = actuator_limits(spec.model)
@@ -894,12 +835,9 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
         "spec": {"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
         "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
                       "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},
+        "model_source": spec.model.to_dict(),
     }
-    try:
-        info["model_source"] = spec.model.to_dict()
-    except EmbeddingError:
-        pass
-    traj = Trajectory.for_model(model, spec.dt, result.X, result.U, K=K, t0=float(problem.t[0]), info=info)
+    traj.info.update(info)
     return SolveResult(traj, result, problem, stages, initial_cost)
 
 

@@ -92,13 +92,20 @@ class KeyframeMotion:
         return t, self.evaluate(t)
 
     def sample_times(self, dt: float) -> np.ndarray:
-        if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
-            raise MotionError(f"dt must be a positive number, got {dt!r}")
-        n = round(self.duration / dt)
-        if n < 1 or abs(n * dt - self.duration) > 1e-9 * max(1.0, self.duration):
-            raise MotionError(f"motion '{self.name}' lasts {self.duration} s, which is not a whole number of steps "
-                              f"of dt = {dt} s")
-        return dt * np.arange(n + 1)
+        return sample_times(self.duration, dt, f"motion '{self.name}'")
+
+
+def sample_times(duration: float, dt: float, what: str = "the motion") -> np.ndarray:
+    """t_k = k dt, k = 0..N, shape (N+1,), with N dt = ``duration`` (to 1e-9 relative).
+
+    Raises MotionError naming ``what`` when the duration is not a whole number (>= 1) of steps.
+    """
+    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+        raise MotionError(f"dt must be a positive number, got {dt!r}")
+    n = round(duration / dt)
+    if n < 1 or abs(n * dt - duration) > 1e-9 * max(1.0, duration):
+        raise MotionError(f"{what} lasts {duration} s, which is not a whole number of steps of dt = {dt} s")
+    return dt * np.arange(n + 1)
 
 
 def make_motion(name: str, joints: Sequence[str], times, values, spline: str = "clamped", description: str = "",
@@ -217,5 +224,5 @@ def desired_states(model: _core.Model, motion: KeyframeMotion, dt: float,
     return t, X
 
 
-__all__ = ["KeyframeMotion", "MotionError", "make_motion", "load_motion", "desired_configurations",
+__all__ = ["KeyframeMotion", "MotionError", "make_motion", "load_motion", "sample_times", "desired_configurations",
            "desired_states", "FORMAT"]

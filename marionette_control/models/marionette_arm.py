@@ -172,14 +172,6 @@ def string_tension(q: np.ndarray, lam: float, dt: float) -> float:
     return 2.0 * float(np.asarray(lam).reshape(-1)[0]) * float(q[3]) / dt
 
 
-def rest_state(model: _core.Model, q: np.ndarray) -> np.ndarray:
-    """State x = [q; p = 0; v = 0] (thesis §6.7.2 sets the desired velocities and momenta to zero)."""
-    q = np.asarray(q, dtype=float)
-    if q.shape != (model.nq,):
-        raise ValueError(f"q must have shape ({model.nq},), got {q.shape}")
-    return np.concatenate([q, np.zeros(model.nd + model.nk)])
-
-
 def degrees(*angles: float) -> tuple[float, ...]:
     """Degrees to radians, for readable call sites."""
     return tuple(math.radians(a) for a in angles)

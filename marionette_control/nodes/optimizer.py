@@ -95,16 +95,13 @@ from marionette_control.control.optimizer import METHODS, IterationRecord, Proje
 from marionette_control.control.problem import (
     ConvergenceHistory,
     DesiredMotion,
-    GainWeights,
     OptimizationProblem,
-    ProblemDefaults,
-    ProblemError,
     RequestOptions,
-    WeightDefaults,
     build_problem,
     convergence_history,
     tracked_trajectory,
 )
+from marionette_control.control.tracking_problem import GainWeights, ProblemDefaults, ProblemError, WeightDefaults
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 
