@@ -75,7 +75,10 @@ def test_arm_wave_problem(arm):
     np.testing.assert_allclose(p.X0[0, :2], p.Xd[0, :2], atol=1e-12)
     np.testing.assert_array_equal(p.X0[0], p.system.state_from_configs(p.X0[0, :4], p.X0[0, :4]))
     np.testing.assert_array_equal(p.X0[0, 6:], 0.0)
-    assert p.X0[0, 2] == 0.0 and p.X0[0, 3] > 0
+    # The carriage and string hold the first pose at rest (static equilibrium): the initial
+    # trajectory, inputs held, stays there.
+    assert p.X0[0, 2] > 0 and p.X0[0, 3] > 0
+    assert np.abs(p.X0[:, :4] - p.X0[0, :4]).max() < 1e-6
     np.testing.assert_array_equal(p.U0, np.tile(p.X0[0, 2:4], (800, 1)))
     assert max(abs(arm.constraints(x[:arm.nq])[0][0]) for x in p.X0) < 1e-9
     assert p.initial_cost == pytest.approx(p.cost.value(p.X0, p.U0))

@@ -27,7 +27,9 @@ Time step
 
 Initial state
     The desired initial configuration made consistent with the constraints by the default free
-    configurations (no static equilibrium: a request has no field for it).
+    configurations, then, for constrained models, held at rest: a static equilibrium solved for the
+    kinematic configurations the motion does not name (falling back to the consistent
+    configuration when there is none).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from marionette_control.control.tracking_problem import (
     check_weight,
     configuration_trajectory,
     consistent_configuration,
+    free_configurations,
+    static_equilibrium,
     cost_weights,
     desired_trajectory,
     find_motion,
@@ -326,6 +330,14 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
     except ProblemError as e:
         raise ProblemError(f"the desired initial configuration cannot be made consistent with the constraints: "
                            f"{e}") from None
+    free = free_configurations(model, named)
+    if model.nc and free:
+        # Start where the machine rests: the motion's first pose held still by the actuators it does
+        # not name (for the arm: the carriage and string holding the lowered pose, as the simulator starts).
+        try:
+            q0 = static_equilibrium(model, q0, free)
+        except ProblemError:
+            pass  # no rest state reachable by those actuators: start from the consistent configuration
     x0 = rest_state(system, q0)
     U0 = hold_inputs(model, x0, t.size - 1)
     X0 = initial_trajectory(system, x0, U0)
