@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from rclpy.exceptions import InvalidParameterValueException
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
+from rclpy.parameter import Parameter
 
 
 class ParameterError(ValueError):
@@ -82,12 +84,18 @@ def declare(node, specs: list[ParamSpec], on_change: Optional[Callable[[str, Any
     values = {}
     for s in specs:
         default = list(s.default) if isinstance(s.default, list) else s.default
-        if isinstance(default, list) and not default:
-            from rclpy.parameter import Parameter
-            node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, s.descriptor())
-            value = node.get_parameter(s.name).value or []
-        else:
-            value = node.declare_parameter(s.name, default, s.descriptor()).value
+        try:
+            if isinstance(default, list) and not default:
+                # rclpy cannot infer a type from an empty list: empty defaults are string arrays,
+                # declared by type and initialized to [] unless an override gave a value.
+                param = node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, s.descriptor())
+                if param.type_ == Parameter.Type.NOT_SET:
+                    node.set_parameters([Parameter(s.name, Parameter.Type.STRING_ARRAY, [])])
+                value = list(node.get_parameter(s.name).value)
+            else:
+                value = node.declare_parameter(s.name, default, s.descriptor()).value
+        except InvalidParameterValueException as e:  # outside the descriptor's range
+            raise ParameterError(f"parameter '{s.name}': {e}") from None
         if isinstance(s.default, float) and isinstance(value, int):
             value = float(value)
         error = s.validate(value)

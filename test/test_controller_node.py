@@ -1,0 +1,524 @@
+"""marionette_controller: the tick logic without ROS, and the node across processes.
+
+The ROS-free part drives :class:`ControllerCore` directly (alignment of samples to ticks,
+oversampling, gaps, hold at the end, pending trajectories). The cross-process part starts
+the node in its own process on an isolated graph (private ROS_DOMAIN_ID, localhost
+discovery) and plays the hardware from the test process: a fake joint-state publisher, the
+command subscriber, /diagnostics, the start/stop services and, under use_sim_time, /clock.
+Every node process is stopped at the end of its test.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from marionette_control import _core, models
+from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, actuator_limits
+from marionette_control.control.optimizer import tracking_gains
+from marionette_control.control.tracking import TrackingController
+from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.models import marionette_arm as ma
+from marionette_control.nodes.convert import JointStateReader
+
+NS = 1_000_000_000
+DT = 0.01
+DT_NS = 10_000_000
+
+
+# --------------------------------------------------------------------------------------------- fixtures
+
+
+def arm_trajectory(dt: float = DT, steps: int = 200, model=None) -> tuple:
+    """(DiscreteSystem, Trajectory with gains): the arm simulated from rest at its lowered equilibrium,
+    carriage and string length moved smoothly (sin² bump) and back."""
+    m = model or models.get("marionette_arm")
+    ds = _core.DiscreteSystem(m, dt)
+    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
+    s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
+    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
+    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
+    K = tracking_gains(ds, X, U, Q=np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
+    return ds, Trajectory.for_model(m, dt, X, U, K=K)
+
+
+@pytest.fixture(scope="module")
+def arm():
+    desc = ma.load_description()
+    ds, traj = arm_trajectory()
+    limits = actuator_limits(desc.model, desc.actuators)
+    return SimpleNamespace(desc=desc, model=desc.model, ds=ds, traj=traj, limits=limits,
+                           reference=TrackingController(ds, traj, limits))
+
+
+def measured(traj, i: int) -> np.ndarray:
+    """A 'measured' configuration near the trajectory (off by a small, sample-dependent amount)."""
+    return traj.X[min(i, traj.N), :4] + 1e-3 * np.array([1.0, -0.5, 0.3, -0.2]) * np.cos(0.3 * i)
+
+
+NAMES_CORE = ("shoulder", "elbow", "carriage", "string_length")
+
+
+def js(q, names=NAMES_CORE):
+    return SimpleNamespace(name=list(names), position=[float(v) for v in q])
+
+
+def make_core(arm, **kw):
+    core = ControllerCore(arm.model, JointStateReader(arm.model.config_names, arm.desc.hardware_joints).read,
+                          arm.limits, **kw)
+    core.load_trajectory(arm.traj, "test")
+    return core
+
+
+# --------------------------------------------------------------------------------------------- ROS-free core
+
+
+def test_core_ticks_equal_the_tracking_controller_and_hold_at_the_end(arm):
+    core = make_core(arm)
+    assert core.start()[0]
+    t0 = 5 * NS
+    core.on_joint_state(js(measured(arm.traj, 0)), t0, t0)
+    assert core.start() == (False, "already running; stop first")
+    for i in range(1, arm.traj.N + 5):
+        q = measured(arm.traj, i)
+        names = ("string_length", "carriage", "elbow", "shoulder") if i % 2 else None
+        msg = js(q[::-1], names) if names else js(q)  # reordered names map by name
+        res = core.on_joint_state(msg, t0 + i * DT_NS, t0 + i * DT_NS + 300_000)
+        u, x_hat = arm.reference.command(i - 1, measured(arm.traj, i - 1), q)
+        assert res.kind == "tick" and res.k == i - 1 and res.fault is None
+        np.testing.assert_array_equal(res.command, u)
+        np.testing.assert_array_equal(res.x_hat, x_hat)
+    assert core.finished and core.status()[1].startswith("trajectory finished")
+    np.testing.assert_allclose(res.command, arm.traj.X[-1, 2:4])  # the final kinematic configuration
+    assert core.missed_ticks == 0 and core.compute_stats()["count"] == arm.traj.N + 4
+
+
+def test_core_oversampled_joint_states_tick_every_dt(arm):
+    core = make_core(arm, stamp_tolerance=0.2)
+    core.start()
+    t0, step = 7 * NS, DT_NS // 5  # 500 Hz samples, 100 Hz ticks
+    ticks = []
+    for j in range(60):
+        q = measured(arm.traj, j // 5) + 1e-5 * (j % 5)
+        res = core.on_joint_state(js(q), t0 + j * step, t0 + j * step)
+        if res.kind == "tick":
+            ticks.append((j, res.k))
+        assert res.kind in ("tick", "none") and res.fault is None
+    assert ticks == [(5 * (k + 1), k) for k in range(len(ticks))] and len(ticks) == 11
+
+
+def test_core_gap_holds_then_recovers_and_counts_missed_ticks(arm):
+    core = make_core(arm)
+    core.start()
+    t = lambda i: 9 * NS + i * DT_NS  # noqa: E731
+    for i in range(4):
+        last = core.on_joint_state(js(measured(arm.traj, i)), t(i), t(i))
+    res = core.on_joint_state(js(measured(arm.traj, 6)), t(6), t(6))  # samples 4, 5 lost
+    assert res.kind == "hold" and res.fault == "sample_gap" and res.new_fault
+    np.testing.assert_array_equal(res.command, last.command)  # held at the last command sent
+    assert core.status()[0] == WARN
+    res = core.on_joint_state(js(measured(arm.traj, 7)), t(7), t(7))
+    assert res.kind == "tick" and res.recovered and res.k == 6 and res.missed == 3
+    assert core.missed_ticks == 3 and core.status()[0] == OK
+
+
+def test_core_pending_trajectory_and_refusals(arm):
+    core = make_core(arm)
+    other = Trajectory.for_model(models.get("pendulum"), DT, np.zeros((3, 2)), np.zeros((2, 1)),
+                                 K=np.zeros((2, 1, 2)))
+    with pytest.raises(TrajectoryError, match="file.npz: trajectory was made for model 'pendulum', not "
+                                              "'marionette_arm'"):
+        core.load_trajectory(other, "file.npz")
+    assert core.controller.trajectory is arm.traj and "pendulum" in core.status()[1]
+    no_gains = Trajectory.for_model(arm.model, DT, arm.traj.X, arm.traj.U)
+    with pytest.raises(ValueError, match="no tracking gains"):
+        core.load_trajectory(no_gains)
+    core.start()
+    _, t2 = arm_trajectory(0.02, 50)
+    assert "pending" in core.load_trajectory(t2, "new")
+    assert core.dt == DT
+    core.stop()
+    core.start()
+    assert core.dt == 0.02 and core.trajectory_source == "new"
+
+
+def test_core_rejects_bad_samples_with_specific_kinds(arm):
+    core = make_core(arm, state_timeout=0.05)
+    assert core.on_watchdog(NS).fault == "no_data"
+    core.start()
+    t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
+    core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
+    good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
+    cases = [
+        (js([np.nan, 0, 0, 0]), t(2), "non_finite"),
+        (js([0, 0, 0], ("shoulder", "elbow", "carriage")), t(2), "missing_names"),
+        (js([0, 0, 0, 0, 0], NAMES_CORE + ("elbow",)), t(2), "duplicate_names"),
+        (SimpleNamespace(name=["shoulder", "elbow", "carriage", "string_length"], position=[0.0] * 3), t(2),
+         "malformed"),
+        (js(measured(arm.traj, 1)), t(1), "duplicate_stamp"),
+        (js(measured(arm.traj, 1)), t(0), "out_of_order"),
+        (js(measured(arm.traj, 1)), t(2) - NS, "stale"),
+        (js(measured(arm.traj, 1)), t(2) + NS, "future_stamp"),
+    ]
+    for msg, stamp, kind in cases:
+        res = core.on_joint_state(msg, stamp, t(2))
+        assert (res.kind, res.fault) == ("hold", kind), res.fault_message
+        np.testing.assert_array_equal(res.command, good.command)
+        assert core.status()[0] == ERROR
+    res = core.on_joint_state(js(measured(arm.traj, 2)), t(2), t(2))
+    assert res.kind == "tick" and res.recovered and res.k == 1
+    stale = core.on_watchdog(t(2) + NS)
+    assert stale.fault == "stale" and stale.kind == "hold" and stale.new_fault
+    assert not core.on_watchdog(t(2) + NS + DT_NS).new_fault  # one episode, repeated hold
+    assert core.fault_counts == {"no_data": 1, "non_finite": 1, "missing_names": 1, "malformed": 1,
+                                 "duplicate_stamp": 1, "out_of_order": 1, "stale": 2, "future_stamp": 1,
+                                 "duplicate_names": 1}
+
+
+try:  # the core tests above run without ROS; those below need rclpy (and then the built interfaces)
+    import rclpy
+except ImportError:
+    rclpy = None
+needs_ros = pytest.mark.skipif(rclpy is None, reason="ROS 2 Python stack not installed (requirements/ros.txt or a "
+                                                     "ROS install)")
+if rclpy is not None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rcl_interfaces.msg import Parameter as ParameterMsg
+    from rcl_interfaces.msg import ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from std_srvs.srv import Trigger
+
+    from marionette_control.nodes.convert import trajectory_to_msg
+    from ros_helpers import isolated_ros, node_processes, stop, wait_for  # noqa: F401
+
+    from marionette_interfaces.msg import TrackedTrajectory
+
+
+@needs_ros
+def test_command_order_follows_command_joints(arm):
+    from marionette_control.nodes.controller import command_permutation
+    from marionette_control.nodes.params import ParameterError
+
+    hw = arm.desc.hardware_joints
+    np.testing.assert_array_equal(command_permutation(arm.model, hw, ["carriage", "string_length"]), [0, 1])
+    np.testing.assert_array_equal(command_permutation(arm.model, hw, ["string_length", "carriage"]), [1, 0])
+    with pytest.raises(ParameterError, match="must list each kinematic joint once"):
+        command_permutation(arm.model, hw, ["carriage", "elbow"])
+
+
+# --------------------------------------------------------------------------------------------- across processes
+
+
+NODE = "/marionette_controller"
+MODULE = "marionette_control.nodes.controller"
+COMMANDS = "/forward_position_controller/commands"
+NAMES = ["shoulder", "elbow", "carriage", "string_length"]
+CONFIG = Path(__file__).resolve().parents[1] / "config" / "controller.yaml"
+
+
+class Rig:
+    """The hardware side in the test process: joint states out, commands/diagnostics in, services, /clock."""
+
+    def __init__(self):
+        self.context = rclpy.context.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("fake_hardware", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        n = self.node
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.js_pub = n.create_publisher(JointState, "/joint_states", reliable)
+        self.clock_pub = n.create_publisher(Clock, "/clock", reliable)
+        self.traj_pub = n.create_publisher(
+            TrackedTrajectory, "/marionette_optimizer/trajectory",
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.commands, self.tracking, self.diagnostics = [], [], []
+        n.create_subscription(Float64MultiArray, COMMANDS, lambda m: self.commands.append(np.array(m.data)), reliable)
+        n.create_subscription(Float64MultiArray, f"{NODE}/tracking", lambda m: self.tracking.append(np.array(m.data)),
+                              reliable)
+        n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, reliable)
+        self.start_client = n.create_client(Trigger, f"{NODE}/start")
+        self.stop_client = n.create_client(Trigger, f"{NODE}/stop")
+        self.param_client = n.create_client(SetParameters, f"{NODE}/set_parameters")
+
+    def _on_diag(self, msg):
+        for st in msg.status:
+            if st.name.startswith("marionette_controller"):
+                self.diagnostics.append((st.level[0] if isinstance(st.level, bytes) else st.level, st.message,
+                                         {kv.key: kv.value for kv in st.values}))
+
+    def spin(self):
+        self.executor.spin_once(timeout_sec=0.005)
+
+    def until(self, predicate, timeout=5.0, what="condition") -> None:
+        assert wait_for(predicate, timeout, spin=self.spin), f"timed out waiting for {what}"
+
+    def settle(self, seconds):
+        wait_for(lambda: False, seconds, spin=self.spin)
+
+    def connect(self, log_path, sim_time=False):
+        ok = self.start_client.wait_for_service(timeout_sec=20.0)
+        assert ok, f"controller did not come up; log:\n{log_path.read_text()}"
+        self.until(lambda: self.js_pub.get_subscription_count() > 0 and self.node.count_publishers(COMMANDS) > 0
+                   and (not sim_time or self.clock_pub.get_subscription_count() > 0), 10.0, "discovery")
+
+    def call(self, client, timeout=5.0):
+        fut = client.call_async(Trigger.Request())
+        self.executor.spin_until_future_complete(fut, timeout_sec=timeout)
+        assert fut.done(), "service did not answer"
+        return fut.result()
+
+    def set_param(self, name, value: str):
+        req = SetParameters.Request(parameters=[ParameterMsg(name=name, value=ParameterValue(
+            type=ParameterType.PARAMETER_STRING, string_value=value))])
+        fut = self.param_client.call_async(req)
+        self.executor.spin_until_future_complete(fut, timeout_sec=5.0)
+        return fut.result().results[0]
+
+    def clock(self, t_ns):
+        m = Clock()
+        m.clock.sec, m.clock.nanosec = divmod(int(t_ns), NS)
+        self.clock_pub.publish(m)
+
+    def send(self, q, stamp_ns, names=NAMES):
+        m = JointState()
+        m.header.stamp.sec, m.header.stamp.nanosec = divmod(int(stamp_ns), NS)
+        m.name = list(names)
+        m.position = [float(v) for v in q]
+        self.js_pub.publish(m)
+
+    def now_ns(self):
+        return time.time_ns()
+
+    def last_diag(self):
+        return self.diagnostics[-1] if self.diagnostics else (None, "", {})
+
+    def diag_until(self, predicate, timeout=5.0, what="diagnostics"):
+        start = len(self.diagnostics)
+        self.until(lambda: any(predicate(*d) for d in self.diagnostics[start:]), timeout, what)
+
+    def close(self):
+        self.node.destroy_node()
+        self.executor.shutdown()
+        self.context.try_shutdown()
+
+
+@pytest.fixture
+def rig_env():
+    with isolated_ros() as env:
+        rig = Rig()
+        try:
+            yield rig, env
+        finally:
+            rig.close()
+
+
+def controller(node_processes, env, tmp_path, **params):
+    """Starts the node with config/controller.yaml and overrides; (process, log path)."""
+    args = ["--ros-args", "--params-file", str(CONFIG), "-p", "diagnostics_period:=0.1"]
+    for k, v in params.items():
+        args += ["-p", f"{k}:={v}"]
+    proc = node_processes(MODULE, args, env)
+    logs = sorted(tmp_path.glob("controller_*.log"))
+    return proc, logs[-1]
+
+
+def check_alive_then_stop(proc, log):
+    """The node is still running and exits cleanly on SIGINT."""
+    assert proc.poll() is None, f"controller died; log:\n{log.read_text()}"
+    t = time.monotonic()
+    code = stop(proc)
+    assert code == 0 and time.monotonic() - t < 5.0, f"controller exit code {code}; log:\n{log.read_text()}"
+
+
+@needs_ros
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_start_stop(
+        arm, rig_env, node_processes, tmp_path, executor):
+    rig, env = rig_env
+    path = arm.traj.save(tmp_path / "wave.npz")
+    rt = {"realtime_priority": 10} if executor == "events" else {}  # applied, or refused with a warning
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), state_timeout=1.0,
+                           executor=executor, **rt)
+    rig.connect(log)
+    base = rig.now_ns() + 50_000_000
+
+    def send(i, names=NAMES, q=None):
+        stamp = base + i * DT_NS
+        while rig.now_ns() < stamp:
+            rig.spin()
+        q = measured(arm.traj, i) if q is None else q
+        order = [NAMES.index(n) for n in names]
+        rig.send(q[order], stamp, names)
+
+    # idle: samples produce no command
+    for i in range(3):
+        send(i)
+    rig.settle(0.1)
+    assert rig.commands == []
+    rig.diag_until(lambda lvl, msg, v: v.get("state") == "idle" and v.get("samples_received") == "3", what="idle")
+
+    ok = rig.call(rig.start_client)
+    assert ok.success, ok.message
+    assert not rig.call(rig.start_client).success  # already running
+    for i in range(3, 33):
+        names = NAMES[::-1] if i % 3 == 0 else NAMES  # reordered names are mapped by name
+        send(i, names)
+        rig.until(lambda: len(rig.commands) == i - 2, 2.0, f"command for sample {i}")
+        u, x_hat = arm.reference.command(i - 3, measured(arm.traj, i - 1), measured(arm.traj, i))
+        np.testing.assert_array_equal(rig.commands[-1], u)
+    rig.until(lambda: len(rig.tracking) == 30, 2.0, "tracking messages")
+    tr = rig.tracking[-1]
+    assert tr[1] == 29 and tr[0] == pytest.approx((base + 32 * DT_NS) / NS)
+    np.testing.assert_allclose(tr[4:12], arm.reference.estimate(measured(arm.traj, 31), measured(arm.traj, 32)))
+
+    stop = rig.call(rig.stop_client)
+    assert stop.success and "stopped at tick 29" in stop.message
+    rig.until(lambda: len(rig.commands) == 31, 2.0, "hold command on stop")
+    np.testing.assert_array_equal(rig.commands[-1], rig.commands[-2])
+    for i in range(33, 36):
+        send(i)
+    rig.settle(0.1)
+    assert len(rig.commands) == 31  # stopped: no commands
+    assert rig.call(rig.start_client).success  # restart from k = 0
+    send(36)
+    rig.until(lambda: len(rig.commands) == 32, 2.0, "first command after restart")
+    u, _ = arm.reference.command(0, measured(arm.traj, 35), measured(arm.traj, 36))
+    np.testing.assert_array_equal(rig.commands[-1], u)
+    rig.diag_until(lambda lvl, msg, v: lvl == OK and v.get("state") == "running" and v.get("tick") == "0"
+                   and float(v.get("compute_time_p99_us", "nan")) > 0, what="running diagnostics")
+    check_alive_then_stop(proc, log)
+    assert ("realtime_priority:" in log.read_text()) == bool(rt)
+
+
+@needs_ros
+def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, node_processes, tmp_path):
+    rig, env = rig_env
+    pend = models.get("pendulum")
+    wrong = Trajectory.for_model(pend, DT, np.zeros((3, pend.nx)), np.zeros((2, pend.nU)),
+                                 K=np.zeros((2, pend.nU, pend.nx))).save(tmp_path / "pendulum.npz")
+    heavy = models.get("marionette_arm", gravity=11.0)
+    _, other_version = arm_trajectory(model=heavy)
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(wrong))
+    rig.connect(log)
+    rig.diag_until(lambda lvl, msg, v: lvl >= WARN and v.get("state") == "no_trajectory"
+                   and "made for model 'pendulum', not 'marionette_arm'" in v.get("trajectory_error", ""),
+                   what="refusal in diagnostics")
+    res = rig.call(rig.start_client)
+    assert not res.success and "no trajectory loaded" in res.message and "pendulum" in res.message
+    # at runtime the parameter set itself is refused, with the reason
+    res = rig.set_param("trajectory_file", str(wrong))
+    assert not res.successful and "made for model 'pendulum'" in res.reason
+    # the optimizer's topic: another version of the arm is refused, the right one accepted
+    rig.traj_pub.publish(trajectory_to_msg(other_version, TrackedTrajectory, heavy.config_names))
+    rig.diag_until(lambda lvl, msg, v: "different version of model 'marionette_arm'" in v.get("trajectory_error", ""),
+                   what="refusal of another version")
+    rig.traj_pub.publish(trajectory_to_msg(arm.traj, TrackedTrajectory, arm.model.config_names))
+    rig.diag_until(lambda lvl, msg, v: v.get("state") == "idle" and v.get("trajectory_error") == ""
+                   and v.get("trajectory") == "from /marionette_optimizer/trajectory"
+                   and v.get("steps") == "200", what="accepted trajectory")
+    assert rig.call(rig.start_client).success
+    check_alive_then_stop(proc, log)
+    text = log.read_text()
+    assert "refused trajectory" in text and "made for model 'pendulum', not 'marionette_arm'" in text
+
+
+@needs_ros
+def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tmp_path):
+    """Each joint-state fault → hold command + diagnostics fault → recovery; everything on /clock."""
+    rig, env = rig_env
+    path = arm.traj.save(tmp_path / "wave.npz")
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true",
+                           state_timeout=0.2, fault_log_throttle=0.0)
+    rig.connect(log, sim_time=True)
+    t0 = 1000 * NS
+    rig.clock(t0)
+    state = {"i": 0}
+
+    def sample(i=None, q=None, names=NAMES, stamp=None, clock=True):
+        """Sends sample i (default: the next slot, which it takes) with /clock at its slot time."""
+        if i is None:
+            i = state["i"]
+            state["i"] += 1
+        stamp = t0 + i * DT_NS if stamp is None else stamp
+        if clock:
+            rig.clock(t0 + i * DT_NS)
+        rig.send(measured(arm.traj, i) if q is None else q, stamp, names)
+
+    def expect_commands(n, what):
+        rig.until(lambda: len(rig.commands) == n, 3.0, what)
+
+    def tick(what):
+        i = state["i"]
+        n = len(rig.commands)
+        sample()
+        expect_commands(n + 1, what)
+        return i
+
+    def fault(kind, **kw):
+        n = len(rig.commands)
+        last = rig.commands[-1].copy()
+        sample(**kw)
+        expect_commands(n + 1, f"hold command after {kind}")
+        np.testing.assert_array_equal(rig.commands[-1], last)  # held at the last command
+        rig.diag_until(lambda lvl, msg, v: lvl == ERROR and v.get("fault") == kind and "(holding)" in msg,
+                       what=f"{kind} in diagnostics")
+
+    def recover(kind, gap):
+        if gap:  # the rejected sample took a slot: the next one has no predecessor dt before it
+            n = len(rig.commands)
+            sample()
+            expect_commands(n + 1, f"gap hold after {kind}")
+        k = tick(f"recovery after {kind}") - 1
+        rig.diag_until(lambda lvl, msg, v: lvl == OK and v.get("fault") == "" and v.get("tick") == str(k),
+                       what=f"recovery from {kind}")
+
+    sample()  # sample 0 before start
+    assert rig.call(rig.start_client).success
+    for _ in range(3):
+        tick("tracking")
+
+    fault("non_finite", q=np.array([0.0, np.nan, 0.1, 0.9]))
+    recover("non_finite", gap=True)
+    fault("missing_names", q=measured(arm.traj, 0)[:3], names=NAMES[:3])
+    recover("missing_names", gap=True)
+    fault("malformed", q=measured(arm.traj, 0)[:3], names=NAMES)  # 4 names, 3 positions
+    recover("malformed", gap=True)
+    fault("duplicate_stamp", i=state["i"] - 1, clock=False)
+    recover("duplicate_stamp", gap=False)
+    fault("out_of_order", i=state["i"] - 3, clock=False)
+    recover("out_of_order", gap=False)
+    fault("stale", stamp=t0 + (state["i"] - 50) * DT_NS)
+    recover("stale", gap=True)
+
+    # the watchdog follows /clock: wall time alone makes nothing stale ...
+    n = len(rig.commands)
+    rig.settle(0.5)
+    assert len(rig.commands) == n and rig.last_diag()[2].get("fault") == ""
+    # ... advancing /clock past the timeout does: hold commands, stale fault
+    rig.clock(t0 + (state["i"] + 40) * DT_NS)
+    rig.diag_until(lambda lvl, msg, v: v.get("fault") == "stale" and "no valid joint state" in v.get("fault_message"),
+                   what="stale by /clock")
+    assert len(rig.commands) > n
+    np.testing.assert_array_equal(rig.commands[-1], rig.commands[n - 1])
+    state["i"] += 41
+    recover("stale (watchdog)", gap=True)
+    assert int(rig.last_diag()[2]["missed_ticks"]) >= 40
+
+    # stamps on the wall clock while the node follows /clock
+    fault("future_stamp", stamp=rig.now_ns())
+    recover("future_stamp", gap=True)
+    check_alive_then_stop(proc, log)
+    text = log.read_text()
+    for kind in ("non_finite", "missing_names", "malformed", "duplicate_stamp", "out_of_order", "stale",
+                 "future_stamp"):
+        assert f"joint-state fault {kind}" in text, kind
