@@ -25,10 +25,11 @@ class Peer:
     installer: Path
     script: Path
     description: str
+    env: str = ""  # venv suffix when the peer shares another's venv (default: its name)
 
     @property
     def venv(self) -> Path:
-        return ROOT / f".venv-peer-{self.name}"
+        return ROOT / f".venv-peer-{self.env or self.name}"
 
     @property
     def python(self) -> Path:
@@ -38,6 +39,9 @@ class Peer:
 PEERS = {
     "trep": Peer("trep", HERE / "install_trep.sh", HERE / "trep_marionette.py",
                  "trep 1.0.2 (PyPI), the thesis's reference implementation, patched for Python 3 at install time"),
+    "trep-optimizer": Peer("trep-optimizer", HERE / "install_trep.sh", HERE / "trep_optimizer.py",
+                           "trep 1.0.2's discrete optimizer trep.discopt (DOptimizer, dlqr) on the optimizer "
+                           "group's problems; same venv as 'trep'", env="trep"),
 }
 
 

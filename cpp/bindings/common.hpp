@@ -32,5 +32,6 @@ std::vector<std::string> config_names(const mc::Model& m);
 void bind_model(py::module_& m);
 void bind_discrete_system(py::module_& m);
 void bind_continuous(py::module_& m);
+void bind_riccati(py::module_& m);
 
 }  // namespace mcpy

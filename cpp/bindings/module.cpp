@@ -25,4 +25,5 @@ PYBIND11_MODULE(_core, m) {
   mcpy::bind_model(m);
   mcpy::bind_discrete_system(m);
   mcpy::bind_continuous(m);
+  mcpy::bind_riccati(m);
 }

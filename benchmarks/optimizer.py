@@ -1,0 +1,177 @@
+"""Optimizer group: projection-operator trajectory optimization and the Riccati sweeps (issue 4).
+
+Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same ones):
+
+* ``pendulum.swing_up.{newton,steepest}``: seed 001 §VIII-A (Δt = 0.1, N = 100, θ_ref = 0
+  then π, Q = diag(1000, 1), R = 50, from the hanging trajectory), 4 quasi-Newton
+  iterations then Newton or steepest descent to |Dh∘ζ| < 1e-6: wall time to convergence
+  (median of repeated runs for Newton, one run for steepest), steps, cost.
+* ``humanoid.tracking``: thesis §6.7.3 in the style of trep's puppet-optimization example:
+  desired = the configurations of the simulated string walk (momenta, kinematic velocities
+  and inputs zero), Q = 100 on the 22 dynamic configurations and 1 on the rest, R = 0.1,
+  N steps of 0.01 s (N = 200; 60 with --quick), from the initial pose with the strings
+  held still; 4 quasi-Newton iterations then Newton: seconds per quasi-Newton and per
+  Newton iteration (mean over the run's iterations of each kind; requested Newton
+  iterations that fell back to quasi-Newton on an indefinite model are reported
+  separately), the time to convergence and the cost after the first iteration (the
+  same start and line search as trep, so it must agree).
+* ``humanoid.tv_lqr_1000`` / ``tv_lq_1000``: the 1000-step LQR of the projection gains
+  (Q = R = I) and the LQ of a descent direction on the walk's linearization (80 states,
+  18 inputs), as a caller makes them (validation and output allocation included);
+  variants without the input checks and with the output arrays reused (``@...``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks.registry import Context, Figure, benchmark_group, median_ms, time_once
+
+PEER = "trep-optimizer"
+
+
+def swing_up_problem():
+    from marionette_control import _core, models
+    from marionette_control.control.cost import TrackingCost
+
+    ds = _core.DiscreteSystem(models.get("pendulum"), 0.1)
+    N = 100
+    Xd = np.zeros((N + 1, 2))
+    Xd[N // 2:, 0] = np.pi
+    cost = TrackingCost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
+    return ds, cost, np.zeros((N + 1, 2)), np.zeros((N, 1))
+
+
+def humanoid_tracking_problem(N: int):
+    from marionette_control import _core, models
+    from marionette_control.control.cost import TrackingCost
+    from marionette_control.models import humanoid_marionette as hm
+
+    m = models.get("humanoid_marionette")
+    dt = 0.01
+    ds = _core.DiscreteSystem(m, dt)
+    q0 = hm.initial_configuration(m)
+    x0 = ds.state_from_configs(q0, q0)
+    Xw, _ = ds.simulate(x0, hm.string_walk_inputs(m, q0, dt, N))
+    Xd = np.zeros_like(Xw)
+    Xd[:, :m.nq] = Xw[:, :m.nq]
+    Q = np.r_[np.full(m.nd, 100.0), np.ones(m.nk), np.ones(m.nd), np.ones(m.nk)]
+    cost = TrackingCost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
+    U0 = np.tile(q0[m.nd:], (N, 1))
+    X0, _ = ds.simulate(x0, U0)
+    return ds, cost, X0, U0
+
+
+def iteration_seconds(history):
+    """Per-iteration wall times from the records' elapsed stamps (the first from the start)."""
+    out, prev = [], 0.0
+    for h in history:
+        out.append((h, h.elapsed - prev))
+        prev = h.elapsed
+    return out
+
+
+@benchmark_group("optimizer", "projection-operator optimizer (pendulum swing-up, humanoid tracking) and Riccati sweeps")
+def optimizer(ctx: Context) -> list[Figure]:
+    from marionette_control.control import riccati as ric
+    from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
+
+    figs: list[Figure] = []
+
+    def fig(name, value, unit, notes):
+        figs.append(Figure(name, float(value), unit, "optimizer", None, notes))
+
+    # -- pendulum swing-up -------------------------------------------------------------------
+    ds, cost, X0, U0 = swing_up_problem()
+    runs = {"newton": 2 if ctx.quick else 7, "steepest": 0 if ctx.quick else 1}
+    for method, reps in runs.items():
+        if reps == 0:
+            continue
+        ctx.log(f"optimizer: pendulum swing-up, 4 quasi-Newton then {method} ({reps} runs)")
+        opt = ProjectionOptimizer(ds, cost, OptimizerOptions(schedule=(("quasi_newton", 4), (method, None)),
+                                                             max_iterations=3000))
+        results, times = [], []
+        for _ in range(reps + (1 if reps > 1 else 0)):  # a warm-up run when repeating
+            t = time.perf_counter()
+            results.append(opt.optimize(X0, U0))
+            times.append(time.perf_counter() - t)
+        if reps > 1:
+            results, times = results[1:], times[1:]
+        r = results[-1]
+        note = (f"4 quasi-Newton then {method} to |Dh∘ζ| < 1e-6; converged={r.converged}, {r.steps} steps "
+                f"({r.iterations} direction evaluations), cost {r.cost:.10f}; "
+                + (f"median of {reps} runs" if reps > 1 else "one run"))
+        fig(f"pendulum.swing_up.{method}.time_to_convergence", statistics.median(times), "s", note)
+        fig(f"pendulum.swing_up.{method}.steps", r.steps, "iterations", note)
+        fig(f"pendulum.swing_up.{method}.cost", r.cost, "cost", note)
+
+    # -- humanoid tracking (thesis §6.7.3 style) -------------------------------------------------
+    N = 60 if ctx.quick else 200
+    ctx.log(f"optimizer: humanoid tracking, N = {N}, 4 quasi-Newton then Newton to convergence")
+    ds, cost, X0, U0 = humanoid_tracking_problem(N)
+    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=40))
+    t = time.perf_counter()
+    r = opt.optimize(X0, U0)
+    total = time.perf_counter() - t
+    per = iteration_seconds(r.history)
+    kinds = {"quasi_newton": lambda h: h.requested == h.method == "quasi_newton",
+             "newton": lambda h: h.method == "newton",
+             "newton_fallback": lambda h: h.requested == "newton" and h.method == "quasi_newton"}
+    what = {"quasi_newton": "quasi-Newton iteration (linearization, projection gains, LQ, Armijo projections)",
+            "newton": "Newton iteration (linearization, projection gains, adjoint, contracted second order, LQ, "
+                      "Armijo projections)",
+            "newton_fallback": "requested Newton iteration whose model was indefinite, completed as quasi-Newton "
+                               "(includes the wasted second-order work)"}
+    for kind, sel in kinds.items():
+        secs = [s for h, s in per if sel(h) and h.step_length > 0]
+        if secs:
+            fig(f"humanoid.tracking.{kind}_iteration", statistics.mean(secs), "s",
+                f"one {what[kind]} of the §6.7.3-style tracking, N = {N} steps of 0.01 s; mean over "
+                f"{len(secs)} iterations of the run")
+    fig("humanoid.tracking.time_to_convergence", total, "s",
+        f"N = {N}: {r.reason} after {r.steps} steps ({[h.method[0] for h in r.history]}), cost {r.cost:.8f}")
+    if r.history:
+        fig("humanoid.tracking.cost_after_first_iteration", r.history[0].cost, "cost",
+            f"cost after the first quasi-Newton step (start {opt.objective(X0, U0):.6f}), N = {N}")
+
+    # -- 1000-step Riccati sweeps -----------------------------------------------------------------
+    from benchmarks.core import humanoid_setup
+
+    ctx.log("optimizer: 1000-step TV-LQR / LQ on the walk's linearization")
+    m, dsh, x0, U = humanoid_setup(1000)
+    X, _ = dsh.simulate(x0, U)
+    A, B = dsh.linearize_trajectory(X, U)
+    n, mu = m.nx, m.nU
+    I_x, I_u = np.eye(n), np.eye(mu)
+    q, rr = np.ones((1000, n)), np.ones((1000, mu))
+    reps = 3 if ctx.quick else 11
+    lqr_reuse = ric.tv_lqr(A, B, I_x, I_u, I_x)
+    lq_reuse = ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n))
+    cases = [
+        ("humanoid.tv_lqr_1000", lambda: ric.tv_lqr(A, B, I_x, I_u, I_x),
+         "tv_lqr(A, B, Q = I, R = I, Qf = I): validation + sweep + new K (1000, 18, 80), P (1001, 80, 80)"),
+        ("humanoid.tv_lqr_1000@no_check,reused_out",
+         lambda: ric.tv_lqr(A, B, I_x, I_u, I_x, check_inputs=False, out=lqr_reuse),
+         "as the optimizer calls it: check_inputs=False, output arrays reused"),
+        ("humanoid.tv_lq_1000", lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n)),
+         "tv_lq(A, B, Q = I, S = None, R = I, q, r, Qf = I, qf): the LQ of a descent direction, new outputs"),
+        ("humanoid.tv_lq_1000@no_check,reused_out",
+         lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n), check_inputs=False, out=lq_reuse),
+         "check_inputs=False, output arrays reused"),
+    ]
+    for name, fn, note in cases:
+        fig(name, median_ms(time_once(fn, reps)), "ms", f"{note}; median of {reps} after a warm-up; the "
+            f"core's sweep (structured: 44 dense rows, 62 nonzero columns) on scipy's BLAS")
+    args = ric._validate_problem(A, B, I_x, I_u, I_x, check_values=False)
+    fig("humanoid.tv_lqr_1000.numpy_reference", median_ms(time_once(
+        lambda: ric._sweep_numpy(*args[:9], linear=False), max(3, reps // 3))), "ms",
+        "the dense numpy recursion kept as the reference implementation (riccati._sweep_numpy), for scale")
+
+    peer = ctx.peer(PEER)
+    if peer is not None:
+        for f in peer.get("figures", []):
+            figs.append(Figure(f["name"], f["value"], f["unit"], "optimizer", "trep", f.get("notes", "")))
+    return figs

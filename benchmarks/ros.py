@@ -1,0 +1,600 @@
+"""ROS group: marionette_controller's tick cost, end-to-end latency and sustained joint-state rate (issue 5).
+
+Scenario: the marionette arm tracking a trajectory simulated from rest at its lowered
+equilibrium with smooth carriage/string inputs (gains by ``tracking_gains``), joint
+states on the trajectory plus a small perturbation. Figures:
+
+* ``controller.tick_compute.{median,p99}`` — :meth:`ControllerCore.on_joint_state` on
+  sensor_msgs/JointState messages (name mapping, stamp and content checks, ring buffer,
+  discrete Legendre transform in the compiled core, feedback law, clamping), in process,
+  one call per tick over the whole trajectory (GC paused). Target p99 ≤ 100 µs.
+* ``controller.tick_callback.{median,p99}`` — the node's whole joint-state callback in
+  process (clock read, the core, command and ~/tracking publication; no subscribers).
+* ``controller.tick_compute_in_node.{median,p99}`` — the core's time as the node process
+  measured it during the latency run (its /diagnostics), i.e. under transport load.
+* ``controller.end_to_end_latency.{median,p99}`` — across processes: from this process
+  publishing a /joint_states message (100 Hz, stamped now) to receiving the command it
+  produced (reliable, localhost, isolated domain; both sides rclpy, the controller with its
+  default EventsExecutor). Target p99 ≤ 2 ms. The same measurement against a minimal
+  rclpy echo process (JointState in → Float64MultiArray out, same QoS and executor) is given
+  as the peer ``rclpy_echo``: the transport floor, so the ratio is the controller's overhead.
+* ``controller.sustained_rate`` — the highest joint-state rate (of the tried ones) at which,
+  with a trajectory of Δt = 1/rate so that *every* sample is a tick, the node received every
+  sample and computed a command for every one after the first (no drop, hold or missed
+  tick) for the whole run. Target ≥ 500 Hz. Per-rate counts are in the notes.
+
+Times include Python call overhead, as the node pays it. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.registry import Context, Figure, benchmark_group
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = 1_000_000_000
+NAMES = ["shoulder", "elbow", "carriage", "string_length"]
+COMMANDS = "/forward_position_controller/commands"
+
+
+# --------------------------------------------------------------------------------------------- scenario
+
+
+def arm_trajectory(dt: float, steps: int):
+    """(model description, DiscreteSystem, Trajectory with gains) of the arm (module docstring)."""
+    from marionette_control import _core
+    from marionette_control.control.optimizer import tracking_gains
+    from marionette_control.control.trajectory import Trajectory
+    from marionette_control.models import marionette_arm as ma
+
+    desc = ma.load_description()
+    m = desc.model
+    ds = _core.DiscreteSystem(m, dt)
+    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
+    s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
+    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
+    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
+    K = tracking_gains(ds, X, U, Q=np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
+    return desc, ds, Trajectory.for_model(m, dt, X, U, K=K)
+
+
+def measured(traj, i: int) -> np.ndarray:
+    return traj.X[min(i, traj.N), :4] + 1e-3 * np.array([1.0, -0.5, 0.3, -0.2]) * np.cos(0.3 * i)
+
+
+def joint_state(q, stamp: int):
+    from sensor_msgs.msg import JointState
+
+    m = JointState()
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(int(stamp), NS)
+    m.name = NAMES
+    m.position = [float(v) for v in q]
+    return m
+
+
+def pct(samples, p: float) -> float:
+    return float(np.percentile(np.asarray(samples), p))
+
+
+# --------------------------------------------------------------------------------------------- processes
+
+
+_domain_locks: list[tuple[int, int]] = []
+
+
+def _domain_id() -> int:
+    """A ROS domain id no other process holds: the lock files test/ros_helpers.py uses (same names), ids 101-200."""
+    import fcntl
+
+    if _domain_locks:
+        return _domain_locks[0][0]
+    for i in range(100):
+        domain = 101 + (os.getpid() + i) % 100
+        fd = os.open(f"/tmp/marionette-ros-domain-{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        _domain_locks.append((domain, fd))
+        return domain
+    raise RuntimeError("no free ROS domain id in 101-200")
+
+
+def ros_env() -> dict:
+    """Environment of an isolated graph: localhost discovery, a private domain id (held until exit)."""
+    env = dict(os.environ)
+    env["ROS_DOMAIN_ID"] = str(_domain_id())
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_STATIC_PEERS", None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Process:
+    """A node process in its own process group, always stopped (SIGINT, SIGTERM, SIGKILL)."""
+
+    def __init__(self, args: list[str], env: dict, log: Path):
+        self.log = log
+        self._f = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, *args], env=env, cwd=ROOT, stdout=self._f,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        for sig, wait in ((signal.SIGINT, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(wait)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+        self._f.close()
+        return self.proc.wait(5.0)
+
+
+class Rig:
+    """This process's side: joint states out, commands and diagnostics in, start/stop, parameters."""
+
+    def __init__(self, context, node_name: str = "/marionette_controller"):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.experimental import EventsExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+        from std_srvs.srv import Trigger
+
+        self.node = rclpy.create_node("bench_rig", context=context)
+        self.executor = EventsExecutor(context=context)
+        self.executor.add_node(self.node)
+        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.pub = self.node.create_publisher(JointState, "/joint_states", reliable)
+        self.recv: list[float] = []
+        self.diag: dict = {}
+        pc = time.perf_counter
+
+        def on_command(_msg):
+            self.recv.append(pc())
+
+        def on_diag(msg):
+            for st in msg.status:
+                if st.name.startswith("marionette_controller"):
+                    self.diag = {kv.key: kv.value for kv in st.values}
+
+        self.node.create_subscription(Float64MultiArray, COMMANDS, on_command, reliable)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, reliable)
+        self.start_client = self.node.create_client(Trigger, f"{node_name}/start")
+        self.stop_client = self.node.create_client(Trigger, f"{node_name}/stop")
+        self.param_client = self.node.create_client(SetParameters, f"{node_name}/set_parameters")
+        self._trigger = Trigger
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while True:
+            left = end - time.perf_counter()
+            if left <= 0:
+                return
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+
+    def spin_until(self, predicate, timeout: float) -> bool:
+        end = time.perf_counter() + timeout
+        while not predicate():
+            left = end - time.perf_counter()
+            if left <= 0:
+                return False
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+        return True
+
+    def connect(self, timeout: float = 20.0, service: bool = True) -> bool:
+        ok = not service or self.spin_until(lambda: self.start_client.service_is_ready(), timeout)
+        return ok and self.spin_until(lambda: self.pub.get_subscription_count() > 0
+                                      and self.node.count_publishers(COMMANDS) > 0, timeout)
+
+    def call(self, client, request, timeout: float = 5.0):
+        fut = client.call_async(request)
+        self.spin_until(fut.done, timeout)
+        if not fut.done():
+            raise RuntimeError(f"no answer from {client.srv_name}")
+        return fut.result()
+
+    def trigger(self, client):
+        res = self.call(client, self._trigger.Request())
+        return res.success, res.message
+
+    def set_param(self, name: str, value):
+        from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+        from rcl_interfaces.srv import SetParameters
+
+        if isinstance(value, str):
+            pv = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        else:
+            pv = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=float(value))
+        req = SetParameters.Request(parameters=[Parameter(name=name, value=pv)])
+        res = self.call(self.param_client, req).results[0]
+        if not res.successful:
+            raise RuntimeError(f"setting {name} failed: {res.reason}")
+
+    def fresh_diag(self, timeout: float = 2.0) -> dict:
+        self.diag = {}
+        self.spin_until(lambda: bool(self.diag), timeout)
+        return self.diag
+
+    def close(self):
+        self.node.destroy_node()
+        self.executor.shutdown()
+
+
+# --------------------------------------------------------------------------------------------- measurements
+
+
+def tick_compute(steps: int, sweeps: int) -> list[float]:
+    """Seconds per ControllerCore.on_joint_state call, every sample a tick, GC paused."""
+    from marionette_control.control.controller_core import ControllerCore, actuator_limits
+    from marionette_control.nodes.convert import JointStateReader
+
+    desc, _, traj = arm_trajectory(0.01, steps)
+    m = desc.model
+    msgs = [joint_state(measured(traj, i), 0) for i in range(steps + 1)]
+    out: list[float] = []
+    pc = time.perf_counter_ns
+    for sweep in range(sweeps):
+        core = ControllerCore(m, JointStateReader(m.config_names, desc.hardware_joints).read,
+                              actuator_limits(m, desc.actuators))
+        core.load_trajectory(traj, "bench")
+        core.start()
+        t0 = (100 + 1000 * sweep) * NS
+        core.on_joint_state(msgs[0], t0, t0)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            for i in range(1, steps + 1):
+                s = t0 + i * 10_000_000
+                a = pc()
+                res = core.on_joint_state(msgs[i], s, s)
+                out.append((pc() - a) / NS)
+                if res.kind != "tick":
+                    raise RuntimeError(f"benchmark sample {i} was not a tick: {res.fault_message}")
+        finally:
+            if gc_was:
+                gc.enable()
+    return out
+
+
+def tick_callback(steps: int, traj_file: Path) -> list[float]:
+    """Seconds per node joint-state callback (in process, publishers without subscribers)."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from marionette_control.nodes.controller import make_node_class
+
+    _, _, traj = arm_trajectory(0.01, steps)
+    context = rclpy.context.Context()
+    env_saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
+    os.environ.update({k: v for k, v in ros_env().items() if k in env_saved})
+    rclpy.init(context=context)
+    node = None
+    try:
+        node = make_node_class()(context=context, parameter_overrides=[
+            Parameter("trajectory_file", value=str(traj_file)), Parameter("state_timeout", value=60.0)])
+        ok, msg = node.core.start()
+        if not ok:
+            raise RuntimeError(msg)
+        now = node.get_clock().now().nanoseconds
+        msgs = [joint_state(measured(traj, i), now + i * 10_000_000) for i in range(steps + 1)]
+        node._on_joint_state(msgs[0])
+        out = []
+        pc = time.perf_counter_ns
+        gc.disable()
+        try:
+            for m in msgs[1:]:
+                a = pc()
+                node._on_joint_state(m)
+                out.append((pc() - a) / NS)
+        finally:
+            gc.enable()
+        if node.core.ticks != steps:
+            raise RuntimeError(f"in-process node computed {node.core.ticks} ticks of {steps}: {node.core.status()}")
+        return out
+    finally:
+        if node is not None:
+            node.destroy_node()
+        context.try_shutdown()
+        for k, v in env_saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def latency_run(rig: Rig, n: int, rate: float, traj) -> tuple[list[float], int]:
+    """Lock-step: publish a joint state stamped now, wait for its command; (latencies s, lost)."""
+    period = 1.0 / rate
+    lat, lost = [], 0
+    pc = time.perf_counter
+    next_t = pc() + period
+    for i in range(n + 1):
+        while pc() < next_t:
+            rig.executor.spin_once(timeout_sec=max(0.0, min(next_t - pc(), 0.01)))
+        next_t += period
+        msg = joint_state(measured(traj, i), 0)
+        count = len(rig.recv)
+        stamp = rig.node.get_clock().now().nanoseconds
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, NS)
+        t_pub = pc()
+        rig.pub.publish(msg)
+        if i == 0:
+            continue  # the first sample after start has no predecessor: no command
+        if rig.spin_until(lambda: len(rig.recv) > count, 0.5 * period):
+            lat.append(rig.recv[count] - t_pub)
+        else:
+            lost += 1  # (a late command must not be taken for the next sample's: drain it)
+            rig.spin_until(lambda: len(rig.recv) > count, 0.05)
+    return lat, lost
+
+
+def rate_run(rig: Rig, rate: float, seconds: float, traj) -> dict:
+    """Starts the controller and publishes stamps on an exact 1/rate grid, paced by the wall clock; counts what
+    the node did (from its /diagnostics counters, before and after)."""
+    period_ns = int(round(NS / rate))
+    n = int(rate * seconds)
+    msgs = [joint_state(measured(traj, i), 0) for i in range(-1, n)]
+    pc = time.perf_counter_ns
+    base = rig.node.get_clock().now().nanoseconds + 100_000_000
+    # one sample on the grid before start: fresh data (clears a stale fault while idle) and the predecessor
+    # of the first tick
+    msgs[0].header.stamp.sec, msgs[0].header.stamp.nanosec = divmod(base - period_ns, NS)
+    rig.pub.publish(msgs[0])
+    rig.spin_for(0.02)
+    ok, text = rig.trigger(rig.start_client)
+    if not ok:
+        raise RuntimeError(f"start refused at {rate} Hz: {text}")
+    before = rig.fresh_diag()
+    recv0 = len(rig.recv)
+    t0_wall = pc() + (base - rig.node.get_clock().now().nanoseconds)
+    max_lag = 0
+    for i, msg in enumerate(msgs[1:]):
+        due = t0_wall + i * period_ns
+        while True:
+            left = due - pc()
+            if left <= 0:
+                break
+            rig.executor.spin_once(timeout_sec=min(left / NS, 0.002))
+        max_lag = max(max_lag, pc() - due)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(base + i * period_ns, NS)
+        rig.pub.publish(msg)
+    rig.spin_for(0.3)
+    after = rig.fresh_diag()
+    back = len(rig.recv) - recv0
+    rig.trigger(rig.stop_client)
+
+    def delta(key):
+        return int(after.get(key, 0)) - int(before.get(key, 0))
+
+    r = {"rate": rate, "sent": n, "received": delta("samples_received"), "ticks": delta("ticks"),
+         "holds": delta("hold_commands"), "missed": delta("missed_ticks"), "rejected": delta("samples_rejected"),
+         "commands_back": back, "publisher_max_lag_ms": max_lag / 1e6}
+    r["clean"] = (r["received"] == n and r["ticks"] == n and r["holds"] == 0 and r["missed"] == 0
+                  and r["rejected"] == 0)
+    return r
+
+
+def set_priority(priority: int) -> None:
+    """SCHED_FIFO at ``priority`` (0: back to the default scheduler) for every thread of this process."""
+    from marionette_control.nodes.controller import set_realtime_priority
+
+    if priority:
+        error = set_realtime_priority(priority)
+        if error:
+            raise RuntimeError(error)
+        return
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(tid), os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            pass
+
+
+def realtime_permitted() -> bool:
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except (OSError, AttributeError):
+        return False
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
+def echo_main(priority: int = 0) -> None:
+    """Minimal rclpy echo (the peer): each JointState → one Float64MultiArray, same QoS and executor."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.experimental import EventsExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    rclpy.init()
+    node = rclpy.create_node("marionette_controller_echo")
+    pub = node.create_publisher(Float64MultiArray, COMMANDS, QoSProfile(depth=10,
+                                                                         reliability=ReliabilityPolicy.RELIABLE))
+    out = Float64MultiArray()
+
+    def on_js(msg):
+        out.data = [msg.position[2], msg.position[3]]
+        pub.publish(out)
+
+    node.create_subscription(JointState, "/joint_states", on_js, qos_profile_sensor_data)
+    ex = EventsExecutor()
+    ex.add_node(node)
+    try:
+        ex.spin_once(timeout_sec=0.0)
+        if priority:
+            set_priority(priority)
+        while rclpy.ok():
+            ex.spin_once(timeout_sec=0.2)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# --------------------------------------------------------------------------------------------- group
+
+
+@benchmark_group("ros", "marionette_controller: per-tick compute, end-to-end latency across processes, "
+                        "sustained joint-state rate")
+def ros(ctx: Context) -> list[Figure]:
+    try:
+        import rclpy
+    except ImportError:
+        ctx.log("ros: rclpy not installed; group skipped")
+        return []
+    quick = ctx.quick
+    figs: list[Figure] = []
+
+    def fig(name, value, unit, notes, peer=None):
+        figs.append(Figure(name, value, unit, "ros", peer, notes))
+
+    steps = 500 if quick else 2000
+    sweeps = 2 if quick else 5
+    ctx.log(f"ros: ControllerCore tick, {steps} ticks x {sweeps} sweeps")
+    t = tick_compute(steps, sweeps)
+    note = f"ControllerCore.on_joint_state back to back, every call a tick; {steps} ticks x {sweeps} sweeps, GC paused"
+    fig("controller.tick_compute.median", 1e6 * statistics.median(t), "us", note)
+    fig("controller.tick_compute.p99", 1e6 * pct(t, 99), "us", note + "; target <= 100 us")
+    fig("controller.tick_compute.max", 1e6 * max(t), "us", note)
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_ros_"))
+    _, _, traj100 = arm_trajectory(0.01, 3000)
+    f100 = traj100.save(tmp / "arm_100hz.npz")
+    ctx.log("ros: node callback in process")
+    t = tick_callback(steps, f100)
+    note = (f"whole /joint_states callback of the node in process, back to back (clock, core, command + ~/tracking "
+            f"publish, no subscribers); {steps} ticks, GC paused")
+    fig("controller.tick_callback.median", 1e6 * statistics.median(t), "us", note)
+    fig("controller.tick_callback.p99", 1e6 * pct(t, 99), "us", note)
+
+    rt = 50 if realtime_permitted() else 0
+    if not rt:
+        ctx.log("ros: SCHED_FIFO not permitted here: the realtime_priority variant is skipped")
+    env = ros_env()
+    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
+    os.environ.update({k: env[k] for k in saved})
+    context = rclpy.context.Context()
+    rclpy.init(context=context)
+    procs: list[Process] = []
+    rig = None
+    n_lat = 300 if quick else 1500
+    try:
+        rig = Rig(context)
+        variants = [("", 0)] + ([("_rt", rt)] if rt else [])
+        for suffix, prio in variants:
+            set_priority(prio)
+            how = (f"both processes and this one SCHED_FIFO {prio} (controller parameter realtime_priority)" if prio
+                   else "default scheduler")
+            ctx.log(f"ros: rclpy echo round trip (transport floor), {how}")
+            echo = Process(["-m", "benchmarks.ros", "echo", str(prio)], env, tmp / f"echo{suffix}.log")
+            procs.append(echo)
+            if not rig.connect(service=False):
+                raise RuntimeError(f"echo process did not connect; log: {echo.log.read_text()}")
+            rig.spin_for(0.2)
+            lat_echo, lost_echo = latency_run(rig, n_lat, 100.0, traj100)
+            echo.stop()
+            rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
+
+            ctx.log(f"ros: controller end-to-end latency at 100 Hz, {how}")
+            ctrl = Process(["-m", "marionette_control.nodes.controller", "--ros-args", "-p",
+                            f"trajectory_file:={f100}", "-p", "diagnostics_period:=0.1", "-p",
+                            f"realtime_priority:={prio}"], env, tmp / f"controller{suffix}.log")
+            procs.append(ctrl)
+            if not rig.connect():
+                raise RuntimeError(f"controller did not come up; log: {ctrl.log.read_text()}")
+            ok, msg = rig.trigger(rig.start_client)
+            if not ok:
+                raise RuntimeError(f"start refused: {msg}")
+            lat, lost = latency_run(rig, n_lat, 100.0, traj100)
+            diag = rig.fresh_diag()
+            rig.trigger(rig.stop_client)
+            lat_note = (f"/joint_states published (stamped now) -> command received, across processes, lock-step at "
+                        f"100 Hz, {how}; {len(lat)} samples, {lost} without a command within half a period")
+            echo_note = (f"same measurement against a minimal rclpy echo process (EventsExecutor), {how}; "
+                         f"{len(lat_echo)} samples, {lost_echo} lost")
+            for q, fn in (("median", statistics.median), ("p99", lambda v: pct(v, 99))):
+                target = "; target p99 <= 2 ms" if q == "p99" else ""
+                fig(f"controller.end_to_end_latency{suffix}.{q}", 1e3 * fn(lat), "ms", lat_note + target)
+                if lat_echo:
+                    fig(f"controller.end_to_end_latency{suffix}.{q}", 1e3 * fn(lat_echo), "ms", echo_note,
+                        peer="rclpy_echo")
+            in_node = "the core's per-tick time as the node process measured it during the latency run (its " \
+                      f"/diagnostics): ticks 10 ms apart, {how}"
+            fig(f"controller.tick_compute_in_node{suffix}.median", float(diag.get("compute_time_median_us", "nan")),
+                "us", in_node)
+            fig(f"controller.tick_compute_in_node{suffix}.p99", float(diag.get("compute_time_p99_us", "nan")), "us",
+                in_node)
+            if suffix != variants[-1][0]:
+                ctrl.stop()
+                rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
+
+        # --- sustained rate (the last controller): every sample is a tick (trajectory dt = 1/rate)
+        rates = [500.0, 1000.0, 2000.0] if quick else [250.0, 500.0, 1000.0, 1500.0, 2000.0, 3000.0]
+        seconds = 1.0 if quick else 2.0
+        results = []
+        best = 0.0
+        # a long timeout keeps the watchdog's stale holds between runs out of the counts (the publisher's lag
+        # behind its stamps is reported instead)
+        rig.set_param("state_timeout", 5.0)
+        for rate in rates:
+            _, _, tr = arm_trajectory(1.0 / rate, int(rate * seconds) + 10)
+            rig.set_param("trajectory_file", str(tr.save(tmp / f"arm_{int(rate)}hz.npz")))
+            ctx.log(f"ros: sustained rate {rate:g} Hz for {seconds:g} s")
+            r = rate_run(rig, rate, seconds, tr)
+            results.append(r)
+            ctx.log(f"ros:   {r}")
+            if not r["clean"]:
+                break
+            best = rate
+        notes = "; ".join(f"{r['rate']:g} Hz: sent {r['sent']}, received {r['received']}, ticks {r['ticks']}, "
+                          f"holds {r['holds']}, missed {r['missed']}, commands back {r['commands_back']}, publisher "
+                          f"max lag {r['publisher_max_lag_ms']:.1f} ms" for r in results)
+        fig("controller.sustained_rate", best, "Hz",
+            f"highest rate (of {', '.join(f'{r:g}' for r in rates)}) before the first with a lost, rejected or "
+            f"unticked sample (trajectory dt = 1/rate, every sample a tick), {seconds:g} s each, {how}; target >= "
+            f"500 Hz; {notes}")
+        if not ctrl.alive():
+            raise RuntimeError(f"controller died; log: {ctrl.log.read_text()}")
+    finally:
+        set_priority(0)
+        if rig is not None:
+            rig.close()
+        for p in procs:
+            p.stop()
+        context.try_shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return figs
+
+
+if __name__ == "__main__":
+    if len(sys.argv) in (2, 3) and sys.argv[1] == "echo":
+        echo_main(int(sys.argv[2]) if len(sys.argv) == 3 else 0)
+    else:
+        sys.exit("usage: python -m benchmarks.ros echo [priority]   (the benchmark: python -m benchmarks.run --only ros)")

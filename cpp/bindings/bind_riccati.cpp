@@ -1,0 +1,123 @@
+// Binding of riccati.hpp: the backward sweep behind control/riccati.py's tv_lqr/tv_lq.
+// Internal API (leading underscore): the Python layer validates the problem, allocates
+// the outputs and supplies scipy's dgemm; this layer checks only what could corrupt
+// memory (dtypes, shapes, layouts) and releases the GIL for the sweep.
+#include <Python.h>
+
+#include "common.hpp"
+#include "marionette/riccati.hpp"
+
+namespace mcpy {
+
+namespace {
+
+using CArr = py::array_t<double, py::array::c_style>;
+
+/// A per-step input: (N, *shape) stacked or `shape` constant; null for None if optional.
+const double* per_step(const py::object& o, long N, const std::vector<long>& shape, const char* name, bool optional,
+                       bool& stacked, std::vector<Arr>& keep) {
+  stacked = false;
+  if (o.is_none()) {
+    if (optional) return nullptr;
+    throw py::value_error(std::string(name) + " is required");
+  }
+  Arr a = Arr::ensure(o);
+  if (!a) throw py::value_error(std::string(name) + " must be a float64 array");
+  std::vector<long> st = {N};
+  st.insert(st.end(), shape.begin(), shape.end());
+  auto same = [&](const std::vector<long>& s) {
+    if (a.ndim() != static_cast<long>(s.size())) return false;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (a.shape(i) != s[i]) return false;
+    return true;
+  };
+  if (same(st))
+    stacked = true;
+  else if (!same(shape))
+    throw py::value_error(std::string(name) + " has shape " + shape_str(a) + ", expected " + shape_str(st) + " or " +
+                          shape_str(shape));
+  keep.push_back(a);
+  return a.data();
+}
+
+double* output(const py::object& o, const std::vector<long>& shape, const char* name) {
+  if (!py::isinstance<py::array>(o)) throw py::value_error(std::string("output ") + name + " must be a numpy array");
+  py::array a = py::reinterpret_borrow<py::array>(o);
+  bool ok = a.dtype().is(py::dtype::of<double>()) && (a.flags() & py::array::c_style) && a.writeable() &&
+            a.ndim() == static_cast<long>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = a.shape(i) == shape[i];
+  if (!ok)
+    throw py::value_error(std::string("output ") + name + " must be a writeable C-contiguous float64 array of shape " +
+                          shape_str(shape) + ", got " + shape_str(a));
+  return static_cast<double*>(a.mutable_data());
+}
+
+}  // namespace
+
+void bind_riccati(py::module_& m) {
+  m.def(
+      "_riccati_sweep",
+      [](const py::object& A_, const py::object& B_, const py::object& Q_, const py::object& R_, const py::object& Qf_,
+         const py::object& S_, const py::object& q_, const py::object& r_, const py::object& qf_, const py::object& K_,
+         const py::object& P_, const py::object& C_, const py::object& b_, const py::object& c_, bool linear,
+         const py::object& dgemm) {
+        Arr A = Arr::ensure(A_), B = Arr::ensure(B_);
+        if (!A || A.ndim() != 3 || A.shape(1) != A.shape(2)) throw py::value_error("A must have shape (N, n, n)");
+        const long N = A.shape(0), n = A.shape(1);
+        if (!B || B.ndim() != 3 || B.shape(0) != N || B.shape(1) != n) throw py::value_error("B must have shape (N, n, m)");
+        const long m = B.shape(2);
+        if (n < 1 || m < 1) throw py::value_error("n and m must be >= 1");
+        std::vector<Arr> keep;
+        mc::RiccatiInputs in;
+        in.N = N;
+        in.n = n;
+        in.m = m;
+        in.A = A.data();
+        in.B = B.data();
+        in.Q = per_step(Q_, N, {n, n}, "Q", false, in.Q_stacked, keep);
+        in.R = per_step(R_, N, {m, m}, "R", false, in.R_stacked, keep);
+        in.S = per_step(S_, N, {n, m}, "S", true, in.S_stacked, keep);
+        bool qf_stacked = false, Qf_stacked = false;
+        in.Qf = per_step(Qf_, 0, {n, n}, "Qf", false, Qf_stacked, keep);
+        in.linear = linear;
+        mc::RiccatiOutputs out;
+        out.K = output(K_, {N, m, n}, "K");
+        out.P = output(P_, {N + 1, n, n}, "P");
+        if (linear) {
+          in.q = per_step(q_, N, {n}, "q", true, in.q_stacked, keep);
+          in.r = per_step(r_, N, {m}, "r", true, in.r_stacked, keep);
+          in.qf = per_step(qf_, 0, {n}, "qf", true, qf_stacked, keep);
+          out.C = output(C_, {N, m}, "C");
+          out.b = output(b_, {N + 1, n}, "b");
+          out.c = output(c_, {N + 1}, "c");
+        }
+        mc::DgemmFn gemm = nullptr;
+        if (!dgemm.is_none()) {
+          if (!PyCapsule_CheckExact(dgemm.ptr()))
+            throw py::value_error("dgemm must be a PyCapsule holding a Fortran-interface dgemm (or None)");
+          void* f = PyCapsule_GetPointer(dgemm.ptr(), PyCapsule_GetName(dgemm.ptr()));
+          if (f == nullptr) throw py::error_already_set();
+          gemm = reinterpret_cast<mc::DgemmFn>(f);
+        }
+        mc::RiccatiResult res;
+        {
+          py::gil_scoped_release nogil;
+          res = mc::riccati_sweep(in, out, gemm);
+        }
+        py::dict d;
+        d["failed_step"] = res.failed_step;
+        d["failed_order"] = res.failed_order;
+        d["structured_steps"] = res.structured_steps;
+        d["dense_rows"] = res.dense_rows;
+        d["nonzero_columns"] = res.nonzero_columns;
+        return d;
+      },
+      py::arg("A"), py::arg("B"), py::arg("Q"), py::arg("R"), py::arg("Qf"), py::arg("S"), py::arg("q"), py::arg("r"),
+      py::arg("qf"), py::arg("K"), py::arg("P"), py::arg("C"), py::arg("b"), py::arg("c"), py::arg("linear"),
+      py::arg("dgemm"),
+      "Backward Riccati sweep of thesis (B.4) into the given output arrays (internal; use "
+      "marionette_control.control.riccati.tv_lq / tv_lqr). Returns {failed_step, failed_order, "
+      "structured_steps, dense_rows, nonzero_columns}.");
+}
+
+}  // namespace mcpy
