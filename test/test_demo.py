@@ -6,12 +6,12 @@ from marionette_control.cli import demo
 
 
 def test_demo_writes_plot_and_summary(tmp_path):
-    assert demo.main(["--steps", "300", "--out", str(tmp_path)]) == 0
+    assert demo.main(["--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (tmp_path / "humanoid_lqr.png").stat().st_size > 10_000
     assert summary["max_constraint_residual"] <= 1e-9
-    # Closed-loop tracking error well below open loop over the second half.
-    assert summary["error_ratio_second_half"] > 2.0
+    # Closed-loop tracking error far below open loop over the second half (the yaw error persists open loop).
+    assert summary["error_ratio_second_half"] > 10.0
 
 
 def test_demo_rejects_bad_arguments(capsys):
