@@ -215,6 +215,10 @@ setup(
             "marionette-optimize = marionette_control.cli.optimize:main",
             "marionette-simulate = marionette_control.cli.simulate:main",
             "marionette-plot = marionette_control.cli.plot:main",
+            "marionette-bag-record = marionette_control.cli.bag_record:main",
+            "marionette-bag-play = marionette_control.cli.bag_play:main",
+            "marionette-bag-summary = marionette_control.cli.bag_summary:main",
+            "marionette-bag-replay = marionette_control.cli.bag_replay:main",
         ]
     },
 )
