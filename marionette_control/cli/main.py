@@ -290,6 +290,10 @@ def run(args) -> dict:
             _stop(p)
     if not args.no_bag:
         report["bag_complete"] = (out / "bag" / "metadata.yaml").exists()
+        if report["bag_complete"]:
+            from marionette_control.bags.summary import format_summary, summarize
+
+            report["bag_summary"] = format_summary(summarize(out / "bag"))
     write_report(report, out)
     return report
 
@@ -313,6 +317,8 @@ def write_report(report: dict, out: Path) -> None:
               f"{lat.get('median', float('nan')):.2f} ms, p99 {lat.get('p99', float('nan')):.2f} ms", "",
               "## Files", ""]
     lines += [f"- {k}: `{v}`" for k, v in report.get("files", {}).items()]
+    if "bag_summary" in report:
+        lines += ["", "## Recorded bag", "", "```", report["bag_summary"], "```"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
