@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
+
+from marionette_control.cli.common import stop_process_group
 
 _held_locks = []  # lock files of the domain ids this process uses, held until it exits
 
@@ -77,19 +78,8 @@ def start_node(module: str, args: list[str], env: dict, log_path) -> subprocess.
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
-    """Stops a process started by start_node: SIGINT, then SIGTERM, then SIGKILL; returns its exit code."""
-    if proc.poll() is not None:
-        return proc.returncode
-    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return proc.wait(wait)
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.wait(5.0)
+    """Stops a process started by start_node (SIGINT, SIGTERM, SIGKILL); returns its exit code."""
+    return stop_process_group(proc, timeout)
 
 
 @pytest.fixture

@@ -539,7 +539,7 @@ def make_case(r: Recipe) -> Case:
 
     rng = np.random.default_rng(r.seed)
     sys = _core.DiscreteSystem(model, r.dt, tolerance=newton_tolerance(model, q0v, r.dt), max_iterations=50)
-    nu, nk = model.nu, model.nk
+    nu = model.nu
     kin_names = model.config_names[model.nd:]
     rate = np.array([r.rho_rate[n] for n in kin_names])
 
@@ -614,7 +614,7 @@ def test_constraint_jacobian_matches_finite_differences(case):
 @given(case=systems())
 def test_first_order_matches_finite_differences(case):
     model, sys, x, u = case.model, case.sys, case.x, case.u
-    n, nd, nk = model.nq, model.nd, model.nk
+    n, nd = model.nq, model.nd
     x_next, iters, lam = sys.step(x, u)
     assert lam.shape == (model.nc,)
     if model.nc:

@@ -149,7 +149,7 @@ def test_weight_resolution_default_patterns_then_exact_names(tmp_path):
 def test_desired_trajectory_from_inline_keyframes(tmp_path):
     spec = load_spec(write(tmp_path, PENDULUM))
     prob = build_problem(spec)
-    t, th = prob.t, prob.Xd[:, 0]
+    th = prob.Xd[:, 0]
     assert prob.N == 40 and prob.tracked == ["theta"]
     # cosine easing: exact at the keys, half-way at the middle of a segment, flat at the keys
     np.testing.assert_allclose(th[[0, 10, 30, 40]], [0.0, 0.0, 1.5, 1.5], atol=1e-15)

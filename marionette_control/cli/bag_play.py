@@ -18,6 +18,8 @@ import argparse
 import sys
 from decimal import Decimal, InvalidOperation
 
+from marionette_control.cli.common import split_ros_args
+
 
 def _seconds_to_ns(text: str) -> int:
     try:
@@ -50,11 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ros_args = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
+    argv, ros_args = split_ros_args(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     from marionette_control.bags.bagio import BagError

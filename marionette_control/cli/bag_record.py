@@ -21,6 +21,8 @@ import re
 import sys
 import time
 
+from marionette_control.cli.common import split_ros_args
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marionette-bag-record", description=__doc__.split("\n\n")[0],
@@ -44,11 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ros_args = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
+    argv, ros_args = split_ros_args(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     from marionette_control.bags.bagio import BagError, repair

@@ -24,13 +24,14 @@ import argparse
 import datetime as _dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from marionette_control.cli.common import stop_process_group
 
 COMMAND_TOPIC = "/forward_position_controller/commands"
 TRACKING_TOPIC = "/marionette_controller/tracking"
@@ -49,21 +50,6 @@ class MainJobError(RuntimeError):
 def _start(args: list, log: Path, env: dict) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", *args], env=env, stdout=open(log, "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen, timeout: float = 15.0) -> int:
-    if proc.poll() is not None:
-        return proc.returncode
-    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return proc.wait(wait)
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.wait(5.0)
 
 
 class Observer:
@@ -209,8 +195,7 @@ def analyse(model, traj, track: dict, motion_states: np.ndarray, out: Path) -> d
 
 
 def run(args) -> dict:
-    from marionette_control import _core, models
-    from marionette_control.control.trajectory import Trajectory
+    from marionette_control import models
     from marionette_control.model.motion import desired_states, load_motion
     from marionette_control.models.marionette_arm import config_path
     from marionette_control.nodes.convert import trajectory_from_msg
@@ -287,7 +272,7 @@ def run(args) -> dict:
         if obs is not None:
             obs.close()
         for p in reversed(procs):
-            _stop(p)
+            stop_process_group(p)
     if not args.no_bag:
         report["bag_complete"] = (out / "bag" / "metadata.yaml").exists()
         if report["bag_complete"]:
