@@ -23,10 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from marionette_control import _core, models  # noqa: E402
-from marionette_control.control import tv_lqr  # noqa: E402
+from marionette_control.cli.demo import seed_gains, seed_walk  # noqa: E402
 from marionette_control.control.cost import TrackingCost  # noqa: E402
 from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer  # noqa: E402
-from marionette_control.models import humanoid_marionette as hm  # noqa: E402
 
 
 def say(msg):
@@ -97,17 +96,12 @@ def swing_up(img: Path) -> dict:
 def stabilization(img: Path) -> dict:
     """Discrete LQR (Q = diag(100 on the 40 configurations, 1 elsewhere), R = I) along the
     10 s string walk; 0.1 rad on a torso rotation at t = 0; closed loop vs open loop."""
-    m = models.get("humanoid_marionette")
     dt, steps = 0.01, 1000
-    ds = _core.DiscreteSystem(m, dt)
-    q0 = hm.initial_configuration(m)
-    U = hm.string_walk_inputs(m, q0, dt, steps)
-    x0 = ds.state_from_configs(q0, q0)
+    m, ds, q0, x0, U = seed_walk(dt, steps)
     X, _ = ds.simulate(x0, U)
     A, B = ds.linearize_trajectory(X, U)
-    Q = np.diag(np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
     t0 = time.perf_counter()
-    K = tv_lqr(A, B, Q, np.eye(m.nU), Q).K
+    K = seed_gains(m, A, B)
     t_lqr = time.perf_counter() - t0
     nd = m.nd
     out = {"lqr_seconds": t_lqr, "cases": {}}
@@ -117,10 +111,7 @@ def stabilization(img: Path) -> dict:
         xp = x0.copy()
         xp[i] += 0.1  # the seed's perturbation of the initial condition; the strings re-tension in step 1
         Xo, _ = ds.simulate(xp, U)
-        Xc = np.empty_like(X)
-        Xc[0] = xp
-        for k in range(steps):
-            Xc[k + 1] = ds.step(Xc[k], U[k] - K[k] @ (Xc[k] - X[k]))[0]
+        Xc, _ = ds.project(xp, X, U, K)  # closed loop u = U - K (x - X)
         eo = np.linalg.norm(Xo[:, :nd] - X[:, :nd], axis=1)
         ec = np.linalg.norm(Xc[:, :nd] - X[:, :nd], axis=1)
         late = slice(steps // 2, None)

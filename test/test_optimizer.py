@@ -440,16 +440,13 @@ def test_humanoid_lqr_stabilizes_torso_perturbation():
     0.0008 (36x), integrated 0.71 vs 0.12 rad s. (A pitch perturbation, torso_rx, decays
     in open loop too -- gravity and the strings restore it -- and gives 3.4x; see
     docs/reproductions.md.)"""
-    m = models.get("humanoid_marionette")
-    dt, steps = 0.01, 1000
-    ds = _core.DiscreteSystem(m, dt)
-    q0 = hm.initial_configuration(m)
-    U = hm.string_walk_inputs(m, q0, dt, steps)
-    x0 = ds.state_from_configs(q0, q0)
+    from marionette_control.cli.demo import seed_gains, seed_walk
+
+    steps = 1000
+    m, ds, q0, x0, U = seed_walk(0.01, steps)
     X, _ = ds.simulate(x0, U)
     A, B = ds.linearize_trajectory(X, U)
-    Q = np.diag(np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
-    K = ric.tv_lqr(A, B, Q, np.eye(m.nU), Q).K
+    K = seed_gains(m, A, B)
     xp = x0.copy()
     xp[m.config_index("torso_rz")] += 0.1
     Xo, _ = ds.simulate(xp, U)

@@ -44,14 +44,25 @@ def consistent_perturbation(model, q0: np.ndarray, config: str, delta: float) ->
     return q
 
 
-def run(steps: int, dt: float, perturbation: float, out: Path, config: str = "torso_rz") -> dict:
+def seed_walk(dt: float = 0.01, steps: int = 1000):
+    """Seed 001 §VIII-B's string walk: (model, system, q0 (nq,), x0 (nx,), U (steps, nU))."""
     model = models.get("humanoid_marionette")
     system = _core.DiscreteSystem(model, dt)
+    q0 = hm.initial_configuration(model)
+    return model, system, q0, system.state_from_configs(q0, q0), hm.string_walk_inputs(model, q0, dt, steps)
+
+
+def seed_gains(model, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Seed 001 §VIII-B's time-varying LQR gains (N, nU, nx): Q = diag(100 on the configurations,
+    1 on momenta and kinematic velocities) = Q_f, R = I."""
+    Q = np.diag(np.r_[np.full(model.nq, 100.0), np.ones(model.nd + model.nk)])
+    return tv_lqr(A, B, Q, np.eye(model.nU), Q).K
+
+
+def run(steps: int, dt: float, perturbation: float, out: Path, config: str = "torso_rz") -> dict:
+    model, system, q0, x0, U = seed_walk(dt, steps)
     say(f"model {model.name}: {model.nd} dynamic + {model.nk} kinematic configurations, {model.nc} strings, "
         f"state {model.nx}, input {model.nU}")
-    q0 = hm.initial_configuration(model)
-    U = hm.string_walk_inputs(model, q0, dt, steps)
-    x0 = system.state_from_configs(q0, q0)
 
     t = time.perf_counter()
     X, iterations = system.simulate(x0, U)
@@ -65,22 +76,15 @@ def run(steps: int, dt: float, perturbation: float, out: Path, config: str = "to
     t_lin = time.perf_counter() - t
     say(f"linearized along it: A {A.shape}, B {B.shape} in {t_lin:.3f} s ({1e3 * t_lin / steps:.3f} ms/step)")
 
-    Q = np.diag(np.r_[np.full(model.nq, 100.0), np.ones(model.nd + model.nk)])
-    R = np.eye(model.nU)
     t = time.perf_counter()
-    K = tv_lqr(A, B, Q, R, Q).K
+    K = seed_gains(model, A, B)
     t_lqr = time.perf_counter() - t
     say(f"time-varying discrete LQR: gains {K.shape} in {t_lqr:.3f} s")
 
     qp = consistent_perturbation(model, q0, config, perturbation)
     xp = system.state_from_configs(qp, qp)
     X_open, _ = system.simulate(xp, U)
-    X_closed = np.empty_like(X)
-    X_closed[0] = xp
-    U_closed = np.empty_like(U)
-    for k in range(steps):
-        U_closed[k] = U[k] - K[k] @ (X_closed[k] - X[k])
-        X_closed[k + 1] = system.step(X_closed[k], U_closed[k])[0]
+    X_closed, _ = system.project(xp, X, U, K)  # u = U - K (x - X): the closed loop
     nd = model.nd
     err_open = np.linalg.norm(X_open[:, :nd] - X[:, :nd], axis=1)
     err_closed = np.linalg.norm(X_closed[:, :nd] - X[:, :nd], axis=1)
