@@ -120,11 +120,20 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     s.lambda.setZero();
   }
   compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  // Newton with the Jacobian kept while it converges fast (chord steps): a residual needs only
+  // first derivatives of L; the Newton matrix (second derivatives) is rebuilt when the residual
+  // did not drop by at least kChordRate since the last step.
+  constexpr double kChordRate = 0.05;
+  constexpr double kPolish = 1e-3;
+  bool have_jacobian = false;
+  int polished = 0;
+  double last_residual = 0.0;
   for (;;) {
     s.qbar = 0.5 * (s.q1 + s.q2);
     s.qdot = (s.q2 - s.q1) / dt;
-    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 2, s.L);
-    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 1, s.F);
+    const bool reuse = have_jacobian;
+    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : 2, s.L);
+    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), reuse ? 0 : 1, s.F);
     compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
     // G1 = p1 + (dt/2) Lq - Lv + dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
     s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + dt * s.F.F.head(nd);
@@ -135,23 +144,34 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
     if (!std::isfinite(s.residual))
       fail(s, step, StepFailure::NON_FINITE, "the DEL residual became NaN or inf (the step diverged)");
-    if (s.residual <= opt.tolerance) break;
+    // Converged. Chord steps converge linearly: polish until the residual is also well below the
+    // tolerance (as Newton's quadratic last step leaves it), so the map is smooth to FD accuracy.
+    if (s.residual <= opt.tolerance && (!reuse || s.residual <= kPolish * opt.tolerance || polished >= 2)) break;
+    if (s.residual <= opt.tolerance) ++polished;
     if (s.iterations >= opt.max_iterations)
       fail(s, step, StepFailure::NO_CONVERGENCE,
            "Newton did not reach the tolerance " + fmt(opt.tolerance) + " within " +
                std::to_string(opt.max_iterations) + " iterations (time step too large for this motion?)");
-    // M_{k+1} = D2 D1 Ld + D2 f- on the dynamic block.
-    slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, s.L.Lqv.transpose(), s.L.Lvv, s.S12);
-    s.S12.noalias() += (0.5 * dt) * s.F.Fq;
-    s.S12 += s.F.Fv;
-    s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
-    if (m > 0) {
-      s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
-      s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
-      s.kkt.bottomRightCorner(m, m).setZero();
+    if (reuse && s.residual > kChordRate * last_residual && s.residual > opt.tolerance) {
+      have_jacobian = false;  // slow: re-evaluate with second derivatives at this point
+      continue;
     }
-    s.lu.compute(s.kkt);
-    if (lu_singular(s.lu)) diagnose_singular(model, s, step);
+    if (!reuse) {
+      // M_{k+1} = D2 D1 Ld + D2 f- on the dynamic block.
+      slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, s.L.Lqv.transpose(), s.L.Lvv, s.S12);
+      s.S12.noalias() += (0.5 * dt) * s.F.Fq;
+      s.S12 += s.F.Fv;
+      s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
+      if (m > 0) {
+        s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
+        s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
+        s.kkt.bottomRightCorner(m, m).setZero();
+      }
+      s.lu.compute(s.kkt);
+      if (lu_singular(s.lu)) diagnose_singular(model, s, step);
+      have_jacobian = true;
+    }
+    last_residual = s.residual;
     s.dy.noalias() = s.lu.solve(s.r);
     s.q2.head(nd) -= s.dy.head(nd);
     if (m > 0) s.lambda -= s.dy.tail(m);
@@ -177,7 +197,11 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   const Layout z(model);
   const int n = z.n, nd = z.nd, nk = z.nk, nu = z.nu, m = z.m;
   const double dt = opt.dt;
-  // Second-order caches at the solution (the step stopped with order 2 at the midpoint).
+  // Second-order caches at the solution (a chord step may have stopped with first order only).
+  if (s.L.order < 2) {
+    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 2, s.L);
+    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 1, s.F);
+  }
   compute_constraints(model, s.at1, s.q1.data(), 2, s.h1);
   const auto Lvq = s.L.Lqv.transpose();
   slot_matrix(dt, -1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S11);

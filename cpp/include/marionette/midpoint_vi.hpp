@@ -6,7 +6,9 @@
 // Forcing (4.12a):            f- = dt F(qbar, qdot, u),  f+ = 0
 // Slot derivatives:           D_a L_d = dt C_a^T grad L,  C_1 = [I/2; -I/dt], C_2 = [I/2; I/dt]
 //                             (so D_a D_b L_d = dt C_a^T H C_b, and likewise to third order)
-// Constrained step (4.36), solved by Newton for (q2_dyn, lambda):
+// Constrained step (4.36), solved for (q2_dyn, lambda) by Newton's method whose Jacobian is
+// kept while the residual drops at least 20x per step (chord steps need only first derivatives
+// of L; a slower step re-evaluates the Jacobian), and polished below 1e-3 x tolerance:
 //   G1 = p1 + [D_1 L_d(q1, q2) + f-]_dyn - Dh_dyn(q1)^T lambda = 0
 //   G2 = h(q2) = 0,          q2 = (q2_dyn, rho2)
 // then p2 = [D_2 L_d(q1, q2) + f+]_dyn.  Newton Jacobian
@@ -33,7 +35,9 @@
 namespace mc {
 
 /// Integrator settings. The step stops when the DEL residual (max-norm over
-/// dynamic rows) and every |h_i(q2)| are <= tolerance.
+/// dynamic rows) and every |h_i(q2)| are <= tolerance (and, after a chord step,
+/// <= 1e-3 x tolerance or two polishing steps were taken). max_iterations counts
+/// all Newton and chord updates.
 struct VIOptions {
   double dt = 0.01;
   double tolerance = 1e-10;
