@@ -57,6 +57,20 @@ bool lu_singular(const Eigen::PartialPivLU<MatX>& lu) {
            "): the constraints are degenerate at this configuration");
 }
 
+/// Builds and factorizes the Newton matrix [[M_{k+1}, -Dh_dyn(q1)^T], [Dh_dyn(q2), 0]] of (4.36)
+/// from s.S12 = D2 D1 Ld + D2 f- (all rows) and the constraint Jacobians at q1 and q2.
+void factorize_newton_matrix(const Model& model, StepData& s, long step) {
+  const int nd = model.nd, m = model.nc();
+  s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
+  if (m > 0) {
+    s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
+    s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
+    s.kkt.bottomRightCorner(m, m).setZero();
+  }
+  s.lu.compute(s.kkt);
+  if (lu_singular(s.lu)) diagnose_singular(model, s, step);
+}
+
 }  // namespace
 
 void VIOptions::validate() const {
@@ -161,14 +175,7 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
       slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, s.L.Lqv.transpose(), s.L.Lvv, s.S12);
       s.S12.noalias() += (0.5 * dt) * s.F.Fq;
       s.S12 += s.F.Fv;
-      s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
-      if (m > 0) {
-        s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
-        s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
-        s.kkt.bottomRightCorner(m, m).setZero();
-      }
-      s.lu.compute(s.kkt);
-      if (lu_singular(s.lu)) diagnose_singular(model, s, step);
+      factorize_newton_matrix(model, s, step);
       have_jacobian = true;
     }
     last_residual = s.residual;
@@ -214,15 +221,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.S12.noalias() += (0.5 * dt) * s.F.Fq;
   s.S12 += s.F.Fv;
 
-  // Newton matrix at the solution.
-  s.kkt.topLeftCorner(nd, nd) = s.S12.topLeftCorner(nd, nd);
-  if (m > 0) {
-    s.kkt.topRightCorner(nd, m) = -s.h1.Dh.leftCols(nd).transpose();
-    s.kkt.bottomLeftCorner(m, nd) = s.h2.Dh.leftCols(nd);
-    s.kkt.bottomRightCorner(m, m).setZero();
-  }
-  s.lu.compute(s.kkt);
-  if (lu_singular(s.lu)) diagnose_singular(model, s, -1);
+  factorize_newton_matrix(model, s, -1);  // at the solution
   s.lu_t.compute(s.kkt.transpose());
 
   // G_w, columns (q1 | p1 | u | rho2).

@@ -400,6 +400,14 @@ class ControllerCore:
 
     # ----------------------------------------------------------------------------------------- watchdog
 
+    def _hold_if_running(self, res: TickResult) -> None:
+        """While tracking, make ``res`` the hold command (faults never send a computed command)."""
+        if self.running:
+            res.command = self._hold_command()
+            if res.command is not None:
+                res.kind = "hold"
+                self.holds += 1
+
     def on_watchdog(self, now_ns: int) -> TickResult:
         """Periodic check (at about the tick rate): stale data → fault and, while running, the hold command."""
         res = TickResult("none", None, 0)
@@ -408,11 +416,7 @@ class ControllerCore:
                 self._set_fault(res, "no_data", "no valid joint state received yet")
             else:
                 res.fault, res.fault_message = self.fault, self.fault_message
-            if self.running:
-                res.command = self._hold_command()
-                if res.command is not None:
-                    res.kind = "hold"
-                    self.holds += 1
+            self._hold_if_running(res)
             return res
         age = now_ns - self._last_stamp
         if age > self.timeout_ns:
@@ -421,11 +425,7 @@ class ControllerCore:
                                               f"{self.timeout_ns / NS:g} s)")
             else:
                 res.fault, res.fault_message = self.fault, self.fault_message
-            if self.running:
-                res.command = self._hold_command()
-                if res.command is not None:
-                    res.kind = "hold"
-                    self.holds += 1
+            self._hold_if_running(res)
         elif self.fault is not None:
             res.fault, res.fault_message = self.fault, self.fault_message
         return res
@@ -453,11 +453,7 @@ class ControllerCore:
 
     def _hold(self, res: TickResult, kind: str, message: str) -> TickResult:
         self._set_fault(res, kind, message)
-        if self.running:
-            res.command = self._hold_command()
-            if res.command is not None:
-                res.kind = "hold"
-                self.holds += 1
+        self._hold_if_running(res)
         return res
 
     def _clear(self, res: TickResult) -> None:
