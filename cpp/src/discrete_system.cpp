@@ -113,7 +113,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
 
 void DiscreteSystem::project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N,
                              double* X, double* U) {
-  const int nx = z_.nx, nU = z_.nU;
+  const int nx = z_.nx, nU = z_.nU, n = z_.n, nd = z_.nd;
   std::copy(x0, x0 + nx, X);
   s_.lambda.setZero();
   for (int k = 0; k < N; ++k) {
@@ -123,8 +123,14 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
     u = Eigen::Map<const VecX>(Ubar + ku, nU);
     dx_ = x - xbar;
     u.noalias() -= ConstRowMap(K + static_cast<long>(k) * nU * nx, nU, nx) * dx_;
-    // The reference's next configuration is the natural Newton guess near convergence.
-    solve_at(X + kx, U + ku, Xbar + kx + nx, k);
+    // Newton guess: the reference's next configuration shifted by the current deviation from
+    // the reference, q̄_{k+1} + (q_k - q̄_k) on the dynamic rows: q̄_{k+1} itself near
+    // convergence, and it follows a trajectory that has drifted from a far-off reference (an
+    // early Armijo trial) instead of starting Newton from that reference.
+    load_step(*model_, s_, X + kx, U + ku);
+    s_.q2 = Eigen::Map<const VecX>(Xbar + kx + nx, n);
+    s_.q2.head(nd) += x.head(nd) - xbar.head(nd);
+    midpoint_step(*model_, opt_, s_, k);
     store_next_state(*model_, opt_, s_, X + kx + nx);
   }
 }

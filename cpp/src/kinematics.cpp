@@ -12,121 +12,190 @@ namespace {
 /// rotation part R^(m), translation part p^(m) and the adjoint action
 /// Ad^(m)_{g^{-1}} on a body twist [v; w] (thesis §2.3: rotation derivatives
 /// cycle, translation derivatives vanish from the second on).
-struct LocalTransform {
-  TransformType type;
-  int a = 0, b = 1, e = 2;  // axis and the two others in cyclic order
-  double x = 0.0;
-  const Mat3* R0 = nullptr;
-  const Vec3* p0 = nullptr;
-  bool identity_rotation = false;  // constant offsets are mostly pure translations
-  double c[4], s[4];
-
+///
+/// Every operation acts on a contiguous run of derivative entries, so the kind
+/// of transform is dispatched once per run and the loops stay branch-free (the
+/// packed layouts of types.hpp make every run of the recursion contiguous).
+class LocalTransform {
+ public:
   // A constant primitive is stored as its constant offset (R0, p0).
-  LocalTransform(const Frame& f, const double* q) : type(f.driven() ? f.type : TransformType::CONST) {
-    if (type == TransformType::CONST) {
-      R0 = &f.R0;
-      p0 = &f.p0;
-      identity_rotation = f.R0 == Mat3::Identity();
+  LocalTransform(const Frame& f, const double* q) {
+    if (!f.driven()) {
+      kind_ = f.R0 == Mat3::Identity() ? Kind::CONST_TRANSLATION : Kind::CONST_GENERAL;
+      R0_ = &f.R0;
+      p0_ = f.p0;
       return;
     }
-    a = f.axis();
-    b = (a + 1) % 3;
-    e = (a + 2) % 3;
-    x = q[f.config];
-    const double cx = std::cos(x), sx = std::sin(x);
-    // cos(x + m pi/2), sin(x + m pi/2)
-    c[0] = cx; s[0] = sx;
-    c[1] = -sx; s[1] = cx;
-    c[2] = -cx; s[2] = -sx;
-    c[3] = sx; s[3] = -cx;
-  }
-  bool rotation() const { return type == TransformType::RX || type == TransformType::RY || type == TransformType::RZ; }
-  bool translation() const { return type == TransformType::TX || type == TransformType::TY || type == TransformType::TZ; }
-
-  /// out = A * R^(m)
-  void rot(int m, const Mat3& A, Mat3& out) const {
-    if (type == TransformType::CONST) {
-      if (m > 0) out.setZero();
-      else if (identity_rotation) out = A;
-      else out.noalias() = A * (*R0);
-      return;
+    kind_ = f.is_rotation() ? Kind::ROTATION : Kind::TRANSLATION;
+    a_ = f.axis();
+    b_ = (a_ + 1) % 3;
+    e_ = (a_ + 2) % 3;
+    x_ = q[f.config];
+    if (kind_ == Kind::ROTATION) {
+      const double cx = std::cos(x_), sx = std::sin(x_);
+      // cos(x + m pi/2), sin(x + m pi/2)
+      c_[0] = cx; s_[0] = sx;
+      c_[1] = -sx; s_[1] = cx;
+      c_[2] = -cx; s_[2] = -sx;
+      c_[3] = sx; s_[3] = -cx;
     }
-    if (translation()) {
-      if (m == 0) out = A;
-      else out.setZero();
-      return;
-    }
-    const double cm = c[m], sm = s[m];
-    out.col(a) = (m == 0) ? Vec3(A.col(a)) : Vec3::Zero();
-    out.col(b) = cm * A.col(b) + sm * A.col(e);
-    out.col(e) = -sm * A.col(b) + cm * A.col(e);
-  }
-  bool rot_zero(int m) const { return m > 0 && !rotation(); }
-
-  /// p^(m) (zero vector when it vanishes)
-  bool trans_zero(int m) const {
-    if (type == TransformType::CONST) return m > 0 || p0->isZero(0.0);
-    if (translation()) return m > 1 || (m == 0 && x == 0.0);
-    return true;
-  }
-  Vec3 trans(int m) const {
-    if (type == TransformType::CONST) return *p0;
-    Vec3 r = Vec3::Zero();
-    r[a] = (m == 0) ? x : 1.0;
-    return r;
   }
 
-  /// Rotates w by (R^(m))^T.
-  Vec3 rotT(int m, const Vec3& w) const {
-    Vec3 r;
-    r[a] = (m == 0) ? w[a] : 0.0;
-    r[b] = c[m] * w[b] + s[m] * w[e];
-    r[e] = -s[m] * w[b] + c[m] * w[e];
-    return r;
+  /// Whether Ad^(m) (and with it R^(m) and p^(m)) vanishes identically.
+  bool zero(int m) const {
+    switch (kind_) {
+      case Kind::ROTATION: return false;
+      case Kind::TRANSLATION: return m > 1;
+      default: return m > 0;
+    }
   }
 
-  /// out = Ad^(m)_{g^{-1}} in, where Ad_{g^{-1}}[v; w] = [R^T (v + w x p); R^T w].
-  void ad(int m, const Vec6& in, Vec6& out) const {
-    if (type == TransformType::CONST) {
-      if (m > 0) { out.setZero(); return; }
-      const Vec3 w = in.tail<3>();
-      if (identity_rotation) {
-        out.head<3>() = in.head<3>() + w.cross(*p0);
-        out.tail<3>() = w;
-        return;
-      }
-      out.head<3>().noalias() = R0->transpose() * (in.head<3>() + w.cross(*p0));
-      out.tail<3>().noalias() = R0->transpose() * w;
-      return;
-    }
-    if (translation()) {
-      // w x (x e_a) has components (a: 0, b: x w_e, e: -x w_b).
-      if (m == 0) {
-        out = in;
-        out[b] += x * in[3 + e];
-        out[e] -= x * in[3 + b];
-      } else if (m == 1) {
-        out.setZero();
-        out[b] = in[3 + e];
-        out[e] = -in[3 + b];
-      } else {
-        out.setZero();
-      }
-      return;
-    }
-    out.head<3>() = rotT(m, in.head<3>());
-    out.tail<3>() = rotT(m, in.tail<3>());
-  }
-  bool ad_zero(int m) const {
-    if (type == TransformType::CONST) return m > 0;
-    if (translation()) return m > 1;
-    return false;
-  }
+  /// The body twist xi of the joint (dV / dqdot of the own configuration).
   Vec6 twist() const {
     Vec6 xi = Vec6::Zero();
-    xi[rotation() ? 3 + a : a] = 1.0;
+    xi[kind_ == Kind::ROTATION ? 3 + a_ : a_] = 1.0;
     return xi;
   }
+
+  /// out[i] = Ad^(m)_{g^{-1}} in[i], i < count, with Ad_{g^{-1}}[v; w] = [R^T (v + w x p); R^T w].
+  void ad(int m, const Vec6* in, Vec6* out, int count) const {
+    if (count <= 0) return;
+    if (zero(m)) {
+      for (int i = 0; i < count; ++i) out[i].setZero();
+      return;
+    }
+    switch (kind_) {
+      case Kind::CONST_TRANSLATION: {
+        const double p0 = p0_[0], p1 = p0_[1], p2 = p0_[2];
+        for (int i = 0; i < count; ++i) {
+          const double* x = in[i].data();
+          double* y = out[i].data();
+          const double w0 = x[3], w1 = x[4], w2 = x[5];
+          y[0] = x[0] + (w1 * p2 - w2 * p1);
+          y[1] = x[1] + (w2 * p0 - w0 * p2);
+          y[2] = x[2] + (w0 * p1 - w1 * p0);
+          y[3] = w0;
+          y[4] = w1;
+          y[5] = w2;
+        }
+        return;
+      }
+      case Kind::CONST_GENERAL: {
+        const Mat3 Rt = R0_->transpose();
+        for (int i = 0; i < count; ++i) {
+          const Vec3 w = in[i].tail<3>();
+          out[i].head<3>().noalias() = Rt * (in[i].head<3>() + w.cross(p0_));
+          out[i].tail<3>().noalias() = Rt * w;
+        }
+        return;
+      }
+      case Kind::TRANSLATION: {
+        // w x (x e_a) has components (a: 0, b: x w_e, e: -x w_b); its x-derivative drops the x.
+        const int a = a_, b = b_, e = e_;
+        if (m == 0) {
+          const double xv = x_;
+          for (int i = 0; i < count; ++i) {
+            const double* x = in[i].data();
+            double* y = out[i].data();
+            for (int j = 0; j < 6; ++j) y[j] = x[j];
+            y[b] += xv * x[3 + e];
+            y[e] -= xv * x[3 + b];
+          }
+        } else {
+          for (int i = 0; i < count; ++i) {
+            const double* x = in[i].data();
+            double* y = out[i].data();
+            y[a] = 0.0;
+            y[b] = x[3 + e];
+            y[e] = -x[3 + b];
+            y[3] = y[4] = y[5] = 0.0;
+          }
+        }
+        return;
+      }
+      case Kind::ROTATION: {
+        // Both halves rotate by (R^(m))^T; the axis component survives only for m = 0.
+        const int a = a_, b = b_, e = e_;
+        const double cm = c_[m], sm = s_[m], ka = m == 0 ? 1.0 : 0.0;
+        for (int i = 0; i < count; ++i) {
+          const double* x = in[i].data();
+          double* y = out[i].data();
+          const double vb = x[b], ve = x[e], wb = x[3 + b], we = x[3 + e];
+          y[a] = ka * x[a];
+          y[b] = cm * vb + sm * ve;
+          y[e] = -sm * vb + cm * ve;
+          y[3 + a] = ka * x[3 + a];
+          y[3 + b] = cm * wb + sm * we;
+          y[3 + e] = -sm * wb + cm * we;
+        }
+        return;
+      }
+    }
+  }
+
+  /// Rc[i] = Rp[i] R^(m) and pc[i] = [m = 0] pp[i] + Rp[i] p^(m), i < count: the entries
+  /// d_I d_x^m g of g_{s,k} = g_{s,par} g_k(x) from the parent's d_I g_{s,par}.
+  void place(int m, const Mat3* Rp, const Vec3* pp, Mat3* Rc, Vec3* pc, int count) const {
+    if (count <= 0) return;
+    if (zero(m)) {
+      for (int i = 0; i < count; ++i) {
+        Rc[i].setZero();
+        pc[i].setZero();
+      }
+      return;
+    }
+    switch (kind_) {
+      case Kind::CONST_TRANSLATION:
+        for (int i = 0; i < count; ++i) {
+          Rc[i] = Rp[i];
+          pc[i] = pp[i];
+          pc[i].noalias() += Rp[i] * p0_;
+        }
+        return;
+      case Kind::CONST_GENERAL:
+        for (int i = 0; i < count; ++i) {
+          Rc[i].noalias() = Rp[i] * (*R0_);
+          pc[i] = pp[i];
+          pc[i].noalias() += Rp[i] * p0_;
+        }
+        return;
+      case Kind::TRANSLATION:
+        // p = x e_a: p^(0) = x e_a, p^(1) = e_a; R^(m) = [m = 0] I.
+        for (int i = 0; i < count; ++i) {
+          if (m == 0) {
+            Rc[i] = Rp[i];
+            pc[i] = pp[i] + x_ * Rp[i].col(a_);
+          } else {
+            Rc[i].setZero();
+            pc[i] = Rp[i].col(a_);
+          }
+        }
+        return;
+      case Kind::ROTATION: {
+        const double cm = c_[m], sm = s_[m];
+        for (int i = 0; i < count; ++i) {
+          const Mat3& A = Rp[i];
+          Mat3& out = Rc[i];
+          if (m == 0) out.col(a_) = A.col(a_);
+          else out.col(a_).setZero();
+          out.col(b_) = cm * A.col(b_) + sm * A.col(e_);
+          out.col(e_) = -sm * A.col(b_) + cm * A.col(e_);
+          if (m == 0) pc[i] = pp[i];
+          else pc[i].setZero();
+        }
+        return;
+      }
+    }
+  }
+
+ private:
+  enum class Kind { CONST_TRANSLATION, CONST_GENERAL, TRANSLATION, ROTATION };
+  Kind kind_;
+  int a_ = 0, b_ = 1, e_ = 2;  // axis and the two others in cyclic order
+  double x_ = 0.0;
+  const Mat3* R0_ = nullptr;
+  Vec3 p0_ = Vec3::Zero();
+  double c_[4] = {}, s_[4] = {};
 };
 
 }  // namespace
@@ -147,65 +216,38 @@ void compute_placements(const Model& model, FrameCache& C, const double* q, int 
     if (mask ? !(*mask)[f] : !fr.need_position) continue;
     const int par = fr.parent;
     const LocalTransform L(fr, q);
-    const int dp_ = static_cast<int>(model.frames[par].anc.size());
+    const int c = static_cast<int>(model.frames[par].anc.size());  // local index of the own configuration
     const bool driven = fr.driven();
-    const int c = dp_;  // local index of the own configuration
-    const bool t0 = !L.trans_zero(0);
-    const Vec3 p0 = t0 ? L.trans(0) : Vec3::Zero();
-    L.rot(0, C.R[par], C.R[f]);
-    C.p[f] = C.p[par];
-    if (t0) C.p[f].noalias() += C.R[par] * p0;
+    L.place(0, &C.R[par], &C.p[par], &C.R[f], &C.p[f], 1);
     if (order < 1) continue;
-
-    // Parent-range entries transform with the constant local transform; the
-    // entries involving the own configuration use its derivatives.
-    auto propagate = [&](const Mat3* Rp, const Vec3* pp, Mat3* Rc, Vec3* pc, int count) {
-      for (int i = 0; i < count; ++i) {
-        L.rot(0, Rp[i], Rc[i]);
-        pc[i] = pp[i];
-        if (t0) pc[i].noalias() += Rp[i] * p0;
-      }
-    };
-    auto own = [&](int m, const Mat3& Rp, Mat3& Rc, Vec3& pc) {
-      L.rot(m, Rp, Rc);
-      if (L.trans_zero(m)) pc.setZero();
-      else pc.noalias() = Rp * L.trans(m);
-    };
+    // Parent-range entries transform with the local transform itself; the entries
+    // involving the own configuration (contiguous runs of the packed layout) with its
+    // derivatives.
     {
-      const Mat3* Rp = &C.dR[model.off1[par]];
-      const Vec3* pp = &C.dp[model.off1[par]];
       Mat3* Rc = &C.dR[model.off1[f]];
       Vec3* pc = &C.dp[model.off1[f]];
-      propagate(Rp, pp, Rc, pc, dp_);
-      if (driven) own(1, C.R[par], Rc[c], pc[c]);
+      L.place(0, &C.dR[model.off1[par]], &C.dp[model.off1[par]], Rc, pc, c);
+      if (driven) L.place(1, &C.R[par], nullptr, Rc + c, pc + c, 1);
     }
     if (order < 2) continue;
     {
-      const Mat3* Rp = &C.ddR[model.off2[par]];
-      const Vec3* pp = &C.ddp[model.off2[par]];
       Mat3* Rc = &C.ddR[model.off2[f]];
       Vec3* pc = &C.ddp[model.off2[f]];
-      propagate(Rp, pp, Rc, pc, packed2_size(dp_));
+      L.place(0, &C.ddR[model.off2[par]], &C.ddp[model.off2[par]], Rc, pc, packed2_size(c));
       if (driven) {
-        const Mat3* R1 = &C.dR[model.off1[par]];
-        for (int i = 0; i < c; ++i) own(1, R1[i], Rc[packed2(i, c)], pc[packed2(i, c)]);
-        own(2, C.R[par], Rc[packed2(c, c)], pc[packed2(c, c)]);
+        L.place(1, &C.dR[model.off1[par]], nullptr, Rc + packed2(0, c), pc + packed2(0, c), c);
+        L.place(2, &C.R[par], nullptr, Rc + packed2(c, c), pc + packed2(c, c), 1);
       }
     }
     if (order < 3) continue;
     {
-      const Mat3* Rp = &C.dddR[model.off3[par]];
-      const Vec3* pp = &C.dddp[model.off3[par]];
       Mat3* Rc = &C.dddR[model.off3[f]];
       Vec3* pc = &C.dddp[model.off3[f]];
-      propagate(Rp, pp, Rc, pc, packed3_size(dp_));
+      L.place(0, &C.dddR[model.off3[par]], &C.dddp[model.off3[par]], Rc, pc, packed3_size(c));
       if (driven) {
-        const Mat3* R1 = &C.dR[model.off1[par]];
-        const Mat3* R2 = &C.ddR[model.off2[par]];
-        for (int j = 0; j < c; ++j)
-          for (int i = 0; i <= j; ++i) own(1, R2[packed2(i, j)], Rc[packed3(i, j, c)], pc[packed3(i, j, c)]);
-        for (int i = 0; i < c; ++i) own(2, R1[i], Rc[packed3(i, c, c)], pc[packed3(i, c, c)]);
-        own(3, C.R[par], Rc[packed3(c, c, c)], pc[packed3(c, c, c)]);
+        L.place(1, &C.ddR[model.off2[par]], nullptr, Rc + packed3(0, 0, c), pc + packed3(0, 0, c), packed2_size(c));
+        L.place(2, &C.dR[model.off1[par]], nullptr, Rc + packed3(0, c, c), pc + packed3(0, c, c), c);
+        L.place(3, &C.R[par], nullptr, Rc + packed3(c, c, c), pc + packed3(c, c, c), 1);
       }
     }
   }
@@ -219,76 +261,55 @@ void compute_velocities(const Model& model, FrameCache& C, const double* q, cons
     if (!fr.need_velocity) continue;
     const int par = fr.parent;
     const LocalTransform L(fr, q);
-    const int dp_ = static_cast<int>(model.frames[par].anc.size());
+    const int c = static_cast<int>(model.frames[par].anc.size());  // parent's depth = own local index
     const int d = static_cast<int>(fr.anc.size());
     const bool driven = fr.driven();
-    const int c = dp_;
-    L.ad(0, C.V[par], C.V[f]);
+    L.ad(0, &C.V[par], &C.V[f], 1);
     if (driven) C.V[f] += L.twist() * qdot[fr.config];
     if (order < 1) continue;
-
-    auto apply = [&](int m, const Vec6& in, Vec6& out) {
-      if (L.ad_zero(m)) out.setZero();
-      else L.ad(m, in, out);
-    };
     {
-      const Vec6* Jp = &C.J[model.off1[par]];
       Vec6* Jc = &C.J[model.off1[f]];
-      for (int j = 0; j < dp_; ++j) L.ad(0, Jp[j], Jc[j]);
+      L.ad(0, &C.J[model.off1[par]], Jc, c);
       if (driven) Jc[c] = L.twist();
-      const Vec6* Vp = &C.dV[model.off1[par]];
       Vec6* Vc = &C.dV[model.off1[f]];
-      for (int i = 0; i < dp_; ++i) L.ad(0, Vp[i], Vc[i]);
-      if (driven) apply(1, C.V[par], Vc[c]);
+      L.ad(0, &C.dV[model.off1[par]], Vc, c);
+      if (driven) L.ad(1, &C.V[par], Vc + c, 1);
     }
     if (order < 2) continue;
     {
       const Vec6* Jp = &C.dJ[model.offJ1[par]];
-      const Vec6* J0 = &C.J[model.off1[par]];
       Vec6* Jc = &C.dJ[model.offJ1[f]];
-      for (int i = 0; i < dp_; ++i)
-        for (int j = 0; j < dp_; ++j) L.ad(0, Jp[i * dp_ + j], Jc[i * d + j]);
+      for (int i = 0; i < c; ++i) L.ad(0, Jp + i * c, Jc + i * d, c);
       if (driven) {
-        for (int j = 0; j < dp_; ++j) apply(1, J0[j], Jc[c * d + j]);
+        L.ad(1, &C.J[model.off1[par]], Jc + c * d, c);
         for (int i = 0; i < d; ++i) Jc[i * d + c].setZero();
       }
-      const Vec6* Vp = &C.ddV[model.off2[par]];
-      const Vec6* V1 = &C.dV[model.off1[par]];
       Vec6* Vc = &C.ddV[model.off2[f]];
-      const int n2 = packed2_size(dp_);
-      for (int i = 0; i < n2; ++i) L.ad(0, Vp[i], Vc[i]);
+      L.ad(0, &C.ddV[model.off2[par]], Vc, packed2_size(c));
       if (driven) {
-        for (int i = 0; i < c; ++i) apply(1, V1[i], Vc[packed2(i, c)]);
-        apply(2, C.V[par], Vc[packed2(c, c)]);
+        L.ad(1, &C.dV[model.off1[par]], Vc + packed2(0, c), c);
+        L.ad(2, &C.V[par], Vc + packed2(c, c), 1);
       }
     }
     if (order < 3) continue;
     {
       const Vec6* Jp = &C.ddJ[model.offJ2[par]];
       const Vec6* J1 = &C.dJ[model.offJ1[par]];
-      const Vec6* J0 = &C.J[model.off1[par]];
       Vec6* Jc = &C.ddJ[model.offJ2[f]];
-      const int n2p = packed2_size(dp_);
-      for (int ik = 0; ik < n2p; ++ik)
-        for (int j = 0; j < dp_; ++j) L.ad(0, Jp[ik * dp_ + j], Jc[ik * d + j]);
+      const int n2p = packed2_size(c);
+      for (int ik = 0; ik < n2p; ++ik) L.ad(0, Jp + ik * c, Jc + ik * d, c);
       if (driven) {
-        for (int i = 0; i < c; ++i)
-          for (int j = 0; j < dp_; ++j) apply(1, J1[i * dp_ + j], Jc[packed2(i, c) * d + j]);
-        for (int j = 0; j < dp_; ++j) apply(2, J0[j], Jc[packed2(c, c) * d + j]);
+        for (int i = 0; i < c; ++i) L.ad(1, J1 + i * c, Jc + packed2(i, c) * d, c);
+        L.ad(2, &C.J[model.off1[par]], Jc + packed2(c, c) * d, c);
         const int n2 = packed2_size(d);
         for (int ik = 0; ik < n2; ++ik) Jc[ik * d + c].setZero();
       }
-      const Vec6* Vp = &C.dddV[model.off3[par]];
-      const Vec6* V1 = &C.dV[model.off1[par]];
-      const Vec6* V2 = &C.ddV[model.off2[par]];
       Vec6* Vc = &C.dddV[model.off3[f]];
-      const int n3 = packed3_size(dp_);
-      for (int i = 0; i < n3; ++i) L.ad(0, Vp[i], Vc[i]);
+      L.ad(0, &C.dddV[model.off3[par]], Vc, packed3_size(c));
       if (driven) {
-        for (int j = 0; j < c; ++j)
-          for (int i = 0; i <= j; ++i) apply(1, V2[packed2(i, j)], Vc[packed3(i, j, c)]);
-        for (int i = 0; i < c; ++i) apply(2, V1[i], Vc[packed3(i, c, c)]);
-        apply(3, C.V[par], Vc[packed3(c, c, c)]);
+        L.ad(1, &C.ddV[model.off2[par]], Vc + packed3(0, 0, c), packed2_size(c));
+        L.ad(2, &C.dV[model.off1[par]], Vc + packed3(0, c, c), c);
+        L.ad(3, &C.V[par], Vc + packed3(c, c, c), 1);
       }
     }
   }
