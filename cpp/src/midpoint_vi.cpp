@@ -222,7 +222,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.S12 += s.F.Fv;
 
   factorize_newton_matrix(model, s, -1);  // at the solution
-  s.lu_t.compute(s.kkt.transpose());
+  s.have_lu_t = false;  // factorized by the second-order forms when asked for
 
   // G_w, columns (q1 | p1 | u | rho2).
   const int cq = 0, cp = n, cu = n + nd, cr = n + nd + nu;
@@ -292,6 +292,10 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   s.nu.setZero();
   s.nu.head(nd).noalias() = s.S22.topLeftCorner(nd, nd).transpose() * z_p;
   s.nu.head(nd) += z_qd;
+  if (!s.have_lu_t) {
+    s.lu_t.compute(s.kkt.transpose());
+    s.have_lu_t = true;
+  }
   s.mu.noalias() = s.lu_t.solve(s.nu);
   s.mu *= -1.0;
   s.cvec.setZero();

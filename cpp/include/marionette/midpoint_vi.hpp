@@ -64,6 +64,7 @@ struct StepData {
   VecX qbar, qdot, r, dy;
   MatX kkt;
   Eigen::PartialPivLU<MatX> lu, lu_t;  ///< Newton matrix and its transpose (adjoint solves)
+  bool have_lu_t = false;              ///< lu_t holds the transpose of the solved step's Newton matrix
   MatX S11, S12, S22, S21;  ///< dt C_a^T H C_b (+ forcing for slot 1 rows)
   MatX Gw, Y, dq2, Fw;      ///< implicit derivatives and d x_{k+1} / dw
   bool have_first = false;
