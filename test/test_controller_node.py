@@ -179,6 +179,46 @@ def test_core_rejects_bad_samples_with_specific_kinds(arm):
                                  "duplicate_names": 1}
 
 
+def test_reader_short_path_agrees_with_the_lookup_by_name(arm):
+    """The reader's short path (names as in the last good message) gives what the lookup by name gives."""
+    names = list(arm.desc.hardware_joints)
+    q = measured(arm.traj, 3)
+
+    def fresh():
+        return JointStateReader(arm.model.config_names, arm.desc.hardware_joints)
+
+    reader = fresh()
+    order = [3, 0, 2, 1]
+    msgs = [js(q, NAMES_CORE), js(q + 1e-3, NAMES_CORE),  # the same names twice: the second takes the short path
+            js([q[i] for i in order], [NAMES_CORE[i] for i in order]),  # reordered
+            SimpleNamespace(name=list(NAMES_CORE) + ["gripper"], position=list(q) + [np.nan]),  # an unmapped NaN
+            SimpleNamespace(name=list(NAMES_CORE) + ["gripper"], position=list(q) + [np.nan])]
+    for m in msgs:
+        got = reader.read(m)
+        assert got.dtype == float and got.shape == (4,)
+        np.testing.assert_array_equal(got, fresh().read(m))
+    reader.read(js(q, NAMES_CORE))
+    with pytest.raises(ValueError) as e:  # a NaN in a mapped joint, on the short path's names
+        reader.read(js([q[0], np.nan, q[2], q[3]], NAMES_CORE))
+    assert e.value.kind == "non_finite" and "'elbow'" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        reader.read(SimpleNamespace(name=list(NAMES_CORE), position=list(q[:3])))
+    assert e.value.kind == "malformed"
+    assert sorted(names) == sorted(NAMES_CORE)
+
+
+def test_core_counts_an_undecodable_sample_as_malformed(arm):
+    core = make_core(arm)
+    core.start()
+    t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
+    core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
+    good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
+    res = core.on_undecodable("joint state could not be deserialized: bad bytes")
+    assert (res.kind, res.fault, res.new_fault) == ("hold", "malformed", True)
+    np.testing.assert_array_equal(res.command, good.command)
+    assert core.samples == 3 and core.rejected == 1
+
+
 try:  # the core tests above run without ROS; those below need rclpy (and then the built interfaces)
     import rclpy
 except ImportError:
@@ -201,6 +241,57 @@ if rclpy is not None:
     from ros_helpers import isolated_ros, node_processes, stop, wait_for  # noqa: F401
 
     from marionette_interfaces.msg import TrackedTrajectory
+
+
+@needs_ros
+def test_joint_state_parser_reads_what_rclpy_deserializes():
+    """The controller's raw-subscription parser against rclpy's deserializer (little endian, as rclpy writes)
+    and rosbags' big-endian CDR; other encapsulations and unreadable bytes go to the fallback."""
+    import random
+
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from marionette_control.nodes.convert import JointStateParser
+
+    parser = JointStateParser(lambda data: deserialize_message(data, JointState))
+    rng = random.Random(5)
+    for _ in range(300):
+        m = JointState()
+        m.header.stamp.sec, m.header.stamp.nanosec = rng.randint(-2**31, 2**31 - 1), rng.randint(0, NS - 1)
+        m.header.frame_id = "f" * rng.randint(0, 9)  # every padding of the strings that follow
+        m.name = ["j" * rng.randint(0, 6) + ("é" if rng.random() < 0.2 else "") + str(i)
+                  for i in range(rng.randint(0, 6))]
+        m.position = [rng.uniform(-1e3, 1e3) for _ in range(rng.randint(0, 6))]
+        m.velocity = [1.0] * rng.randint(0, 2)
+        sample = parser.parse(serialize_message(m))
+        assert (sample.stamp_ns, sample.name, list(sample.position)) == (
+            m.header.stamp.sec * NS + m.header.stamp.nanosec, list(m.name), list(m.position))
+    data = serialize_message(m)
+    assert parser.parse(data).name is parser.parse(data).name  # names decoded once while they repeat
+
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    Time, Header = ts.types["builtin_interfaces/msg/Time"], ts.types["std_msgs/msg/Header"]
+    big = ts.types["sensor_msgs/msg/JointState"](
+        header=Header(stamp=Time(sec=12, nanosec=345), frame_id="base"), name=["shoulder", "elbow"],
+        position=np.array([0.25, -1.5]), velocity=np.array([]), effort=np.array([]))
+    data = bytes(ts.serialize_cdr(big, "sensor_msgs/msg/JointState", little_endian=False))
+    assert data[:2] == b"\x00\x00"
+    sample = parser.parse(data)
+    assert (sample.stamp_ns, sample.name, list(sample.position)) == (12 * NS + 345, ["shoulder", "elbow"],
+                                                                     [0.25, -1.5])
+
+    seen = []
+    fallback = JointStateParser(lambda data: seen.append(data) or m)
+    other = b"\x00\x07" + serialize_message(m)[2:]  # another encapsulation id (XCDR2): not read here
+    truncated = b"\x00\x01\x00\x00\x01"
+    assert fallback.parse(other).name == list(m.name) and fallback.parse(truncated).name == list(m.name)
+    assert seen == [other, truncated]
+    with pytest.raises(Exception):
+        parser.parse(truncated)  # the deserializer's error
+    with pytest.raises(ValueError, match="not plain CDR"):
+        JointStateParser().parse(other)
 
 
 @needs_ros
@@ -522,3 +613,27 @@ def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tm
     for kind in ("non_finite", "missing_names", "malformed", "duplicate_stamp", "out_of_order", "stale",
                  "future_stamp"):
         assert f"joint-state fault {kind}" in text, kind
+
+
+@needs_ros
+def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env, node_processes, tmp_path):
+    """Under use_sim_time the node's clock reads 0 until its first /clock message; joint states that come
+    first (separate topics, delivered independently) are counted, not judged: no future_stamp fault."""
+    rig, env = rig_env
+    path = arm.traj.save(tmp_path / "wave.npz")
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true")
+    rig.connect(log, sim_time=True)
+    t0 = 50 * NS
+    for i in range(5):  # the simulator's stamps, its /clock not (yet) seen
+        rig.send(measured(arm.traj, i), t0 + i * DT_NS)
+        rig.settle(0.02)
+    rig.diag_until(lambda lvl, msg, v: v.get("samples_before_clock") == "5", what="samples counted before the clock")
+    level, message, values = rig.last_diag()
+    assert values["fault"] == "" and values["samples_received"] == "0" and level != ERROR, message
+    for i in range(5, 8):  # with the clock: received and checked as usual
+        rig.clock(t0 + i * DT_NS)
+        rig.send(measured(arm.traj, i), t0 + i * DT_NS)
+        rig.settle(0.02)
+    rig.diag_until(lambda lvl, msg, v: v.get("samples_received") == "3" and v.get("fault") == "", what="received")
+    check_alive_then_stop(proc, log)
+    assert "future_stamp" not in log.read_text()

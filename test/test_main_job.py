@@ -19,9 +19,11 @@ def test_main_job_tracks_the_wave_and_writes_the_report(tmp_path):
         # Measured angles of the simulated arm track the optimized wave within 5 degrees RMS (about 0.5 degree
         # on a quiet machine; under load, late joint states make the controller hold the actuators for a while).
         assert report["rms"][joint]["measured_vs_optimized_rad"] < 0.09
-    assert report["ticks"] > 800
+    # The 8 s wave at dt = 0.01 is 801 ticks. Under CPU starvation a tick can be missed (the controller
+    # reports it in /diagnostics) or a ~/tracking sample lost: the whole run, not every tick, is asserted.
+    assert report["ticks"] >= 760
     for key in ("angles_plot", "actuators_plot", "trajectory", "bag"):
         assert (out / report["files"][key].split("/")[-1]).exists(), key
     assert report["bag_complete"]
-    assert report["controller"]["tick_compute"]["count"] > 800
+    assert report["controller"]["tick_compute"]["count"] >= 760
     assert "report.md" in res.stdout

@@ -40,7 +40,8 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from marionette_control.bags.bagio import NS, BagError, MessageTypes, bag_info, read_bag
-from marionette_control.bags.recorder import StopFlag, message_class
+from marionette_control.bags.recorder import message_class
+from marionette_control.nodes.process import StopFlag
 
 NODE_NAME = "marionette_bag_player"
 

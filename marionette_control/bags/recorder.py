@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from marionette_control.bags.bagio import BagError, BagWriter, MessageTypes, qos_from_values
+from marionette_control.nodes.process import StopFlag
 
 NODE_NAME = "marionette_bag_recorder"
 
@@ -223,29 +224,6 @@ class Recorder:
                 pass
         self.subscriptions = {}
         self.writer.close()
-
-
-class StopFlag:
-    """SIGINT/SIGTERM handlers that only record the request (count and last signal name)."""
-
-    def __init__(self, signals=(signal.SIGINT, signal.SIGTERM)):
-        self.count = 0
-        self.name = ""
-        self._previous = {}
-        for s in signals:
-            self._previous[s] = signal.signal(s, self._handle)
-
-    def _handle(self, signum, frame):
-        self.count += 1
-        self.name = signal.Signals(signum).name
-
-    def restore(self) -> None:
-        for s, h in self._previous.items():
-            signal.signal(s, h)
-        self._previous = {}
-
-    def __bool__(self):
-        return self.count > 0
 
 
 def run_recorder(path, topics=(), all_topics=False, regex=None, exclude=None, use_sim_time=False,

@@ -77,12 +77,15 @@ class Observer:
         self.node.create_subscription(Float64MultiArray, TRACKING_TOPIC, self._on_tracking, 100)
         self.tracking_labels = None
 
-    def _on_joint_state(self, msg):
-        self.joint_states.append((time.perf_counter(), msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
-                                  list(msg.name), list(msg.position)))
+    # (message info: the middleware's receive time of each message in this process, not when this client's
+    # executor got round to the callback; seconds of CLOCK_REALTIME)
+    def _on_joint_state(self, msg, info):
+        self.joint_states.append((info["received_timestamp"] * 1e-9,
+                                  msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, list(msg.name),
+                                  list(msg.position)))
 
-    def _on_command(self, msg):
-        self.commands.append((time.perf_counter(), list(msg.data)))
+    def _on_command(self, msg, info):
+        self.commands.append((info["received_timestamp"] * 1e-9, list(msg.data)))
 
     def _on_tracking(self, msg):
         if self.tracking_labels is None and msg.layout.dim:
@@ -298,7 +301,7 @@ def write_report(report: dict, out: Path) -> None:
     tc, lat = c.get("tick_compute", {}), c.get("joint_state_to_command_latency", {})
     lines += ["", "## Controller", "", f"- per-tick compute: median {tc.get('median', float('nan')):.1f} µs, "
               f"p99 {tc.get('p99', float('nan')):.1f} µs ({tc.get('count', 0)} ticks)",
-              f"- /joint_states → command latency (receive times in this client): median "
+              f"- /joint_states → command latency (arrival times in this client): median "
               f"{lat.get('median', float('nan')):.2f} ms, p99 {lat.get('p99', float('nan')):.2f} ms", "",
               "## Files", ""]
     lines += [f"- {k}: `{v}`" for k, v in report.get("files", {}).items()]

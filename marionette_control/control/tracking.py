@@ -84,6 +84,10 @@ class TrackingController:
                              f"({model.nU},)/({model.nk},)")
         self._hold = np.concatenate([trajectory.U[-1, :self.nu], trajectory.X[-1, self.nd:self.nq]])
         self._dx = np.empty(model.nx)
+        # the rate limit as a bound on one step, and work vectors of clamp() (the tick path allocates little)
+        self._step = self.limits.rate * system.dt
+        self._lo = np.empty(model.nk)
+        self._hi = np.empty(model.nk)
         self.last_command: Optional[np.ndarray] = None
 
     @property
@@ -112,10 +116,14 @@ class TrackingController:
         measured ρ is outside it (the rate limit then yields to the range).
         """
         lim = self.limits
-        step = lim.rate * self.system.dt
         rho_next = u[self.nu:]
-        np.clip(rho_next, rho_now - step, rho_now + step, out=rho_next)
-        np.clip(u, lim.lower, lim.upper, out=u)
+        # (np.clip(x, lo, hi) is maximum then minimum; the ufuncs themselves cost a fraction of np.clip's call)
+        np.subtract(rho_now, self._step, out=self._lo)
+        np.add(rho_now, self._step, out=self._hi)
+        np.maximum(rho_next, self._lo, out=rho_next)
+        np.minimum(rho_next, self._hi, out=rho_next)
+        np.maximum(u, lim.lower, out=u)
+        np.minimum(u, lim.upper, out=u)
         self.last_command = u
         return u
 

@@ -69,7 +69,6 @@ from __future__ import annotations
 import math
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -84,7 +83,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 
 from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
 from marionette_interfaces.msg import ConvergenceData, TrackedTrajectory
@@ -104,6 +102,7 @@ from marionette_control.control.problem import (
 from marionette_control.control.tracking_problem import GainWeights, ProblemDefaults, ProblemError, WeightDefaults
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.process import StopFlag, run_node
 
 NODE_NAME = "marionette_optimizer"
 SERVICE = "~/optimize"
@@ -570,60 +569,34 @@ class OptimizerNode(Node):
 
 
 def main(args=None) -> int:
-    """Runs the node until SIGINT/SIGTERM, then stops gracefully (see :func:`spin_until_signal`)."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    node = executor = None
-    try:
-        node = OptimizerNode()
-        executor = MultiThreadedExecutor(num_threads=node.executor_threads)
-        executor.add_node(node)
-        spin_until_signal(node, executor)
-        return 0
-    except ParameterError as e:
-        print(f"[{NODE_NAME}] error: {e}", file=sys.stderr)
-        return 2
-    finally:
-        if node is not None:
-            node.stop()
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """Runs the node until SIGINT/SIGTERM, then stops gracefully (see :func:`finish_requests`)."""
+    return run_node(NODE_NAME, OptimizerNode,
+                    lambda node: MultiThreadedExecutor(num_threads=node.executor_threads), args,
+                    stopping=finish_requests, cleanup=OptimizerNode.stop)
 
 
-def spin_until_signal(node: OptimizerNode, executor, grace: float = 3.0) -> None:
-    """Spins until SIGINT or SIGTERM; then stops the node and keeps spinning until its clients are answered.
+def finish_requests(node: OptimizerNode, executor, stop: StopFlag, grace: float = 3.0) -> None:
+    """After the first SIGINT/SIGTERM: stops the node and keeps spinning until its clients are answered.
 
     rclpy's own signal handler would shut the context down at once, so a client waiting for a
-    running optimization would get nothing. Instead the first signal stops the running
-    optimization (its client gets the best trajectory so far, termination reason
-    "canceled", with "shutting down" in the message), answers waiting requests, and spins
-    up to ``grace`` seconds more to deliver the answers. A second signal skips the wait.
+    running optimization would get nothing (:mod:`marionette_control.nodes.process` records
+    signals instead). The first signal stops the running optimization (its client gets the best
+    trajectory so far, termination reason "canceled", with "shutting down" in the message),
+    answers waiting requests, and spins up to ``grace`` seconds more to deliver the answers. A
+    second signal skips the wait.
     """
-    signals = []
-    handler = lambda signum, frame: signals.append(signum)  # noqa: E731
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not signals and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
-        if not rclpy.ok():
-            return
-        node.get_logger().info("stopping: answering the running and waiting requests")
-        stopper = threading.Thread(target=node.stop, name="optimizer-stop")
-        stopper.start()
-        end = time.monotonic() + grace
-        idle_since = None
-        while time.monotonic() < end and len(signals) < 2 and rclpy.ok():
-            executor.spin_once(timeout_sec=0.05)
-            if node.in_flight == 0 and not stopper.is_alive():
-                idle_since = idle_since or time.monotonic()
-                if time.monotonic() - idle_since > 0.3:  # results are sent by executor tasks
-                    break
-        stopper.join(timeout=max(0.0, end - time.monotonic()))
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    node.get_logger().info("stopping: answering the running and waiting requests")
+    stopper = threading.Thread(target=node.stop, name="optimizer-stop")
+    stopper.start()
+    end = time.monotonic() + grace
+    idle_since = None
+    while time.monotonic() < end and stop.count < 2 and rclpy.ok():
+        executor.spin_once(timeout_sec=0.05)
+        if node.in_flight == 0 and not stopper.is_alive():
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > 0.3:  # results are sent by executor tasks
+                break
+    stopper.join(timeout=max(0.0, end - time.monotonic()))
 
 
 if __name__ == "__main__":

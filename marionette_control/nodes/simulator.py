@@ -74,7 +74,6 @@ from __future__ import annotations
 import collections
 import math
 import re
-import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -85,6 +84,7 @@ from marionette_control import _core
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.models import marionette_arm as arm
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.process import run_node
 from marionette_control.system_description import config_file
 
 NODE_NAME = "marionette_simulator"
@@ -486,11 +486,9 @@ def _initial_configuration(desc: ModelDescription, pose: str, values: list) -> n
 # ============================================================================ the node
 
 try:  # the node needs rclpy; the simulation above does not
-    import rclpy
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
     from geometry_msgs.msg import Point
     from rclpy.clock import Clock, ClockType
-    from rclpy.executors import ExternalShutdownException
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
     from rosgraph_msgs.msg import Clock as ClockMsg
@@ -783,22 +781,7 @@ def main(args=None) -> int:
     """Entry point of ``marionette_simulator`` (``ros2 run marionette_control marionette_simulator``)."""
     if _ROS_IMPORT_ERROR is not None:
         raise SystemExit(f"{NODE_NAME} needs rclpy and the message packages: {_ROS_IMPORT_ERROR}")
-    rclpy.init(args=args)
-    node = None
-    code = 0
-    try:
-        node = SimulatorNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ParameterError as e:
-        print(f"[{NODE_NAME}] configuration error: {e}", file=sys.stderr, flush=True)
-        code = 2
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return run_node(NODE_NAME, SimulatorNode, args=args)
 
 
 if __name__ == "__main__":
