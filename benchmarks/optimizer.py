@@ -17,8 +17,10 @@ Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same 
   iteration (the same start and line search as trep, so it must agree).
 * ``humanoid.tv_lqr_1000`` / ``tv_lq_1000``: the 1000-step LQR of the projection gains
   (Q = R = I) and the LQ of a descent direction on the walk's linearization (80 states,
-  18 inputs), as a caller makes them (validation and output allocation included);
-  variants without the input checks and with the output arrays reused (``@...``).
+  18 inputs), as a caller makes them (validation and output allocation included),
+  computing what trep's ``solve_tv_lqr``/``solve_tv_lq`` return (every gain, P(0) only:
+  ``full_P=False``); variants with every P(k) (``@full_P``) and as the optimizer calls
+  them (no input checks, output arrays reused).
 """
 
 from __future__ import annotations
@@ -155,23 +157,31 @@ def optimizer(ctx: Context) -> list[Figure]:
     I_x, I_u = np.eye(n), np.eye(mu)
     q, rr = np.ones((1000, n)), np.ones((1000, mu))
     reps = 3 if ctx.quick else 11
-    lqr_reuse = ric.tv_lqr(A, B, I_x, I_u, I_x)
-    lq_reuse = ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n))
+    lqr_reuse = ric.tv_lqr(A, B, I_x, I_u, I_x, full_P=False)
+    lq_reuse = ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n), full_P=False)
     cases = [
-        ("humanoid.tv_lqr_1000", lambda: ric.tv_lqr(A, B, I_x, I_u, I_x),
-         "tv_lqr(A, B, Q = I, R = I, Qf = I): validation + sweep + new K (1000, 18, 80), P (1001, 80, 80)"),
+        ("humanoid.tv_lqr_1000", lambda: ric.tv_lqr(A, B, I_x, I_u, I_x, full_P=False),
+         "tv_lqr(A, B, Q = I, R = I, Qf = I, full_P=False): validation + sweep + new K (1000, 18, 80) and P(0), "
+         "what trep's solve_tv_lqr computes and returns"),
+        ("humanoid.tv_lqr_1000@full_P",
+         lambda: ric.tv_lqr(A, B, I_x, I_u, I_x),
+         "tv_lqr(A, B, Q = I, R = I, Qf = I): also every P(k), a new (1001, 80, 80) array (51 MB)"),
         ("humanoid.tv_lqr_1000@no_check,reused_out",
-         lambda: ric.tv_lqr(A, B, I_x, I_u, I_x, check_inputs=False, out=lqr_reuse),
-         "as the optimizer calls it: check_inputs=False, output arrays reused"),
-        ("humanoid.tv_lq_1000", lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n)),
-         "tv_lq(A, B, Q = I, S = None, R = I, q, r, Qf = I, qf): the LQ of a descent direction, new outputs"),
+         lambda: ric.tv_lqr(A, B, I_x, I_u, I_x, check_inputs=False, out=lqr_reuse, full_P=False),
+         "as the optimizer calls it: check_inputs=False, full_P=False, output arrays reused"),
+        ("humanoid.tv_lq_1000", lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n), full_P=False),
+         "tv_lq(A, B, Q = I, S = None, R = I, q, r, Qf = I, qf, full_P=False): the LQ of a descent direction, "
+         "new K, C, b, c and P(0)"),
+        ("humanoid.tv_lq_1000@full_P", lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n)),
+         "as humanoid.tv_lq_1000 with every P(k)"),
         ("humanoid.tv_lq_1000@no_check,reused_out",
-         lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n), check_inputs=False, out=lq_reuse),
-         "check_inputs=False, output arrays reused"),
+         lambda: ric.tv_lq(A, B, I_x, None, I_u, q, rr, I_x, np.ones(n), check_inputs=False, out=lq_reuse,
+                           full_P=False),
+         "as the optimizer calls it: check_inputs=False, full_P=False, output arrays reused"),
     ]
     for name, fn, note in cases:
         fig(name, median_ms(time_once(fn, reps)), "ms", f"{note}; median of {reps} after a warm-up; the "
-            f"core's sweep (structured: 44 dense rows, 62 nonzero columns) on scipy's BLAS")
+            f"core's sweep (structured: 44 dense rows, 62 nonzero columns, 62 panel rows) on scipy's BLAS")
     args = ric._validate_problem(A, B, I_x, I_u, I_x, check_values=False)
     fig("humanoid.tv_lqr_1000.numpy_reference", median_ms(time_once(
         lambda: ric._sweep_numpy(*args[:9], linear=False), max(3, reps // 3))), "ms",

@@ -379,14 +379,21 @@ def _humanoid_linearization(N=40):
 
 @pytest.mark.parametrize("blas", [True, False])
 @pytest.mark.parametrize("linear", [False, True])
-def test_structured_sweep_matches_numpy_reference(blas, linear):
+@pytest.mark.parametrize("coupled", [False, True])
+def test_structured_sweep_matches_numpy_reference(blas, linear, coupled):
     """The core's sweep uses the trivial kinematic rows and zero velocity columns of the
     humanoid's A, B (44 dense rows, 62 nonzero columns); same K, P (C, b, c) as the dense
-    numpy recursion, with scipy's BLAS and with Eigen."""
+    numpy recursion, with scipy's BLAS and with Eigen; with P(0) only, the same K and
+    P(0). ``coupled``: Q couples the velocities to the dynamic states, so no row of
+    P(k+1)'s dense-column panel is zero (diagonal Q: the velocity rows are, and skipped)."""
     model, A, B = _humanoid_linearization()
     N, n, m = B.shape
     rng = np.random.default_rng(7)
     Q = np.diag(rng.uniform(0.5, 100.0, n))
+    if coupled:
+        v, d = slice(n - model.nk, n), slice(0, model.nd)
+        Q[v, d] = 0.01 * rng.standard_normal((model.nk, model.nd))
+        Q[d, v] = Q[v, d].T
     R = np.diag(rng.uniform(0.1, 2.0, m))
     S = None
     q = r = qf = None
@@ -403,6 +410,9 @@ def test_structured_sweep_matches_numpy_reference(blas, linear):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * np.abs(b).max(), err_msg=name)
     P = got[1]
     assert np.array_equal(P, P.transpose(0, 2, 1))
+    short = ric._sweep(*args[:9], linear=linear, blas=blas, full_P=False)
+    np.testing.assert_array_equal(short[0], got[0])
+    np.testing.assert_array_equal(short[1], P[:1])
     info = _core._riccati_sweep(A, B, np.ascontiguousarray(Q[0] if Q.ndim == 3 else Q), R, Q[-1] if Q.ndim == 3 else Q,
                                 None, None, None, None, np.empty((N, m, n)), np.empty((N + 1, n, n)), None, None,
                                 None, False, ric._DGEMM)

@@ -540,3 +540,71 @@ def test_out_reuses_arrays_of_previous_solution():
     np.testing.assert_array_equal(lqr2.K, tv_lqr(**lqr_args(p2)).K)
     with pytest.raises(ValueError, match=r"out.K has shape \(6, 2, 3\).*\(5, 2, 3\)"):
         tv_lqr(**lqr_args(_ok(N=5, n=3, m=2)), out=lqr1)
+
+
+# ------------------------------------------------------------ P(0) only (full_P=False)
+
+
+@SETTINGS
+@given(**sizes)
+def test_full_P_false_keeps_P0_and_the_same_gains(N, n, m, seed):
+    """full_P=False: the same K, C, b, c bit for bit and P(0) alone, shape (1, n, n)."""
+    p = dict(zip("A B Q S R q r Qf qf".split(), random_problem(np.random.default_rng(seed), N, n, m)[:9]))
+    full, short = tv_lq(**p), tv_lq(**p, full_P=False)
+    assert short.P.shape == (1, n, n)
+    np.testing.assert_array_equal(short.P[0], full.P[0])
+    for name in "KCbc":
+        np.testing.assert_array_equal(getattr(short, name), getattr(full, name))
+    x0 = np.random.default_rng(seed + 1).standard_normal(n)
+    assert short.value(x0) == full.value(x0)
+    lqr_full, lqr_short = tv_lqr(**lqr_args(p)), tv_lqr(**lqr_args(p), full_P=False)
+    np.testing.assert_array_equal(lqr_short.K, lqr_full.K)
+    np.testing.assert_array_equal(lqr_short.P, lqr_full.P[:1])
+
+
+def test_full_P_false_value_at_later_step_refused():
+    p = dict(zip("A B Q S R q r Qf qf".split(), random_problem(np.random.default_rng(3), 4, 2, 1)[:9]))
+    sol = tv_lq(**p, full_P=False)
+    with pytest.raises(ValueError, match=r"kept P\(0\) only.*k=2.*full_P=True"):
+        sol.value(np.ones(2), k=2)
+
+
+def test_full_P_false_failures_still_diagnosed():
+    """The indefinite step and the overflow are reported as with the full history."""
+    N = 5
+    R = np.ones((N, 1, 1))
+    R[2] = -100.0
+    args = (np.ones((N, 1, 1)), np.ones((N, 1, 1)), np.eye(1))
+    with pytest.raises(IndefiniteGammaError, match="step k=2"):
+        tv_lqr(*args, R, np.eye(1), full_P=False)
+    with pytest.raises(IndefiniteGammaError, match="step k=2"):
+        tv_lq(*args, None, R, None, None, np.eye(1), None, full_P=False)
+    A = np.full((400, 1, 1), 1e3)
+    B = np.full((400, 1, 1), 1e-200)
+    with pytest.raises(FloatingPointError, match=r"not finite at step k=\d+") as full:
+        tv_lqr(A, B, np.eye(1), np.eye(1), np.eye(1))
+    with pytest.raises(FloatingPointError, match=r"not finite at step k=\d+") as short:
+        tv_lqr(A, B, np.eye(1), np.eye(1), np.eye(1), full_P=False)
+    assert str(short.value) == str(full.value)
+    Q = np.ones((3, 1, 1))
+    Q[0] = np.inf  # unchecked: only P(0) becomes non-finite, no Gamma fails
+    args = (np.ones((3, 1, 1)), np.ones((3, 1, 1)), Q, np.eye(1), np.eye(1))
+    with pytest.raises(FloatingPointError, match="non-finite values at step k=0"):
+        tv_lqr(*args, check_inputs=False)
+    with pytest.raises(FloatingPointError, match=r"P\(0\) is not finite; solve with full_P=True"):
+        tv_lqr(*args, check_inputs=False, full_P=False)
+
+
+def test_full_P_false_out_reuse_and_empty_horizon():
+    rng = np.random.default_rng(9)
+    p1 = dict(zip("A B Q S R q r Qf qf".split(), random_problem(rng, 6, 3, 2)[:9]))
+    p2 = dict(zip("A B Q S R q r Qf qf".split(), random_problem(rng, 6, 3, 2)[:9]))
+    first = tv_lqr(**lqr_args(p1), full_P=False)
+    again = tv_lqr(**lqr_args(p2), out=first, full_P=False)
+    assert again.P is first.P and again.K is first.K
+    np.testing.assert_array_equal(again.P[0], tv_lqr(**lqr_args(p2)).P[0])
+    with pytest.raises(ValueError, match=r"out.P has shape \(1, 3, 3\).*\(7, 3, 3\)"):
+        tv_lqr(**lqr_args(p2), out=first)
+    Qf = np.diag([2.0, 3.0])
+    empty = tv_lqr(np.zeros((0, 2, 2)), np.zeros((0, 2, 1)), np.eye(2), np.eye(1), Qf, full_P=False)
+    np.testing.assert_array_equal(empty.P, Qf[None])

@@ -82,7 +82,12 @@ void bind_riccati(py::module_& m) {
         in.linear = linear;
         mc::RiccatiOutputs out;
         out.K = output(K_, {N, m, n}, "K");
-        out.P = output(P_, {N + 1, n, n}, "P");
+        // P (N + 1, n, n), or (1, n, n) for P(0) only.
+        const bool history = !(py::isinstance<py::array>(P_) && N > 0 &&
+                               py::reinterpret_borrow<py::array>(P_).ndim() >= 1 &&
+                               py::reinterpret_borrow<py::array>(P_).shape(0) == 1);
+        out.P = output(P_, {history ? N + 1 : 1, n, n}, "P");
+        out.P_history = history;
         if (linear) {
           in.q = per_step(q_, N, {n}, "q", true, in.q_stacked, keep);
           in.r = per_step(r_, N, {m}, "r", true, in.r_stacked, keep);
@@ -116,7 +121,8 @@ void bind_riccati(py::module_& m) {
       py::arg("qf"), py::arg("K"), py::arg("P"), py::arg("C"), py::arg("b"), py::arg("c"), py::arg("linear"),
       py::arg("dgemm"),
       "Backward Riccati sweep of thesis (B.4) into the given output arrays (internal; use "
-      "marionette_control.control.riccati.tv_lq / tv_lqr). Returns {failed_step, failed_order, "
+      "marionette_control.control.riccati.tv_lq / tv_lqr). P of shape (1, n, n) receives P(0) only (P(k+1) of "
+      "a failed step k). Returns {failed_step, failed_order, "
       "structured_steps, dense_rows, nonzero_columns}.");
 }
 

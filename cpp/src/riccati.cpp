@@ -6,12 +6,26 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
 #include <vector>
 
 namespace mc {
 
 namespace {
+
+// The loops of the sweep outside BLAS (substitutions, rank-one corrections, the
+// assembly of P) are compiled twice, for AVX2 + FMA (x86-64-v3) and the baseline ISA,
+// and the loader picks one per machine (GCC/Clang function multiversioning); the rest
+// of the core stays at the baseline ISA so that one build runs everywhere. (An
+// AVX-512 clone measured slower on these short rows: masked tails.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__INTEL_COMPILER)
+#define MC_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MC_VECTOR_CLONES
+#endif
 
 using ColMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 using OStride = Eigen::OuterStride<>;
@@ -25,9 +39,12 @@ struct Gemm {
   void operator()(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
                   int ldb, double beta, double* C, int ldc) const {
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
+    if (K <= 0) {  // C = beta C; beta = 0 does not read C (as BLAS)
       for (int j = 0; j < N; ++j)
-        for (int i = 0; i < M; ++i) C[i + static_cast<long>(j) * ldc] *= beta;
+        for (int i = 0; i < M; ++i) {
+          double& c = C[i + static_cast<long>(j) * ldc];
+          c = beta == 0.0 ? 0.0 : beta * c;
+        }
       return;
     }
     if (blas != nullptr) {
@@ -53,6 +70,21 @@ struct Gemm {
   }
 };
 
+/// po(i, :) = p(order[i], order) for row-major n x n p, po; order given as runs of
+/// consecutive indices (first, length).
+MC_VECTOR_CLONES
+void permute_runs(const double* p, double* po, int n, const int* order, const std::pair<int, int>* runs, int nruns) {
+  for (int i = 0; i < n; ++i) {
+    const double* src = p + static_cast<long>(order[i]) * n;
+    double* dst = po + static_cast<long>(i) * n;
+    for (int r = 0; r < nruns; ++r) {
+      const double* s = src + runs[r].first;
+      for (int j = 0; j < runs[r].second; ++j) dst[j] = s[j];
+      dst += runs[r].second;
+    }
+  }
+}
+
 /// Which rows of [A(k) B(k)] are dense, which have at most one entry in A and one in B
 /// ("sparse rows"), and the number nz of leading columns of A outside of which A is
 /// zero (trailing zero columns; zero columns in the middle are kept as dense, so the
@@ -63,6 +95,9 @@ struct Pattern {
   std::vector<int> S;      // sparse rows
   std::vector<int> s_col;  // per sparse row: its column of A or -1
   std::vector<int> s_b;    // ... its column of B or -1
+  std::vector<int> order;  // D then S: the state order of P(k+1) as the step reads it, of Z's rows
+  std::vector<std::pair<int, int>> runs;  // order as runs of consecutive states: (first state, length)
+  std::vector<int> slot;   // per row of A: its index r in D, or -(t + 1) for S[t]
   int nz = 0;
 
   int nD() const { return static_cast<int>(D.size()); }
@@ -72,6 +107,7 @@ struct Pattern {
     Pattern p;
     for (int i = 0; i < n; ++i) p.D.push_back(i);
     p.nz = n;
+    p.index(n);
     return p;
   }
 
@@ -107,33 +143,58 @@ struct Pattern {
         p.D.push_back(i);
       }
     }
+    p.index(n);
     return p;
   }
 
   bool is_dense(int n) const { return nS() == 0 && nz == n; }
 
-  /// Whether step k's A, B have no nonzero outside the pattern. Tests the bit patterns
-  /// (sign masked, so -0.0 is zero and NaN is not) with integer ORs, which vectorize;
-  /// a floating-point comparison loop does not, and cost as much as a third of the sweep.
-  bool fits(const double* Ak, const double* Bk, int n, int m) const {
+  /// po = p(order, order) for a symmetric row-major n x n p, copied by runs.
+  void permute(const double* p, double* po, int n) const {
+    permute_runs(p, po, n, order.data(), runs.data(), static_cast<int>(runs.size()));
+  }
+
+  /// One sequential pass over step k's A and B (the hardware prefetcher streams them;
+  /// reading only the parts the pattern needs, row by row, ran at a third of the memory
+  /// bandwidth): copies the dense rows into MDt (column r = [A(D[r], 0..nz) B(D[r], :)],
+  /// p = nz + m rows), the entries of the sparse rows into va, vb, and returns whether
+  /// A, B have no nonzero outside the pattern. The test ORs the bit patterns (sign
+  /// masked, so -0.0 is zero and NaN is not), which vectorizes; a floating-point
+  /// comparison loop does not.
+  bool load(const double* Ak, const double* Bk, int n, int m, double* MDt, double* va, double* vb) const {
+    const int p = nz + m;
     uint64_t acc = 0;
-    if (nz < n)
-      for (int d : D) acc |= or_bits(Ak + static_cast<long>(d) * n + nz, n - nz);
-    for (int t = 0; t < nS(); ++t) {
-      const double* rowA = Ak + static_cast<long>(S[t]) * n;
-      const double* rowB = Bk + static_cast<long>(S[t]) * m;
-      if (s_col[t] >= 0) {
-        acc |= or_bits(rowA, s_col[t]) | or_bits(rowA + s_col[t] + 1, n - s_col[t] - 1);
-      } else {
-        acc |= or_bits(rowA, n);
+    for (int i = 0; i < n; ++i) {
+      const double* rowA = Ak + static_cast<long>(i) * n;
+      const double* rowB = Bk + static_cast<long>(i) * m;
+      const int s = slot[i];
+      if (s >= 0) {
+        double* col = MDt + static_cast<long>(s) * p;
+        std::copy(rowA, rowA + nz, col);
+        std::copy(rowB, rowB + m, col + nz);
+        acc |= or_bits(rowA + nz, n - nz);
+        continue;
       }
-      if (s_b[t] >= 0) {
-        acc |= or_bits(rowB, s_b[t]) | or_bits(rowB + s_b[t] + 1, m - s_b[t] - 1);
-      } else {
-        acc |= or_bits(rowB, m);
-      }
+      const int t = -s - 1;
+      acc |= or_except(rowA, n, s_col[t], va[t]) | or_except(rowB, m, s_b[t], vb[t]);
     }
     return (acc & ~(uint64_t(1) << 63)) == 0;
+  }
+
+ private:
+  void index(int n) {
+    order = D;
+    order.insert(order.end(), S.begin(), S.end());
+    runs.clear();
+    for (int i = 0; i < n; ++i) {
+      if (!runs.empty() && runs.back().first + runs.back().second == order[i])
+        ++runs.back().second;
+      else
+        runs.emplace_back(order[i], 1);
+    }
+    slot.assign(n, 0);
+    for (int r = 0; r < nD(); ++r) slot[D[r]] = r;
+    for (int t = 0; t < nS(); ++t) slot[S[t]] = -(t + 1);
   }
 
   static uint64_t or_bits(const double* x, int count) {
@@ -145,86 +206,168 @@ struct Pattern {
     }
     return acc;
   }
+
+  /// The bits of row[0..count) except entry `keep` (-1: none), whose value goes to `v`.
+  static uint64_t or_except(const double* row, int count, int keep, double& v) {
+    if (keep < 0) {
+      v = 0.0;
+      return or_bits(row, count);
+    }
+    v = row[keep];
+    return or_bits(row, keep) | or_bits(row + keep + 1, count - keep - 1);
+  }
 };
 
 /// Workspaces of one step, sized for the dense pattern (the largest).
 struct Work {
-  std::vector<double> MDt, PD, Z, ZD, G, H, L, Li, W, X, Mb, gu, w, Pcur, Pnext;
+  std::vector<double> MDt, Pp, Z, G, H, L, K, XX, Qs, va, vb, gu, w, Pcur, Pnext;
   Work(int n, int m) {
     const size_t p = static_cast<size_t>(n + m), nn = static_cast<size_t>(n) * n;
     Pcur.resize(nn);
     Pnext.resize(nn);
     MDt.resize(n * p);
-    PD.resize(nn);
+    Pp.resize(nn);
     Z.resize(n * p);
-    ZD.resize(n * p);
     G.resize(p * p);
     H.resize(static_cast<size_t>(m) * n);
+    K.resize(static_cast<size_t>(m) * n);
     L.resize(static_cast<size_t>(m) * m);
-    Li.resize(static_cast<size_t>(m) * m);
-    W.resize(static_cast<size_t>(m) * n);
-    X.resize(nn);
-    Mb.resize(nn);
+    XX.resize(nn);
+    Qs.resize(nn);
+    va.resize(n);
+    vb.resize(n);
     gu.resize(m);
     w.resize(m);
   }
 };
 
-/// In-place lower Cholesky of the column-major m x m matrix `a` (lower triangle read);
-/// returns 0 or the order of the first leading minor that is not positive (LAPACK's info).
+/// In-place Cholesky factor of the symmetric m x m matrix `a` (column-major, lower
+/// triangle read): a = L L^T with L lower (upper triangle zeroed), right-looking so that
+/// the updates run down contiguous columns. Returns 0 or the order of the first leading
+/// minor that is not positive (as LAPACK's info).
+MC_VECTOR_CLONES
 int cholesky_lower(double* a, int m) {
   for (int j = 0; j < m; ++j) {
     double* cj = a + static_cast<long>(j) * m;
-    double d = cj[j];
-    for (int k = 0; k < j; ++k) d -= a[j + static_cast<long>(k) * m] * a[j + static_cast<long>(k) * m];
-    if (!(d > 0.0)) return j + 1;
-    d = std::sqrt(d);
+    if (!(cj[j] > 0.0)) return j + 1;
+    const double d = std::sqrt(cj[j]), inv = 1.0 / d;
     cj[j] = d;
-    for (int i = j + 1; i < m; ++i) {
-      double s = cj[i];
-      for (int k = 0; k < j; ++k) s -= a[i + static_cast<long>(k) * m] * a[j + static_cast<long>(k) * m];
-      cj[i] = s / d;
+    for (int i = j + 1; i < m; ++i) cj[i] *= inv;
+    for (int l = j + 1; l < m; ++l) {
+      const double c = cj[l];
+      double* cl = a + static_cast<long>(l) * m;
+      for (int i = l; i < m; ++i) cl[i] -= c * cj[i];
     }
-    for (int i = 0; i < j; ++i) cj[i] = 0.0;  // clean upper triangle
+    std::fill(cj, cj + j, 0.0);
   }
   return 0;
 }
 
-/// li = l^{-1} for a lower-triangular column-major m x m l (upper triangle of li zero).
-void invert_lower(const double* l, double* li, int m) {
-  std::fill(li, li + static_cast<long>(m) * m, 0.0);
-  for (int j = 0; j < m; ++j) {
-    li[j + static_cast<long>(j) * m] = 1.0 / l[j + static_cast<long>(j) * m];
-    for (int i = j + 1; i < m; ++i) {
-      double s = 0.0;
-      for (int k = j; k < i; ++k) s += l[i + static_cast<long>(k) * m] * li[k + static_cast<long>(j) * m];
-      li[i + static_cast<long>(j) * m] = -s / l[i + static_cast<long>(i) * m];
+/// x = l^{-1} x in place for a lower-triangular column-major m x m l and the rows of the
+/// row-major m x cols x (leading dimension ldx): x(i, :) = (x(i, :) - sum_{k<i} l(i, k)
+/// x(k, :)) / l(i, i).
+MC_VECTOR_CLONES
+void forward_substitute(const double* l, double* x, int m, int cols, int ldx) {
+  for (int i = 0; i < m; ++i) {
+    double* xi = x + static_cast<long>(i) * ldx;
+    for (int k = 0; k < i; ++k) {
+      const double c = l[i + static_cast<long>(k) * m];
+      const double* xk = x + static_cast<long>(k) * ldx;
+      for (int j = 0; j < cols; ++j) xi[j] -= c * xk[j];
     }
+    const double d = 1.0 / l[i + static_cast<long>(i) * m];
+    for (int j = 0; j < cols; ++j) xi[j] *= d;
   }
 }
 
-/// dst[0..count) = src[0..count) with non-temporal stores where dst is 16-byte aligned.
+/// y = l^{-T} x for l as in forward_substitute and row-major x, y (m x cols, leading
+/// dimensions ldx, ldy): y(i, :) = (x(i, :) - sum_{k>i} l(k, i) y(k, :)) / l(i, i).
+MC_VECTOR_CLONES
+void backward_substitute(const double* l, const double* x, double* y, int m, int cols, int ldx, int ldy) {
+  for (int i = m - 1; i >= 0; --i) {
+    double* yi = y + static_cast<long>(i) * ldy;
+    std::copy(x + static_cast<long>(i) * ldx, x + static_cast<long>(i) * ldx + cols, yi);
+    for (int k = i + 1; k < m; ++k) {
+      const double c = l[k + static_cast<long>(i) * m];
+      const double* yk = y + static_cast<long>(k) * ldy;
+      for (int j = 0; j < cols; ++j) yi[j] -= c * yk[j];
+    }
+    const double d = 1.0 / l[i + static_cast<long>(i) * m];
+    for (int j = 0; j < cols; ++j) yi[j] *= d;
+  }
+}
+
+/// qs = (q + q^T)/2 for a row-major n x n q.
+void symmetric_part(const double* q, double* qs, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      qs[static_cast<long>(i) * n + j] = 0.5 * (q[static_cast<long>(i) * n + j] + q[static_cast<long>(j) * n + i]);
+}
+
+/// dst[0..count) = src[0..count), with non-temporal stores (x86) where dst is 16-byte
+/// aligned: the outputs are written once and not read again by the sweep.
 void stream_copy(const double* src, double* dst, long count) {
   long i = 0;
+#if defined(__SSE2__)
   if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0) {
     dst[0] = src[0];
     i = 1;
   }
   for (; i + 1 < count; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+#endif
   for (; i < count; ++i) dst[i] = src[i];
 }
 
-void prefetch(const double* p, long count) {
-  for (long i = 0; i < count; i += 8) __builtin_prefetch(p + i, 0, 2);
+/// Makes the streamed stores visible before the caller reads the outputs.
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
-/// One step k of the sweep with pattern `pt`; false (and `info`) when Gamma(k) is not PD.
+/// P(k) = Qs + Y (n x n row-major, into pk and streamed to po), Y(i, j) = G(i, j) -
+/// XX(i, j) on rows and columns 0..nh, from the lower triangles (i >= j) of G
+/// (column-major, leading dimension ldg, zero outside 0..nz) and XX (nh x nh
+/// column-major): their column j gives row j of P from the diagonal on, then the
+/// strict lower triangle is mirrored, so P is exactly symmetric. po may be null.
+MC_VECTOR_CLONES
+void assemble(const double* Qs, const double* G, int ldg, int nz, const double* XX, int nh, int n, double* pk,
+              double* po) {
+  for (int j = 0; j < n; ++j) {
+    const double* qrow = Qs + static_cast<long>(j) * n;
+    double* prow = pk + static_cast<long>(j) * n;
+    int i = j;
+    if (j < nh) {
+      const double* xcol = XX + static_cast<long>(j) * nh;
+      for (; i < nh; ++i) prow[i] = qrow[i] - xcol[i];
+      if (j < nz) {
+        const double* gcol = G + static_cast<long>(j) * ldg;
+        for (int r = j; r < nz; ++r) prow[r] += gcol[r];
+      }
+    }
+    for (; i < n; ++i) prow[i] = qrow[i];
+  }
+  for (int i = 1; i < n; ++i)
+    for (int j = 0; j < i; ++j) pk[static_cast<long>(i) * n + j] = pk[static_cast<long>(j) * n + i];
+  if (po != nullptr) stream_copy(pk, po, static_cast<long>(n) * n);
+}
+
+/// z(:, c) += v * col for one rank-one term of a sparse row (n entries).
+MC_VECTOR_CLONES
+void axpy(double v, const double* col, double* z, int n) {
+  for (int i = 0; i < n; ++i) z[i] += v * col[i];
+}
+
+/// One step k of the sweep with pattern `pt` (whose load() has filled ws.MDt, ws.va,
+/// ws.vb); false (and `info`) when Gamma(k) is not PD.
 ///
 /// With w = [x(0..nz); u] (p = nz + m) and M (n x p) the map w -> x(k+1), the step forms
-/// G = M^T P(k+1) M, whose blocks are A^T P A (nz x nz), B^T P A and B^T P B: the dense
-/// rows of M (M_D, nD x p) through two products Z = P(:, D) M_D and M_D^T Z(D, :), each
-/// sparse row as rank-one corrections. Only G(:, 0..nz) and G(nz.., nz..) are formed
-/// (G is symmetric).
+/// the lower triangle of G = M^T P(k+1) M, whose blocks are A^T P A (nz x nz), B^T P A
+/// and B^T P B: the dense rows of M (M_D, nD x p) through Z = P(order, D) M_D and
+/// M_D^T Z(0..nD, :), each sparse row as rank-one corrections. The panel P(order, D)
+/// lists the dense rows first, so Z's dense rows are its leading rows, and its trailing
+/// rows that are zero (those of states nothing weights, such as the kinematic
+/// velocities under block-diagonal weights) are skipped.
 bool step(const RiccatiInputs& in, const RiccatiOutputs& out, const Gemm& gemm, const Pattern& pt, Work& ws, long k,
           int& info) {
   const int n = static_cast<int>(in.n), m = static_cast<int>(in.m);
@@ -236,142 +379,108 @@ bool step(const RiccatiInputs& in, const RiccatiOutputs& out, const Gemm& gemm, 
   const double* Bk = in.B + k * n * m;
   ws.Pcur.swap(ws.Pnext);  // P(k+1), computed by the previous step (or the terminal one)
   const double* Pn = ws.Pnext.data();
-  double* MDt = ws.MDt.data();
-  double* PD = ws.PD.data();
+  const double* MDt = ws.MDt.data();
+  double* Pp = ws.Pp.data();
   double* Z = ws.Z.data();
-  double* ZD = ws.ZD.data();
   double* G = ws.G.data();
-  // The next step's A and B stream in while this one computes, a quarter at a time
-  // (a burst of a thousand prefetches would only queue behind the fill buffers).
-  const double* An = k > 1 ? in.A + (k - 2) * nn : nullptr;
-  const long quarter = (nn + 31) / 32 * 8;
-  auto prefetch_part = [&](int part) {
-    if (An == nullptr) return;
-    const long lo = part * quarter, hi = std::min(nn, lo + quarter);
-    if (lo < hi) prefetch(An + lo, hi - lo);
-    if (part == 3) prefetch(in.B + (k - 2) * n * m, static_cast<long>(n) * m);
-  };
-  prefetch_part(0);
 
-  // M_D^T (p x nD, column r = [A(D[r], 0..nz) B(D[r], :)]) and P(:, D) (P is symmetric: rows).
-  for (int r = 0; r < nD; ++r) {
-    const long d = pt.D[r];
-    std::copy(Ak + d * n, Ak + d * n + nz, MDt + static_cast<long>(r) * p);
-    std::copy(Bk + d * m, Bk + d * m + m, MDt + static_cast<long>(r) * p + nz);
-    std::copy(Pn + d * n, Pn + d * n + n, PD + static_cast<long>(r) * n);
-  }
-  // Z = P M (n x p): the dense rows by products (split so that OpenBLAS stays on one
-  // thread: its threading costs more than it brings at these sizes), each sparse row
-  // as a rank-one term.
-  gemm(false, true, n, nz, nD, 1.0, PD, n, MDt, p, 0.0, Z, n);
-  gemm(false, true, n, m, nD, 1.0, PD, n, MDt + nz, p, 0.0, Z + static_cast<long>(nz) * n, n);
-  for (int t = 0; t < nS; ++t) {
-    const double* prow = Pn + static_cast<long>(pt.S[t]) * n;
-    if (pt.s_col[t] >= 0) {
-      const double va = Ak[static_cast<long>(pt.S[t]) * n + pt.s_col[t]];
-      double* zc = Z + static_cast<long>(pt.s_col[t]) * n;
-      for (int i = 0; i < n; ++i) zc[i] += va * prow[i];
+  // Pp = P(k+1)(order, order); its first nD columns are the panel P(order, D), its
+  // column nD + t is P(order, S[t]). zr: its rows before the trailing ones that are
+  // zero in the panel.
+  pt.permute(Pn, Pp, n);
+  int zr = n;
+  for (; zr > 0; --zr) {
+    const double* row = Pp + static_cast<long>(zr - 1) * n;  // = column zr - 1 (symmetric)
+    uint64_t bits = 0;
+    for (int r = 0; r < nD; ++r) {
+      uint64_t b;
+      std::memcpy(&b, row + r, sizeof b);
+      bits |= b;
     }
-    if (pt.s_b[t] >= 0) {
-      const double vb = Bk[static_cast<long>(pt.S[t]) * m + pt.s_b[t]];
-      double* zc = Z + static_cast<long>(nz + pt.s_b[t]) * n;
-      for (int i = 0; i < n; ++i) zc[i] += vb * prow[i];
-    }
+    if ((bits & ~(uint64_t(1) << 63)) != 0) break;
   }
-  prefetch_part(1);
-  // G = M^T Z: columns 0..nz and the block (nz.., nz..).
-  for (int j = 0; j < p; ++j) {
-    const double* zc = Z + static_cast<long>(j) * n;
-    double* zd = ZD + static_cast<long>(j) * nD;
-    for (int r = 0; r < nD; ++r) zd[r] = zc[pt.D[r]];
-  }
-  gemm(false, false, p, nz, nD, 1.0, MDt, p, ZD, nD, 0.0, G, p);
-  gemm(false, false, m, m, nD, 1.0, MDt + nz, p, ZD + static_cast<long>(nz) * nD, nD, 0.0,
-       G + static_cast<long>(nz) * p + nz, p);
+  // Z = P(order, :) M (n x p): the dense rows by products (split so that OpenBLAS stays
+  // on one thread: its threading costs more than it brings at these sizes), each sparse
+  // row as a rank-one term.
+  gemm(false, true, zr, nz, nD, 1.0, Pp, n, MDt, p, 0.0, Z, n);
+  gemm(false, true, zr, m, nD, 1.0, Pp, n, MDt + nz, p, 0.0, Z + static_cast<long>(nz) * n, n);
+  if (zr < n)
+    for (int j = 0; j < p; ++j) std::fill(Z + static_cast<long>(j) * n + zr, Z + static_cast<long>(j + 1) * n, 0.0);
   for (int t = 0; t < nS; ++t) {
-    const int s = pt.S[t];
+    const double* pcol = Pp + static_cast<long>(nD + t) * n;
+    const double va = ws.va[t], vb = ws.vb[t];
+    double* za = pt.s_col[t] >= 0 ? Z + static_cast<long>(pt.s_col[t]) * n : nullptr;
+    double* zb = pt.s_b[t] >= 0 ? Z + static_cast<long>(nz + pt.s_b[t]) * n : nullptr;
+    if (za != nullptr) axpy(va, pcol, za, n);
+    if (zb != nullptr) axpy(vb, pcol, zb, n);
+  }
+  // The lower triangle of G = M^T Z (p x p: A^T P A, B^T P A = H, B^T P B) in three
+  // blocks: columns 0..h (all rows), h..nz (from row h), the block (nz.., nz..).
+  const int h = nz / 2;
+  gemm(false, false, p, h, nD, 1.0, MDt, p, Z, n, 0.0, G, p);
+  gemm(false, false, p - h, nz - h, nD, 1.0, MDt + h, p, Z + static_cast<long>(h) * n, n, 0.0,
+       G + h + static_cast<long>(h) * p, p);
+  gemm(false, false, m, m, nD, 1.0, MDt + nz, p, Z + static_cast<long>(nz) * n, n, 0.0,
+       G + nz + static_cast<long>(nz) * p, p);
+  for (int t = 0; t < nS; ++t) {
+    const double* zrow = Z + nD + t;  // row nD + t of Z is S[t]'s (stride n)
     if (pt.s_col[t] >= 0) {
-      const double va = Ak[static_cast<long>(s) * n + pt.s_col[t]];
+      const double va = ws.va[t];
       const int a = pt.s_col[t];
-      for (int j = 0; j < nz; ++j) G[a + static_cast<long>(j) * p] += va * Z[s + static_cast<long>(j) * n];
+      for (int j = 0; j <= a; ++j) G[a + static_cast<long>(j) * p] += va * zrow[static_cast<long>(j) * n];
     }
     if (pt.s_b[t] >= 0) {
-      const double vb = Bk[static_cast<long>(s) * m + pt.s_b[t]];
+      const double vb = ws.vb[t];
       const int row = nz + pt.s_b[t];
-      for (int j = 0; j < p; ++j) G[row + static_cast<long>(j) * p] += vb * Z[s + static_cast<long>(j) * n];
+      for (int j = 0; j <= row; ++j) G[row + static_cast<long>(j) * p] += vb * zrow[static_cast<long>(j) * n];
+    }
+  }
+  // H row-major (m x nh), for the substitutions on whole rows.
+  double* H = ws.H.data();
+  for (int c = 0; c < nz; ++c)
+    for (int i = 0; i < m; ++i) H[static_cast<long>(i) * nh + c] = G[nz + i + static_cast<long>(c) * p];
+  if (hasS) {  // H += S^T on all n columns
+    const double* Sk = in.S + (in.S_stacked ? k * n * m : 0);
+    for (int i = 0; i < m; ++i) {
+      double* hrow = H + static_cast<long>(i) * nh;
+      std::fill(hrow + nz, hrow + n, 0.0);
+      for (int c = 0; c < n; ++c) hrow[c] += Sk[static_cast<long>(c) * m + i];
     }
   }
 
-  prefetch_part(2);
-  // Gamma = R + B^T P B (lower triangle) = L L^T; H = B^T P A + S^T (m x nh).
+  // Gamma = R + B^T P B = L L^T (L column-major lower).
   const double* Rk = in.R + (in.R_stacked ? k * m * m : 0);
   double* L = ws.L.data();
-  for (int j = 0; j < m; ++j)
-    for (int i = j; i < m; ++i)
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j <= i; ++j)
       L[i + static_cast<long>(j) * m] = G[(nz + i) + static_cast<long>(nz + j) * p] + Rk[static_cast<long>(i) * m + j];
-  double* H = ws.H.data();
-  for (int j = 0; j < nz; ++j) std::copy(G + nz + static_cast<long>(j) * p, G + p + static_cast<long>(j) * p, H + static_cast<long>(j) * m);
-  std::fill(H + static_cast<long>(nz) * m, H + static_cast<long>(nh) * m, 0.0);
-  if (hasS) {
-    const double* Sk = in.S + (in.S_stacked ? k * n * m : 0);
-    for (int c = 0; c < n; ++c)
-      for (int i = 0; i < m; ++i) H[i + static_cast<long>(c) * m] += Sk[static_cast<long>(c) * m + i];
-  }
   info = cholesky_lower(L, m);
   if (info != 0) return false;
-  double* Li = ws.Li.data();
-  invert_lower(L, Li, m);
 
-  // W = L^-1 H; K = L^-T W written transposed straight into K(k) (row-major m x n =
-  // column-major n x m): K^T = W^T L^-1.
-  double* W = ws.W.data();
-  gemm(false, false, m, nh, m, 1.0, Li, m, H, m, 0.0, W, m);
+  // W = L^-1 H in place of H, then K = L^-T W straight into K(k) (row-major m x n),
+  // by substitution on whole rows.
+  double* W = H;
+  forward_substitute(L, W, m, nh, nh);
+  double* Kw = ws.K.data();  // K(k), m x n row-major, streamed to the output
+  backward_substitute(L, W, Kw, m, nh, nh, n);
+  for (int i = 0; i < m; ++i) std::fill(Kw + static_cast<long>(i) * n + nh, Kw + static_cast<long>(i + 1) * n, 0.0);
   double* Kk = out.K + k * m * n;
-  gemm(true, false, nh, m, m, 1.0, W, m, Li, m, 0.0, Kk, n);
-  for (int i = 0; i < m; ++i) std::fill(Kk + static_cast<long>(i) * n + nh, Kk + static_cast<long>(i + 1) * n, 0.0);
+  stream_copy(Kw, Kk, static_cast<long>(m) * n);
+  // K^T Gamma K = H^T Gamma^-1 H = W^T W (Gamma cancelled): its lower triangle, nh x nh
+  // column-major (W row-major is W^T column-major), columns 0..h2 then h2..nh.
+  double* XX = ws.XX.data();
+  const int h2 = nh / 2;
+  gemm(false, true, nh, h2, m, 1.0, W, nh, W, nh, 0.0, XX, nh);
+  gemm(false, true, nh - h2, nh - h2, m, 1.0, W + h2, nh, W + h2, nh, 0.0, XX + h2 + static_cast<long>(h2) * nh, nh);
 
-  // X = A^T P A - K^T Gamma K = G(0..nz, 0..nz) - W^T W (Gamma cancelled: K^T Gamma K =
-  // H^T Gamma^-1 H = W^T W), as an nh x nh column-major block, zero beyond.
-  double* X;
-  int ldx;
-  if (!hasS) {
-    X = G;
-    ldx = p;
-  } else {
-    X = ws.X.data();
-    ldx = n;
-    std::fill(X, X + nn, 0.0);
-    for (int j = 0; j < nz; ++j) std::copy(G + static_cast<long>(j) * p, G + static_cast<long>(j) * p + nz, X + static_cast<long>(j) * n);
-  }
-  gemm(true, false, nh, nh, m, -1.0, W, m, W, m, 1.0, X, ldx);
-
-  prefetch_part(3);
-  // P(k) = sym(Q + X) (thesis L3119): Mb = Q + X^T, P = (Mb + Mb^T)/2, exactly symmetric.
-  const double* Qk = in.Q + (in.Q_stacked ? k * nn : 0);
-  double* Mb = ws.Mb.data();
-  const int nx = hasS ? n : nz;
-  for (int i = 0; i < n; ++i) {
-    const double* qrow = Qk + static_cast<long>(i) * n;
-    double* mrow = Mb + static_cast<long>(i) * n;
-    if (i < nx) {
-      const double* xcol = X + static_cast<long>(i) * ldx;
-      for (int j = 0; j < nx; ++j) mrow[j] = qrow[j] + xcol[j];
-      for (int j = nx; j < n; ++j) mrow[j] = qrow[j];
-    } else {
-      std::copy(qrow, qrow + n, mrow);
-    }
-  }
-  // Into the cache-resident buffer the next step reads (a + b == b + a, so P(i, j) and
-  // P(j, i) are bitwise equal), then streamed to the output without polluting the cache
-  // or reading the destination first.
-  double* Pk = ws.Pcur.data();
-  for (int i = 0; i < n; ++i) {
-    const double* mrow = Mb + static_cast<long>(i) * n;
-    const double* mcol = Mb + i;
-    double* prow = Pk + static_cast<long>(i) * n;
-    for (int j = 0; j < n; ++j) prow[j] = 0.5 * (mrow[j] + mcol[static_cast<long>(j) * n]);
-  }
-  stream_copy(Pk, out.P + k * nn, nn);
+  // P(k) = sym(Q) + Y with Y = A^T P A - K^T Gamma K on rows and columns 0..nh, formed
+  // from the lower triangles of G and XX and mirrored: exactly symmetric (the projection
+  // of thesis L3119 by construction). Into the cache-resident buffer the next step
+  // reads, and (with the history) streamed to the output, neither polluting the cache
+  // nor reading the destination first.
+  const double* Qs = ws.Qs.data();
+  if (in.Q_stacked) symmetric_part(in.Q + k * nn, ws.Qs.data(), n);
+  assemble(Qs, G, p, nz, ws.XX.data(), nh, n, ws.Pcur.data(), out.P_history ? out.P + k * nn : nullptr);
 
   if (in.linear) {
     // g = B^T b(k+1) + r; C = Gamma^-1 g; b(k) = A^T b(k+1) + q - K^T g; c(k) = c(k+1) - |L^-1 g|^2.
@@ -390,19 +499,11 @@ bool step(const RiccatiInputs& in, const RiccatiOutputs& out, const Gemm& gemm, 
       const double* rowB = Bk + static_cast<long>(row) * m;
       for (int i = 0; i < m; ++i) gu[i] += br * rowB[i];
     }
+    std::copy(gu, gu + m, w);
+    forward_substitute(L, w, m, 1, 1);  // w = L^-1 g
     double ww = 0.0;
-    for (int i = 0; i < m; ++i) {
-      double s = 0.0;
-      for (int j = 0; j <= i; ++j) s += Li[i + static_cast<long>(j) * m] * gu[j];
-      w[i] = s;
-      ww += s * s;
-    }
-    double* Ck = out.C + k * m;
-    for (int i = 0; i < m; ++i) {
-      double s = 0.0;
-      for (int j = i; j < m; ++j) s += Li[j + static_cast<long>(i) * m] * w[j];
-      Ck[i] = s;
-    }
+    for (int i = 0; i < m; ++i) ww += w[i] * w[i];
+    backward_substitute(L, w, out.C + k * m, m, 1, 1, 1);  // C = L^-T w = Gamma^-1 g
     out.c[k] = out.c[k + 1] - ww;
     double* bk = out.b + k * n;
     if (in.q != nullptr) {
@@ -419,7 +520,7 @@ bool step(const RiccatiInputs& in, const RiccatiOutputs& out, const Gemm& gemm, 
     }
     for (int i = 0; i < m; ++i) {
       const double gi = gu[i];
-      const double* rowK = Kk + static_cast<long>(i) * n;
+      const double* rowK = Kw + static_cast<long>(i) * n;
       for (int c = 0; c < n; ++c) bk[c] -= gi * rowK[c];
     }
   }
@@ -433,10 +534,6 @@ RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, 
   const long N = in.N, nn = static_cast<long>(n) * n;
   RiccatiResult res;
   // Terminal conditions: P(N) = sym(Qf), b(N) = qf, c(N) = 0.
-  double* PN = out.P + N * nn;
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j)
-      PN[static_cast<long>(i) * n + j] = 0.5 * (in.Qf[static_cast<long>(i) * n + j] + in.Qf[static_cast<long>(j) * n + i]);
   if (in.linear) {
     double* bN = out.b + N * n;
     if (in.qf != nullptr)
@@ -445,7 +542,16 @@ RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, 
       std::fill(bN, bN + n, 0.0);
     out.c[N] = 0.0;
   }
-  if (N == 0) return res;
+  Work ws(n, m);
+  symmetric_part(in.Qf, ws.Pcur.data(), n);  // swapped into Pnext by the first step
+  // Without the history, out.P receives the last P computed: P(0), or P(k+1) of a failed k.
+  auto finish = [&](const std::vector<double>& last) {
+    if (!out.P_history) std::copy(last.begin(), last.end(), out.P);
+    stream_fence();
+    return res;
+  };
+  if (out.P_history) std::copy(ws.Pcur.begin(), ws.Pcur.end(), out.P + N * nn);
+  if (N == 0) return finish(ws.Pcur);
 
   const Gemm gemm{blas};
   const Pattern dense = Pattern::dense(n);
@@ -453,23 +559,25 @@ RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, 
   const bool structured = !detected.is_dense(n);
   res.dense_rows = structured ? detected.nD() : n;
   res.nonzero_columns = structured ? detected.nz : n;
-  Work ws(n, m);
-  std::copy(PN, PN + nn, ws.Pcur.data());  // swapped into Pnext by the first step
+  if (!in.Q_stacked) symmetric_part(in.Q, ws.Qs.data(), n);
   for (long k = N - 1; k >= 0; --k) {
+    const double* Ak = in.A + k * nn;
+    const double* Bk = in.B + k * n * m;
     const Pattern* pt = &dense;
-    if (structured && detected.fits(in.A + k * nn, in.B + k * n * m, n, m)) {
+    if (structured && detected.load(Ak, Bk, n, m, ws.MDt.data(), ws.va.data(), ws.vb.data())) {
       pt = &detected;
       ++res.structured_steps;
+    } else {
+      dense.load(Ak, Bk, n, m, ws.MDt.data(), ws.va.data(), ws.vb.data());
     }
     int info = 0;
     if (!step(in, out, gemm, *pt, ws, k, info)) {
       res.failed_step = k;
       res.failed_order = info;
-      return res;
+      return finish(ws.Pnext);
     }
   }
-  _mm_sfence();  // the streamed stores are visible before the caller reads P
-  return res;
+  return finish(ws.Pcur);
 }
 
 }  // namespace mc

@@ -56,7 +56,7 @@ def seed_gains(model, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Seed 001 §VIII-B's time-varying LQR gains (N, nU, nx): Q = diag(100 on the configurations,
     1 on momenta and kinematic velocities) = Q_f, R = I."""
     Q = np.diag(np.r_[np.full(model.nq, 100.0), np.ones(model.nd + model.nk)])
-    return tv_lqr(A, B, Q, np.eye(model.nU), Q).K
+    return tv_lqr(A, B, Q, np.eye(model.nU), Q, full_P=False).K
 
 
 def run(steps: int, dt: float, perturbation: float, out: Path, config: str = "torso_rz") -> dict:

@@ -201,7 +201,7 @@ def projection_gains(system: "_core.DiscreteSystem", X: np.ndarray, U: np.ndarra
     model = system.model
     A, B = system.linearize_trajectory(X, U)
     Q = q_weight * np.eye(model.nx)
-    return tv_lqr(A, B, Q, r_weight * np.eye(model.nU), Q, check_inputs=False).K
+    return tv_lqr(A, B, Q, r_weight * np.eye(model.nU), Q, check_inputs=False, full_P=False).K
 
 
 def project_onto(system: "_core.DiscreteSystem", x0: np.ndarray, X: np.ndarray, U: np.ndarray, what: str = "",

@@ -309,7 +309,7 @@ class ProjectionOptimizer:
 
     def projection_gains(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """K(k) of the projection operator from LQR on the linearization (thesis (6.10), L1838)."""
-        return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False).K
+        return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False).K
 
     def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray):
         """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10))."""
@@ -363,7 +363,8 @@ class ProjectionOptimizer:
         while True:
             model = self.quadratic_model(used, X, U, A, B, K, lx, lu)
             try:
-                sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False)
+                sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False,
+                            full_P=False)
                 dx0 = self._initial_direction(sol, model) if free else np.zeros(nx)
                 break
             except IndefiniteGammaError:
@@ -502,4 +503,4 @@ def tracking_gains(system: "_core.DiscreteSystem", X: np.ndarray, U: np.ndarray,
     R = np.eye(model.nU) if R is None else (np.diag(R) if np.ndim(R) == 1 else np.asarray(R, float))
     Qf = Q if Qf is None else (np.diag(Qf) if np.ndim(Qf) == 1 else np.asarray(Qf, float))
     A, B = system.linearize_trajectory(X, U)
-    return tv_lqr(A, B, Q, R, Qf).K
+    return tv_lqr(A, B, Q, R, Qf, full_P=False).K

@@ -36,12 +36,12 @@ Cholesky factor :math:`\Gamma = LL^T` and :math:`H = B^TP(k+1)A + S^T = \Gamma\m
 
 so :math:`\Gamma` itself never multiplies anything; likewise
 :math:`C^T\Gamma C = |w|^2` with :math:`w = L^{-1}[B^Tb(k+1) + r]`, subtracted as a
-non-negative number.  (:math:`H^T\mathcal{K}` measured 2 us per step faster than the
-Gram form :math:`W^TW`, :math:`W = L^{-1}H`; the symmetric projection that follows
-removes their only difference, roundoff asymmetry.)
+non-negative number.  (In numpy, :math:`H^T\mathcal{K}` measured 2 us per step faster
+than the Gram form :math:`W^TW`, :math:`W = L^{-1}H`; the symmetric projection that
+follows removes their only difference, roundoff asymmetry.)
 
-The triangular inverse :math:`L^{-1}` is formed (``dtrtri``, :math:`m^3/3` flops)
-instead of calling ``dpotrs``/``cho_solve``: for :math:`m = 18`, :math:`n = 80`,
+In the numpy reference sweep the triangular inverse :math:`L^{-1}` is formed
+(``dtrtri``, :math:`m^3/3` flops) instead of calling ``dpotrs``/``cho_solve``: for :math:`m = 18`, :math:`n = 80`,
 OpenBLAS's small triangular solves measured 6-18 us per call on this machine (and
 ``cho_solve``'s Python wrapper 27 us) versus about 4 us for ``dtrtri`` plus two small
 products; the accuracy of applying a computed triangular inverse is comparable to that
@@ -51,21 +51,28 @@ ch. 8 and 14).
 Implementation
 --------------
 The sweep runs in the core (``cpp/src/riccati.cpp``, ``_core._riccati_sweep``, GIL
-released) with the same algebra and symmetrization (with the Gram form
-:math:`\mathcal{K}^T\Gamma\mathcal{K} = W^TW`, which saves it a product, and its own
-:math:`18\times18` Cholesky and triangular inverse).  It exploits the structure of
-linearizations with kinematic configurations (ARCHITECTURE.md state layout): the rows
-of the kinematic configurations and velocities in :math:`[A\ B]` have one entry each
-(:math:`\rho_{k+1} = u`, :math:`v_{k+1} = (u - \rho_k)/\Delta t`) and the velocity
-columns of :math:`A` are zero, so :math:`A^TPA`, :math:`B^TPA`, :math:`B^TPB` are formed
-from the dense rows only (humanoid marionette: 44 of 80 rows, 62 of 80 columns) plus
-rank-one terms.  The pattern is detected from the data and checked at every step (a
-step that does not fit is computed densely), so any ``A``, ``B`` gives the same result
-as the dense recursion :func:`_sweep_numpy` (kept as the reference).  Products go to
-scipy's BLAS ``dgemm`` (run-time dispatched AVX2/AVX-512 kernels; the core itself is
-compiled for the baseline ISA).  1000 steps, n = 80, m = 18: about 47 ms (the numpy
-sweep: 86 ms; trep's ``solve_tv_lqr`` 140 ms, measured together on this project's
-machine).
+released) with the same algebra (with the Gram form
+:math:`\mathcal{K}^T\Gamma\mathcal{K} = W^TW`, :math:`W = L^{-1}H`, which saves it a
+product, and :math:`\mathcal{K} = L^{-T}W` by substitution on whole rows).  It exploits
+the structure of linearizations with kinematic configurations (ARCHITECTURE.md state
+layout): the rows of the kinematic configurations and velocities in :math:`[A\ B]` have
+one entry each (:math:`\rho_{k+1} = u`, :math:`v_{k+1} = (u - \rho_k)/\Delta t`) and the
+velocity columns of :math:`A` are zero, so :math:`A^TPA`, :math:`B^TPA`, :math:`B^TPB` are
+formed from the dense rows only (humanoid marionette: 44 of 80 rows, 62 of 80 columns)
+plus rank-one terms, skipping the rows of :math:`P(k+1)` that are zero on the dense
+columns (the velocities' under block-diagonal weights) and forming only lower
+triangles, from which :math:`P(k)` is assembled exactly symmetric.  The pattern is
+detected from the data and checked at every step (a step that does not fit is computed
+densely), so any ``A``, ``B`` gives the same result as the dense recursion
+:func:`_sweep_numpy` (kept as the reference).  Products go to scipy's BLAS ``dgemm``
+(run-time dispatched AVX2/AVX-512 kernels), the loops around them to an AVX2 clone
+picked at load time (the core itself is compiled for the baseline ISA).
+
+``full_P=False`` keeps only :math:`P(0)`, as trep's ``solve_tv_lqr`` does: the gains and
+:math:`P(0)` are all the optimizer and the controllers use.  1000 steps, n = 80,
+m = 18, as called (validation, new outputs): about 37-43 ms (every :math:`P(k)`
+kept: 41-45 ms; the numpy sweep 88 ms; trep's ``solve_tv_lqr`` 125 ms, measured
+together on this project's machine, ``python -m benchmarks.run --only optimizer``).
 """
 
 from __future__ import annotations
@@ -169,9 +176,9 @@ class LQRSolution:
     ----------
     K : numpy.ndarray, shape (N, m, n)
         Gains; the optimal input is :math:`u(k) = -\mathcal{K}(k) x(k)`.
-    P : numpy.ndarray, shape (N + 1, n, n)
+    P : numpy.ndarray, shape (N + 1, n, n), or (1, n, n)
         Symmetric cost-to-go matrices, :math:`V^*(x, k) = x^T P(k) x`,
-        :math:`P(N) = Q_f`.
+        :math:`P(N) = Q_f`; only :math:`P(0)` when solved with ``full_P=False``.
     """
 
     K: np.ndarray
@@ -193,8 +200,9 @@ class LQSolution:
         Feedback gains :math:`\mathcal{K}(k)`.
     C : numpy.ndarray, shape (N, m)
         Affine terms; the optimal input is :math:`u(k) = -\mathcal{K}(k)x(k) - C(k)`.
-    P : numpy.ndarray, shape (N + 1, n, n)
-        Symmetric quadratic cost-to-go, :math:`P(N) = Q_f`.
+    P : numpy.ndarray, shape (N + 1, n, n), or (1, n, n)
+        Symmetric quadratic cost-to-go, :math:`P(N) = Q_f`; only :math:`P(0)` when
+        solved with ``full_P=False``.
     b : numpy.ndarray, shape (N + 1, n)
         Linear cost-to-go, :math:`b(N) = q_f`.
     c : numpy.ndarray, shape (N + 1,)
@@ -226,9 +234,13 @@ class LQSolution:
         x0 : array_like, shape (n,)
             State at step ``k``.
         k : int, optional
-            Step, ``0 <= k <= N`` (default 0).
+            Step, ``0 <= k <= N`` (default 0; only 0 when solved with
+            ``full_P=False``).
         """
         x = _state_vector(x0, self.P.shape[1])
+        if k != 0 and self.P.shape[0] == 1 and self.horizon > 0:
+            raise ValueError(f"this solution kept P(0) only (full_P=False): the value at step k={k} "
+                             f"needs tv_lq(..., full_P=True)")
         return float(x @ self.P[k] @ x + 2.0 * (self.b[k] @ x) + self.c[k])
 
     def rollout(self, x0):
@@ -503,11 +515,12 @@ def _core_arg(arr):
     return np.ascontiguousarray(arr)
 
 
-def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True):
+def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True, full_P=True):
     """Backward Riccati sweep of (B.4) in the core (``_core._riccati_sweep``).
 
     Same contract as :func:`_sweep_numpy` (the reference implementation in numpy,
-    kept for cross-checks). The core exploits the sparsity of A and B that
+    kept for cross-checks), except that ``full_P=False`` returns P of shape
+    (1, n, n) holding P(0) only. The core exploits the sparsity of A and B that
     linearizations with kinematic configurations have (trivial rows of the
     kinematic configurations and velocities, zero columns of the velocities;
     checked at every step, dense steps otherwise) and runs its products on scipy's
@@ -515,7 +528,7 @@ def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True):
     """
     N, n, m = B.shape[0], B.shape[1], B.shape[2]
     K = _output_array(out, "K", (N, m, n))
-    P = _output_array(out, "P", (N + 1, n, n))
+    P = _output_array(out, "P", ((N + 1) if full_P else 1, n, n))
     if linear:
         C = _output_array(out, "C", (N, m))
         b = _output_array(out, "b", (N + 1, n))
@@ -529,10 +542,10 @@ def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True):
         _DGEMM if blas else None)
     k = res["failed_step"]
     if k >= 0:
-        _raise_gamma_failure(k, res["failed_order"], m, P[k + 1])
+        _raise_gamma_failure(k, res["failed_order"], m, P[k + 1] if full_P else P[0])
     if not np.all(np.isfinite(P[0])) or (linear and not (
             np.all(np.isfinite(b[0])) and np.isfinite(c[0]))):
-        _raise_overflow(P, b, c)
+        _raise_overflow(P, b, c, full_P)
     return K, P, C, b, c
 
 
@@ -660,12 +673,17 @@ def _raise_gamma_failure(k: int, info: int, m: int, Pn: np.ndarray):
     raise IndefiniteGammaError(k, info, m)
 
 
-def _raise_overflow(P, b, c):
-    bad = [k for k in range(P.shape[0]) if not np.all(np.isfinite(P[k]))
-           or (b is not None and not (np.all(np.isfinite(b[k])) and np.isfinite(c[k])))]
-    k = max(bad)
+def _raise_overflow(P, b, c, full_P: bool = True):
+    """FloatingPointError naming the largest step with a non-finite value (not when
+    only P(0) was kept)."""
+    if not full_P:
+        where = "(P(0) is not finite; solve with full_P=True to find the step)"
+    else:
+        bad = [k for k in range(P.shape[0]) if not np.all(np.isfinite(P[k]))
+               or (b is not None and not (np.all(np.isfinite(b[k])) and np.isfinite(c[k])))]
+        where = f"at step k={max(bad)}"
     raise FloatingPointError(
-        f"the Riccati recursion produced non-finite values at step k={k} "
+        f"the Riccati recursion produced non-finite values {where} "
         f"(overflow: the horizon is long for an unstable, weakly penalised system, "
         f"or the inputs were not checked; call with check_inputs=True)")
 
@@ -674,7 +692,7 @@ def _raise_overflow(P, b, c):
 
 
 def tv_lqr(A, B, Q, R, Qf, *, check_inputs: bool = True,
-           out: Optional[LQRSolution] = None) -> LQRSolution:
+           out: Optional[LQRSolution] = None, full_P: bool = True) -> LQRSolution:
     r"""Time-varying discrete LQR over a finite horizon (thesis app. B.2.2, L3043-3073).
 
     Minimises
@@ -713,15 +731,21 @@ def tv_lqr(A, B, Q, R, Qf, *, check_inputs: bool = True,
         the checks read every input once (about 25 ms for N=1000, n=80 with a
         time-varying Q; ~5 ms with a constant one).
     out : LQRSolution, optional
-        A previous solution of a problem of the same sizes whose arrays are
-        overwritten and returned in the new solution (saves the allocation and page
-        faults of 51 MB at N=1000, n=80).  Its old contents are lost, also when an
-        error is raised part-way.
+        A previous solution of a problem of the same sizes (and the same
+        ``full_P``) whose arrays are overwritten and returned in the new solution
+        (saves the allocation and page faults of 51 MB at N=1000, n=80).  Its old
+        contents are lost, also when an error is raised part-way.
+    full_P : bool, optional
+        Keep every :math:`P(k)` (default).  ``False`` keeps :math:`P(0)` only, in
+        ``P`` of shape (1, n, n): what gain schedules and the optimizer use (and what
+        trep's ``solve_tv_lqr`` returns), without writing :math:`(N+1)n^2` numbers
+        (51 MB at N = 1000, n = 80).
 
     Returns
     -------
     LQRSolution
-        ``K`` of shape (N, m, n) and ``P`` of shape (N + 1, n, n).
+        ``K`` of shape (N, m, n) and ``P`` of shape (N + 1, n, n) (``full_P=False``:
+        (1, n, n)).
 
     Raises
     ------
@@ -736,12 +760,12 @@ def tv_lqr(A, B, Q, R, Qf, *, check_inputs: bool = True,
     A, B, Q, R, Qf, _, _, _, _, _ = _validate_problem(
         A, B, Q, R, Qf, check_values=check_inputs)
     K, P, _, _, _ = _sweep(A, B, Q, R, Qf, None, None, None, None, linear=False,
-                           out=out)
+                           out=out, full_P=full_P)
     return LQRSolution(K=K, P=P)
 
 
 def tv_lq(A, B, Q, S, R, q, r, Qf, qf, *, check_inputs: bool = True,
-          out: Optional[LQSolution] = None) -> LQSolution:
+          out: Optional[LQSolution] = None, full_P: bool = True) -> LQSolution:
     r"""Discrete LQ problem with cross and linear terms, exactly thesis (B.4).
 
     Minimises (thesis B.2.3, L3075-3117)
@@ -799,12 +823,15 @@ def tv_lq(A, B, Q, S, R, q, r, Qf, qf, *, check_inputs: bool = True,
         As in :func:`tv_lqr`.
     out : LQSolution, optional
         As in :func:`tv_lqr`.
+    full_P : bool, optional
+        As in :func:`tv_lqr`; ``b`` and ``c`` are always kept whole.
 
     Returns
     -------
     LQSolution
-        ``K`` (N, m, n), ``C`` (N, m), ``P`` (N + 1, n, n), ``b`` (N + 1, n),
-        ``c`` (N + 1,), with :meth:`LQSolution.rollout` and :meth:`LQSolution.value`.
+        ``K`` (N, m, n), ``C`` (N, m), ``P`` (N + 1, n, n) (``full_P=False``:
+        (1, n, n)), ``b`` (N + 1, n), ``c`` (N + 1,), with
+        :meth:`LQSolution.rollout` and :meth:`LQSolution.value`.
 
     Raises
     ------
@@ -819,7 +846,7 @@ def tv_lq(A, B, Q, S, R, q, r, Qf, qf, *, check_inputs: bool = True,
     """
     A, B, Q, R, Qf, S, q, r, qf, _ = _validate_problem(
         A, B, Q, R, Qf, S, q, r, qf, check_values=check_inputs)
-    K, P, C, b, c = _sweep(A, B, Q, R, Qf, S, q, r, qf, linear=True, out=out)
+    K, P, C, b, c = _sweep(A, B, Q, R, Qf, S, q, r, qf, linear=True, out=out, full_P=full_P)
     return LQSolution(K=K, C=C, P=P, b=b, c=c, A=A, B=B)
 
 
@@ -850,7 +877,7 @@ def find_indefinite_step(A, B, Q, S, R, Qf, *, check_inputs: bool = True) -> Opt
     A, B, Q, R, Qf, S, _, _, _, _ = _validate_problem(
         A, B, Q, R, Qf, S, check_values=check_inputs)
     try:
-        _sweep(A, B, Q, R, Qf, S, None, None, None, linear=False)
+        _sweep(A, B, Q, R, Qf, S, None, None, None, linear=False, full_P=False)
     except IndefiniteGammaError as err:
         return err.step
     return None

@@ -17,16 +17,24 @@
 // The sweep does not assume this layout: it derives from the data a pattern of
 // "sparse rows" (at most one nonzero in the row of A and at most one in the row of
 // B), "dense rows" and identically zero columns of A, checks the pattern at every
-// step (about the cost of reading A(k) once) and falls back to the dense
-// computation for any step that does not fit. With the pattern, the quantities
-// A^T P A, B^T P A, B^T P B are formed as M^T P M with M = [A(:, nz) B] restricted
-// to the dense rows plus rank-one corrections of the sparse rows: for the humanoid
-// marionette 44 dense rows instead of 80 and 62 nonzero columns instead of 80, about
-// 2.5x fewer flops than the dense recursion.
+// step (in the one sequential pass over A(k), B(k) that also gathers the dense rows)
+// and falls back to the dense computation for any step that does not fit. With the
+// pattern, G = M^T P M with M = [A(:, 0..nz) B] (whose blocks are A^T P A, B^T P A,
+// B^T P B) is formed from the dense rows by products plus rank-one corrections of the
+// sparse rows, reading P(k+1) with the dense rows first and skipping the trailing
+// rows of its dense-column panel that are zero (the velocities' under block-diagonal
+// weights); only the lower triangles of the symmetric products are computed, and
+// P(k) is assembled from them, exactly symmetric. Humanoid marionette: 44 dense rows
+// instead of 80, 62 nonzero columns instead of 80, 62 panel rows: about 3x fewer
+// flops than the dense recursion.
+//
+// Gamma = L L^T is factored in place and K = L^-T (L^-1 H) formed by substitution on
+// whole rows (K^T Gamma K = W^T W with W = L^-1 H: Gamma cancelled, thesis L3119).
 //
 // Products go to a BLAS dgemm with the Fortran interface when one is supplied (the
 // Python layer passes scipy's, whose OpenBLAS selects AVX2/AVX-512 kernels at run
-// time; the core itself is compiled for the baseline ISA), else to Eigen.
+// time), else to Eigen; the loops outside BLAS have an AVX2 + FMA clone picked at
+// load time (the core itself is compiled for the baseline ISA).
 #pragma once
 
 namespace mc {
@@ -57,11 +65,13 @@ struct RiccatiInputs {
   bool linear = false;         // compute C, b, c (the LQ problem) or only K, P (LQR)
 };
 
-/// Outputs (written in place): K (N, m, n), P (N+1, n, n); with `linear` also
-/// C (N, m), b (N+1, n), c (N+1,).
+/// Outputs (written in place): K (N, m, n), P (N+1, n, n) or, without
+/// `P_history`, (1, n, n) holding P(0) only; with `linear` also C (N, m),
+/// b (N+1, n), c (N+1,).
 struct RiccatiOutputs {
   double* K = nullptr;
   double* P = nullptr;
+  bool P_history = true;  ///< write every P(k); false: only P(0) (or P(k+1) of a failed step k)
   double* C = nullptr;
   double* b = nullptr;
   double* c = nullptr;
@@ -76,10 +86,11 @@ struct RiccatiResult {
 };
 
 /// The backward sweep of thesis (B.4) with Gamma cancelled (W = L^-1 H, K = L^-T W,
-/// K^T Gamma K = W^T W, C^T Gamma C = |L^-1 g|^2) and P(k) projected onto the
-/// symmetric matrices every step (thesis L3119). Stops at the first (largest) k
+/// K^T Gamma K = W^T W, C^T Gamma C = |L^-1 g|^2) and P(k) exactly symmetric every
+/// step (thesis L3119: assembled from the lower triangle and mirrored). Stops at the first (largest) k
 /// whose Gamma(k) is not positive definite and reports it (outputs for steps > k
-/// are valid). `gemm` may be null (Eigen products).
+/// are valid; without P_history, out.P holds P(k+1)). `gemm` may be null (Eigen
+/// products).
 RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, DgemmFn gemm);
 
 }  // namespace mc
