@@ -228,7 +228,7 @@ def test_time_base_re_anchors_after_stalls_of_the_node(tmp_path):
             time.sleep(0.6)                    # the executor stalls while running
             resume = time.time_ns()
             spin_for(0.4)
-            assert node.schedule.reanchors == 1
+            assert node.schedule.reanchors >= 1   # more only if this machine itself stalls 0.25 s meanwhile
             stamps = [r[0] for r in received]
             late = [s for s in stamps if stall_begin + 2 * DT_NS < s < resume]
             assert not late, f"{len(late)} stamps fall inside the stall: the stamps lag the clock"
@@ -259,9 +259,9 @@ class Probe:
 
         self.node = rclpy.create_node("sim_probe", context=context)
         self.lock = threading.Lock()
-        self.joint_states: list = []   # (wall time, stamp ns, names, positions, latest /clock ns at receipt)
+        self.joint_states: list = []   # (wall time, stamp ns, names, positions, source timestamp)
         self.true_states: list = []    # (stamp ns, names, positions, velocities)
-        self.clock: list = []          # (wall time, clock ns)
+        self.clock: list = []          # (wall time, clock ns, source timestamp)
         self.diagnostics: list = []    # {key: value}
         self.markers: list = []        # MarkerArray
         self.node.create_subscription(JointState, "/joint_states", self._js, 1000)
@@ -284,20 +284,19 @@ class Probe:
         except Exception:  # shut down under us
             pass
 
-    def _js(self, m):
+    def _js(self, m, info):   # info: rclpy's MessageInfo (the publisher's source_timestamp)
         with self.lock:
-            clock = self.clock[-1][1] if self.clock else None
             self.joint_states.append((time.monotonic(), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec,
-                                      list(m.name), np.array(m.position), clock))
+                                      list(m.name), np.array(m.position), info["source_timestamp"]))
 
     def _true(self, m):
         with self.lock:
             self.true_states.append((m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, list(m.name),
                                      np.array(m.position), np.array(m.velocity)))
 
-    def _clock(self, m):
+    def _clock(self, m, info):
         with self.lock:
-            self.clock.append((time.monotonic(), m.clock.sec * 10**9 + m.clock.nanosec))
+            self.clock.append((time.monotonic(), m.clock.sec * 10**9 + m.clock.nanosec, info["source_timestamp"]))
 
     def _diag(self, m):
         for s in m.status:
@@ -528,10 +527,13 @@ def test_latency_in_steps_and_noise_set_at_run_time(sim):
         n = err.shape[0]
         assert n > 100
         np.testing.assert_allclose(err.std(axis=0), 0.01, rtol=4 / np.sqrt(2 * n))
-        # a joint state leaves with the /clock tick 5 steps after its stamp (the median: /clock and joint_states
-        # are two topics, whose messages may arrive in either order)
-        delays = [m[4] - m[1] for m in msgs if m[4] is not None]
-        assert np.median(delays) == 5 * DT_NS, np.unique(delays, return_counts=True)
+        # a joint state is published with the /clock tick 5 steps after its stamp: the last /clock the simulator
+        # published before it (publication order, the messages' source timestamps) is its stamp + 5 steps
+        with probe.lock:
+            clock = sorted((c[2], c[1]) for c in probe.clock)
+        sent, value = np.array([c[0] for c in clock]), np.array([c[1] for c in clock])
+        delays = [value[np.searchsorted(sent, m[4], side="right") - 1] - m[1] for m in msgs]
+        assert set(delays) == {5 * DT_NS}, np.unique(delays, return_counts=True)
         assert probe.set_parameter("latency", -0.1).successful is False
     finally:
         probe.set_parameter("noise_std", [0.0])
@@ -553,7 +555,7 @@ def test_realistic_command_delay_in_steps(real):
         n = len(probe.diagnostics)
         probe.command([rest[2][2] + 0.01, rest[2][3]])
         d = probe.diagnostics_after(n)
-        while d["last_command_step"] == "none":
+        while d["last_command_step"] == "none" or int(d["last_command_step"]) < rest[0] // DT_NS:
             d = probe.diagnostics_after(len(probe.diagnostics))
         received = int(d["last_command_step"])
         moved = next(s for s in probe.true_since(rest[0]) if s[2][2] != rest[2][2])
