@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ ALL = [*I.SCHEMES, VI]
 
 DT = 0.01                     # step of the long runs (the README's humanoid step)
 BAUMGARTE_ALPHA = 10.0        # 1/s; alpha dt = 0.1
+WORK_AT = 10.0                # s, time of the energy = string work + own error split (humanoid)
 ORDER_T = {"double_pendulum": 2.0, "humanoid": 1.0}
 ORDER_DTS = {"double_pendulum": 0.02 / 2.0 ** np.arange(6), "humanoid": 0.02 / 2.0 ** np.arange(5)}
 FIT_FROM = 0.005              # slopes fitted over dt <= FIT_FROM (RK4 is pre-asymptotic at 0.01-0.02 on the pendulum)
@@ -91,12 +93,24 @@ def long_runs(case, steps: int, schemes, variants=()) -> dict:
     for name, scheme, d, project in runs:
         run = I.integrate(scheme, d, q0, v0, DT, steps, project=project)
         r = energy_summary(run, d, E0)
+        if run.v is not None:
+            # where the energy changes: share of sum |E_{k+1} - E_k| taken in the 10% fastest steps
+            speed, dE = np.abs(run.v[1:]).max(axis=1), np.abs(np.diff(r["err"]))
+            fast = speed > np.percentile(speed, 90)
+            r["energy_change_share_fastest_10pct"] = float(dE[fast].sum() / max(dE.sum(), 1e-300))
+            r["speed_p50_p90_max"] = [float(np.percentile(speed, 50)), float(np.percentile(speed, 90)),
+                                      float(speed.max())]
         if d.model.nc:
             h = I.constraint_series(run, d)
             r.update(h=h, h_max=float(h.max()), h_final=float(h[-1]))
             if run.v is not None and not (project or d.baumgarte):  # W is lambda's work: plain schemes only
-                r["constraint_work_final"] = float(I.constraint_work(run, d)[-1])
-                r["own_energy_error_final"] = r["final"] - r["constraint_work_final"]
+                # at t = WORK_AT (before any explicit run blows up, where the quadrature of W fails)
+                k = min(int(round(WORK_AT / DT)), run.steps)
+                W = I.constraint_work(run, d)
+                r["work_at"] = {"t": k * DT, "energy_error": float(r["err"][k]), "constraint_work": float(W[k]),
+                                "own_error": float(r["err"][k] - W[k])}
+                if not run.stopped:
+                    r["work_final"] = float(W[-1])
         out[name] = r
         say(f"  {name}: {public(r)}")
     return out
@@ -109,7 +123,8 @@ def orders(case, T: float, dts) -> dict:
     dyn, q0, v0 = case
     q_ref, _ = I.reference_solution(dyn, q0, v0, T, 1e-13)
     q_loose, _ = I.reference_solution(dyn, q0, v0, T, 1e-11)
-    out = {"T": T, "dts": list(map(float, dts)), "reference_change_1e-11_to_1e-13": float(np.abs(q_ref - q_loose).max()),
+    out = {"T": T, "dts": list(map(float, dts)),
+           "reference_change_1e-11_to_1e-13": float(np.abs(q_ref - q_loose).max()),
            "reference_constraint_residual": dyn.constraint_residual(q_ref), "schemes": {}}
     fit = dts <= FIT_FROM * (1 + 1e-12)
     for name in ALL:
@@ -118,6 +133,18 @@ def orders(case, T: float, dts) -> dict:
         out["schemes"][name] = {"errors": e.tolist(), "order": I.observed_order(dts[fit], e[fit]),
                                 "local_orders": local.tolist(), "expected": ORDERS[name]}
         say(f"  {name}: order {out['schemes'][name]['order']:.3f} (expected {ORDERS[name]}), errors {e}")
+    return out
+
+
+def verlet_energy_scaling(case, T: float = 5.0) -> dict:
+    """Störmer-Verlet's energy error E(T) - E0 at dt = DT and DT/2: it falls as dt^2."""
+    dyn, q0, v0 = case
+    E0 = dyn.energy(q0, v0)
+    out = {}
+    for dt in (DT, DT / 2):
+        run = I.integrate("stormer_verlet", dyn, q0, v0, dt, int(round(T / dt)))
+        out[f"{dt:g}"] = float(I.energy_series(run, dyn)[1][-1] - E0)
+    say(f"  Störmer-Verlet E({T:g} s) - E0: {out}")
     return out
 
 
@@ -132,30 +159,47 @@ def rk4_small_step_check(case, T: float, dt: float) -> float:
 # ------------------------------------------------------------------ cost
 
 
-def costs(case, steps: int) -> dict:
-    """Per step: evaluations and wall time (this process, one core), every scheme from the same start;
-    the VI both as one ``simulate`` call (loop in C++) and one ``DiscreteSystem.step`` call per step."""
+def best_of(repeats: int, fn) -> float:
+    """Smallest wall time of ``repeats`` calls of fn() (other processes share the machine)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def costs(case, steps: int, repeats: int = 3) -> dict:
+    """Per step: evaluations and wall time (best of ``repeats``, one core), every scheme from the same
+    start; the VI both as one ``simulate`` call (loop in C++) and one ``DiscreteSystem.step`` call
+    per step; and one ``forward_dynamics`` call along the RK4 run's states."""
     dyn, q0, v0 = case
     model = dyn.model
     out = {}
     for name in ALL:
-        run = I.integrate(name, dyn, q0, v0, DT, steps)
-        out[name] = {"evaluations_per_step": run.evaluations / run.steps, "us_per_step": 1e6 * run.seconds / run.steps}
+        runs = [I.integrate(name, dyn, q0, v0, DT, steps) for _ in range(repeats)]
+        out[name] = {"evaluations_per_step": runs[0].evaluations / steps,
+                     "us_per_step": 1e6 * min(r.seconds for r in runs) / steps}
     system = _core.DiscreteSystem(model, DT)
     q_full = dyn.configuration(q0)
-    x = np.concatenate([q_full, (_core.mass_matrix(model, q_full) @ dyn.velocity(v0))[: model.nd], np.zeros(model.nk)])
+    x0 = np.concatenate([q_full, (_core.mass_matrix(model, q_full) @ dyn.velocity(v0))[: model.nd], np.zeros(model.nk)])
     u = np.concatenate([np.zeros(model.nu), dyn.rho])
-    start = time.perf_counter()
-    for _ in range(steps):
-        x = system.step(x, u)[0]
-    out[VI]["us_per_step_python_loop"] = 1e6 * (time.perf_counter() - start) / steps
-    v_full = dyn.velocity(v0)
+
+    def step_loop():
+        x = x0
+        for _ in range(steps):
+            x = system.step(x, u)[0]
+
+    out[VI]["us_per_step_python_loop"] = 1e6 * best_of(repeats, step_loop) / steps
+    run = I.integrate("rk4", dyn, q0, v0, DT, steps)
+    states = [(dyn.configuration(q), dyn.velocity(v)) for q, v in zip(run.q, run.v)]
     zero_u, zero_k = np.zeros(model.nu), np.zeros(model.nk)
-    n = max(steps // 2, 100)
-    start = time.perf_counter()
-    for _ in range(n):
-        _core.forward_dynamics(model, q_full, v_full, zero_u, zero_k)
-    out["forward_dynamics_us"] = 1e6 * (time.perf_counter() - start) / n
+
+    def calls():
+        for q, v in states:
+            _core.forward_dynamics(model, q, v, zero_u, zero_k)
+
+    out["forward_dynamics_us"] = 1e6 * best_of(repeats, calls) / len(states)
     say(f"  {out}")
     return out
 
@@ -177,7 +221,12 @@ def label_of(name: str) -> str:
 
 
 def sign_note(r: dict) -> str:
-    return "" if r["max_abs"] < 1e-3 else (" (gains)" if r["final"] > 0 else " (loses)")
+    """'bounded' when the window drift is below 10% of the largest error, else its direction."""
+    if abs(r["drift"]) < 0.1 * r["max_abs"]:
+        return " (bounded)"
+    if np.sign(r["drift"]) != np.sign(r["final"]):
+        return " (wanders)"
+    return " (gains)" if r["final"] > 0 else " (loses)"
 
 
 def plot_double_pendulum(img: Path, dp: dict, pend: dict, steps: int):
@@ -209,6 +258,7 @@ def plot_orders(img: Path, res: dict):
         for name, s in r["schemes"].items():
             ax.loglog(dts, s["errors"], "o-", color=COLORS[name], ms=4,
                       label=f"{LABELS[name]}: {s['order']:.2f} (expected {s['expected']})")
+        ax.set_xticks(dts, [f"{dt:g}" for dt in dts])
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Δt [s]")
         ax.set_ylabel(f"max |q(T) - q_ref(T)| at T = {r['T']:g} s")
@@ -242,6 +292,45 @@ def plot_humanoid(img: Path, hum: dict, steps: int):
     fig.tight_layout()
     fig.savefig(img / "integrators_humanoid.png", dpi=110)
     plt.close(fig)
+
+
+# ------------------------------------------------------------------ tables (the numbers the document quotes)
+
+
+def tables(summary: dict) -> str:
+    order, lines = summary["order"], []
+    lines.append("| scheme | expected | double pendulum | humanoid | evaluations / step (DP, humanoid) |")
+    lines.append("|---|---|---|---|---|")
+    cost = summary.get("cost", {})
+    for name in ALL:
+        dp, hu = order["double_pendulum"]["schemes"][name], order["humanoid"]["schemes"][name]
+        ev = ", ".join(f"{cost[c][name]['evaluations_per_step']:.2f}" for c in ("double_pendulum", "humanoid")) \
+            if cost else "-"
+        lines.append(f"| {LABELS[name]} | {ORDERS[name]} | {dp['order']:.2f} | {hu['order']:.2f} | {ev} |")
+    lines.append("")
+    lines.append("| scheme | DP max abs dE | DP dE at end | DP drift | humanoid max abs dE | humanoid dE at end |"
+                 f" max abs h | stopped | dE, W, own at {WORK_AT:g} s |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for name, hu in summary["humanoid"].items():
+        dp = summary["double_pendulum_energy"].get(name)
+        dp_cols = f"{dp['max_abs']:.3g} | {dp['final']:.3g} | {dp['drift']:.3g}" if dp else "- | - | -"
+        w = hu.get("work_at")
+        split = "-" if w is None else f"{w['energy_error']:.3g}, {w['constraint_work']:.3g}, {w['own_error']:.3g}"
+        lines.append(f"| {label_of(name)} | {dp_cols} | {hu['max_abs']:.3g} | {hu['final']:.3g} | "
+                     f"{hu['h_max']:.3g} | {hu['stopped'] or '-'} | {split} |")
+    if cost:
+        lines.append("")
+        lines.append("| scheme | DP us/step | humanoid us/step |")
+        lines.append("|---|---|---|")
+        for name in ALL:
+            lines.append(f"| {LABELS[name]} | {cost['double_pendulum'][name]['us_per_step']:.1f} | "
+                         f"{cost['humanoid'][name]['us_per_step']:.0f} |")
+        lines.append(f"| midpoint VI, one DiscreteSystem.step call per step | "
+                     f"{cost['double_pendulum'][VI]['us_per_step_python_loop']:.1f} | "
+                     f"{cost['humanoid'][VI]['us_per_step_python_loop']:.0f} |")
+        lines.append(f"| one forward_dynamics call | {cost['double_pendulum']['forward_dynamics_us']:.1f} | "
+                     f"{cost['humanoid']['forward_dynamics_us']:.0f} |")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ main
@@ -278,7 +367,10 @@ def main(argv=None) -> int:
     for system, case in (("double_pendulum", dp_case), ("humanoid", hum_case)):
         say(f"observed order, {system}")
         res[system] = orders(case, ORDER_T[system], ORDER_DTS[system])
-    res["double_pendulum"]["rk4_dt_1e-4_vs_reference"] = rk4_small_step_check(dp_case, ORDER_T["double_pendulum"], 1e-4)
+    for system, case in (("double_pendulum", dp_case), ("humanoid", hum_case)):
+        res[system]["rk4_dt_1e-4_vs_reference"] = rk4_small_step_check(case, ORDER_T[system], 1e-4)
+        say(f"  {system}: RK4 at dt = 1e-4 against the reference: {res[system]['rk4_dt_1e-4_vs_reference']:.2e}")
+    summary["humanoid_verlet_energy_error_at_5s"] = verlet_energy_scaling(hum_case)
     plot_orders(args.img_dir, res)
 
     summary.update(double_pendulum_energy={k: public(v) for k, v in dp.items()},
@@ -286,8 +378,10 @@ def main(argv=None) -> int:
                    humanoid={k: public(v) for k, v in hum.items()}, order=res)
     if not args.quick:
         say("cost per step")
+        summary["load_average_before_cost"] = os.getloadavg()
         summary["cost"] = {"double_pendulum": costs(dp_case, 5000), "humanoid": costs(hum_case, 500)}
     summary["seconds"] = time.perf_counter() - started
+    print(tables(summary))
     path = args.out_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=1))
     say(f"wrote {path} and docs figures in {summary['seconds']:.0f} s")
