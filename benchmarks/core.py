@@ -9,7 +9,9 @@ solves that step's DEL from the cold guess q_{k+1} = q_k, as trep's DSystem.set
 does); whole-trajectory figures are medians over repeated calls. Every
 derivative figure includes the step's Newton solve (the same holds for the
 peer's). Times include the Python call (argument conversion) — the way they are
-used.
+used. The constraint-force variants (lambda_k and its derivatives with the first
+order, a covector W of lambda in the second order; issue 11) are timed in the same
+run as the plain calls, and their ratio to them is reported.
 """
 
 from __future__ import annotations
@@ -36,6 +38,23 @@ def humanoid_setup(steps: int):
     return m, ds, x0, U
 
 
+def interleaved(plain, variant, repeats: int) -> tuple[list[float], list[float]]:
+    """Wall times (s) of ``plain()`` and ``variant()`` called alternately ``repeats`` times each (after one
+    warm-up call of each), so that a change of the machine's load affects both alike."""
+    plain()
+    variant()
+    a, b = [], []
+    for _ in range(repeats):
+        a += time_once(plain, 1, warmup=0)
+        b += time_once(variant, 1, warmup=0)
+    return a, b
+
+
+def median_ratio(variant: list[float], plain: list[float]) -> float:
+    """Median over the interleaved pairs of variant / plain time."""
+    return float(statistics.median(v / p for v, p in zip(variant, plain)))
+
+
 @benchmark_group("core", "humanoid marionette: VI step, first-order and contracted second-order linearization")
 def core(ctx: Context) -> list[Figure]:
     steps = 200 if ctx.quick else 1000
@@ -45,6 +64,7 @@ def core(ctx: Context) -> list[Figure]:
     m, ds, x0, U = humanoid_setup(steps)
     X, iters = ds.simulate(x0, U)
     Z = np.random.default_rng(1).standard_normal((steps, m.nx))
+    W = np.random.default_rng(2).standard_normal((steps, m.nc))
     ks = range(steps)
     per = f"median over {steps} steps x {{}} sweeps of single calls"
     whole = f"median of {{}} calls on the {steps}-step trajectory"
@@ -66,14 +86,29 @@ def core(ctx: Context) -> list[Figure]:
 
     ctx.log("core: humanoid, whole-trajectory calls")
     t_sim = time_once(lambda: ds.simulate(x0, U), repeats)
-    t_lin = time_once(lambda: ds.linearize_trajectory(X, U), repeats)
-    t_so = time_once(lambda: ds.second_order_trajectory(X, U, Z), so_repeats)
+    t_lin, t_lin_cf = interleaved(lambda: ds.linearize_trajectory(X, U),
+                                  lambda: ds.linearize_trajectory(X, U, constraint_forces=True), repeats)
+    t_so, t_so_w = interleaved(lambda: ds.second_order_trajectory(X, U, Z),
+                               lambda: ds.second_order_trajectory(X, U, Z, W), so_repeats)
+    t_cf = time_once(lambda: ds.constraint_forces_trajectory(X, U), repeats)
     fig("humanoid.vi_step.from_simulate", median_ms(t_sim, steps), "ms",
         f"ds.simulate total / {steps}; " + whole.format(repeats))
     fig("humanoid.first_order.from_linearize_trajectory", median_ms(t_lin, steps), "ms",
         f"ds.linearize_trajectory total / {steps} (solves each step from the guess X[k+1]); " + whole.format(repeats))
     fig("humanoid.second_order_contracted.from_second_order_trajectory", median_ms(t_so, steps), "ms",
         f"ds.second_order_trajectory total / {steps}; " + whole.format(so_repeats))
+    fig("humanoid.first_order_constraint_forces.from_linearize_trajectory", median_ms(t_lin_cf, steps), "ms",
+        f"ds.linearize_trajectory(X, U, constraint_forces=True) total / {steps}: A, B, Lam, Lam_x, Lam_u; "
+        + whole.format(repeats))
+    fig("humanoid.first_order_constraint_forces.overhead", median_ratio(t_lin_cf, t_lin), "x",
+        "linearize_trajectory with constraint_forces=True / without: median of the ratios of interleaved calls")
+    fig("humanoid.second_order_contracted_lambda.from_second_order_trajectory", median_ms(t_so_w, steps), "ms",
+        f"ds.second_order_trajectory(X, U, Z, W) total / {steps}: Z^T D2f + W^T D2lambda; " + whole.format(so_repeats))
+    fig("humanoid.second_order_contracted_lambda.overhead", median_ratio(t_so_w, t_so), "x",
+        "second_order_trajectory with W / without: median of the ratios of interleaved calls")
+    fig("humanoid.constraint_forces.from_constraint_forces_trajectory", median_ms(t_cf, steps), "ms",
+        f"ds.constraint_forces_trajectory(X, U) total / {steps} (solves each step from the guess X[k+1]); "
+        + whole.format(repeats))
     fig(f"humanoid.simulate_{steps}", median_ms(t_sim), "ms", f"ds.simulate, {steps} steps; " + whole.format(repeats))
     fig(f"humanoid.linearize_{steps}", median_ms(t_lin), "ms",
         f"ds.linearize_trajectory, {steps} steps; " + whole.format(repeats))

@@ -1,5 +1,7 @@
 // Bindings of discrete_system.hpp: the one-step map, its derivatives, batch
 // loops (GIL released) and the stateful MidpointVI.
+#include <optional>
+
 #include "common.hpp"
 #include "marionette/discrete_system.hpp"
 
@@ -17,6 +19,13 @@ struct Sizes {
 };
 
 py::array_t<double> empty(std::vector<long> shape) { return py::array_t<double>(shape); }
+
+/// An output array only when asked for (an unused empty array would still be allocated).
+std::optional<py::array_t<double>> optional_output(bool wanted, std::vector<long> shape) {
+  if (!wanted) return std::nullopt;
+  return empty(std::move(shape));
+}
+double* data(std::optional<py::array_t<double>>& a) { return a ? a->mutable_data() : nullptr; }
 
 const double* state_arg(const Model& m, const Arr& x, const char* what) {
   check_array(x, {m.nx()}, std::string(what) + " (state [q; p; v] of model '" + m.name + "')", state_names(m));
@@ -40,6 +49,16 @@ void check_states(const Model& m, const Arr& X, long N) {
   check_array(X, {N + 1, m.nx()}, "X (states, N+1 rows for N input rows, model '" + m.name + "')", state_names(m));
 }
 
+/// An optional array argument: None gives an empty array (the caller passes null to the core),
+/// anything else is converted and checked like the required ones.
+Arr optional_array(const py::object& a, const std::vector<long>& shape, const std::string& what,
+                   const std::vector<std::string>& names) {
+  if (a.is_none()) return Arr();
+  Arr out = py::cast<Arr>(a);
+  check_array(out, shape, what, names);
+  return out;
+}
+
 mc::VIOptions options(double dt, double tolerance, int max_iterations) {
   mc::VIOptions o;
   o.dt = dt;
@@ -50,6 +69,15 @@ mc::VIOptions options(double dt, double tolerance, int max_iterations) {
 }
 
 }  // namespace
+
+// Meaning, sign and units of the multipliers, shared by the docstrings that return them.
+#define MC_LAMBDA_CONVENTION                                                                                  \
+  "lambda_k is paired with Dh(q_k): step k applies the generalized impulse -Dh(q_k)^T lambda_k (thesis "      \
+  "(4.36); forces enter as dt*F, (4.12a)), i.e. the mean constraint force -Dh(q_k)^T lambda_k / dt. For a "  \
+  "distance constraint (a string) h = |p1 - p2|^2 - L^2 that is a force 2*lambda_k*|p1 - p2|/dt pulling "     \
+  "p1 and p2 together: the string tension T_k = 2*L_k*lambda_k/dt [N] with L_k the length at q_k "          \
+  "(h(q_k) = 0); T > 0 = taut, T < 0 = the string would have to push. For a plane constraint "               \
+  "h = n.(p2 - p1) the force on p2 is -(lambda_k/dt)*n. docs/constraint_forces.md."
 
 void bind_discrete_system(py::module_& m) {
   py::class_<DiscreteSystem, std::shared_ptr<DiscreteSystem>>(
@@ -80,8 +108,22 @@ void bind_discrete_system(py::module_& m) {
           },
           py::arg("x"), py::arg("u"), "x_next, Newton iterations, lambda.")
       .def(
-          "linearize",
+          "constraint_forces",
           [](DiscreteSystem& s, const Arr& x, const Arr& u) {
+            const Model& M = s.model();
+            const double* xp = state_arg(M, x, "x");
+            const double* up = input_arg(M, u, "u");
+            auto lam = empty({M.nc()});
+            std::lock_guard<std::mutex> g(s.mutex());
+            s.constraint_forces(xp, up, lam.mutable_data());
+            return lam;
+          },
+          py::arg("x"), py::arg("u"),
+          "lam (m,): the multipliers lambda_k of the step (x_k, u_k) (thesis (4.36)), one per constraint "
+          "(model.constraint_names).\n" MC_LAMBDA_CONVENTION)
+      .def(
+          "linearize",
+          [](DiscreteSystem& s, const Arr& x, const Arr& u, bool constraint_forces) -> py::object {
             const Model& M = s.model();
             const double* xp = state_arg(M, x, "x");
             const double* up = input_arg(M, u, "u");
@@ -89,39 +131,62 @@ void bind_discrete_system(py::module_& m) {
             auto A = empty({M.nx(), M.nx()});
             auto B = empty({M.nx(), M.nU()});
             std::lock_guard<std::mutex> g(s.mutex());
-            s.linearize(xp, up, xn.mutable_data(), A.mutable_data(), B.mutable_data());
-            return py::make_tuple(xn, A, B);
+            if (!constraint_forces) {
+              s.linearize(xp, up, xn.mutable_data(), A.mutable_data(), B.mutable_data());
+              return py::make_tuple(xn, A, B);
+            }
+            auto lam = empty({M.nc()});
+            auto lam_x = empty({M.nc(), M.nx()});
+            auto lam_u = empty({M.nc(), M.nU()});
+            s.linearize(xp, up, xn.mutable_data(), A.mutable_data(), B.mutable_data(), lam.mutable_data(),
+                        lam_x.mutable_data(), lam_u.mutable_data());
+            return py::make_tuple(xn, A, B, lam, lam_x, lam_u);
           },
-          py::arg("x"), py::arg("u"), "x_next, A = df/dx (nx, nx), B = df/du (nx, nU).")
+          py::arg("x"), py::arg("u"), py::arg("constraint_forces") = false,
+          "x_next, A = df/dx (nx, nx), B = df/du (nx, nU) (thesis (4.37)-(4.38)). With constraint_forces=True "
+          "also lam (m,), lam_x = dlambda/dx (m, nx) and lam_u = dlambda/du (m, nU) of the same solve: the "
+          "multiplier rows of the implicit derivative Y = -G_y^-1 G_w (thesis §A.2.5); lam_x is zero in the "
+          "kinematic-velocity columns.\n" MC_LAMBDA_CONVENTION)
       .def(
           "second_order_contracted",
-          [](DiscreteSystem& s, const Arr& x, const Arr& u, const Arr& z) {
+          [](DiscreteSystem& s, const Arr& x, const Arr& u, const Arr& z, const py::object& w) {
             const Model& M = s.model();
             const double* xp = state_arg(M, x, "x");
             const double* up = input_arg(M, u, "u");
             check_array(z, {M.nx()}, "z (covector of x_next)", state_names(M));
+            const Arr wa = optional_array(w, {M.nc()}, "w (covector of lambda_k, one entry per constraint)",
+                                          constraint_names(M));
             auto xx = empty({M.nx(), M.nx()});
             auto xu = empty({M.nx(), M.nU()});
             auto uu = empty({M.nU(), M.nU()});
             std::lock_guard<std::mutex> g(s.mutex());
-            s.second_contracted(xp, up, z.data(), xx.mutable_data(), xu.mutable_data(), uu.mutable_data());
+            s.second_contracted(xp, up, z.data(), xx.mutable_data(), xu.mutable_data(), uu.mutable_data(),
+                                w.is_none() ? nullptr : wa.data());
             return py::make_tuple(xx, xu, uu);
           },
-          py::arg("x"), py::arg("u"), py::arg("z"), "z^T D2f as (xx, xu, uu) without forming the tensor.")
+          py::arg("x"), py::arg("u"), py::arg("z"), py::arg("w") = py::none(),
+          "z^T D2f + w^T D2lambda as (xx (nx, nx), xu (nx, nU), uu (nU, nU)) without forming either tensor: "
+          "one adjoint solve mu = -G_y^-T [P_q2^T z_p + z_q; w] (thesis (4.39)-(4.40), §A.2.6). z (nx,) is a "
+          "covector of x_next, w (m,) of lambda_k (None = 0).")
       .def(
           "second_order_directional",
-          [](DiscreteSystem& s, const Arr& x, const Arr& u, const Arr& dx, const Arr& du) {
+          [](DiscreteSystem& s, const Arr& x, const Arr& u, const Arr& dx, const Arr& du,
+             bool constraint_forces) -> py::object {
             const Model& M = s.model();
             const double* xp = state_arg(M, x, "x");
             const double* up = input_arg(M, u, "u");
             const double* dxp = state_arg(M, dx, "dx");
             const double* dup = input_arg(M, du, "du");
             auto out = empty({M.nx()});
+            auto lam_dd = optional_output(constraint_forces, {M.nc()});
             std::lock_guard<std::mutex> g(s.mutex());
-            s.second_directional(xp, up, dxp, dup, out.mutable_data());
-            return out;
+            s.second_directional(xp, up, dxp, dup, out.mutable_data(), data(lam_dd));
+            if (!constraint_forces) return std::move(out);
+            return py::make_tuple(out, *lam_dd);
           },
-          py::arg("x"), py::arg("u"), py::arg("dx"), py::arg("du"), "D2f o ((dx, du), (dx, du)), shape (nx,).")
+          py::arg("x"), py::arg("u"), py::arg("dx"), py::arg("du"), py::arg("constraint_forces") = false,
+          "D2f o ((dx, du), (dx, du)), shape (nx,); with constraint_forces=True the tuple (that, "
+          "D2lambda o ((dx, du), (dx, du)) (m,)), from the same second-order solve.")
       .def(
           "second_order_full",
           [](DiscreteSystem& s, const Arr& x, const Arr& u) {
@@ -139,43 +204,75 @@ void bind_discrete_system(py::module_& m) {
           "Full second-order tensors (fxx (nx, nx, nx), fxu (nx, nx, nU), fuu (nx, nU, nU)); axis 0 is the output.")
       .def(
           "simulate",
-          [](DiscreteSystem& s, const Arr& x0, const Arr& U) {
+          [](DiscreteSystem& s, const Arr& x0, const Arr& U, bool constraint_forces) -> py::object {
             const Model& M = s.model();
             const double* xp = state_arg(M, x0, "x0");
             const long N = horizon(M, U);
             auto X = empty({N + 1, M.nx()});
             py::array_t<int> it(N);
+            auto Lam = optional_output(constraint_forces, {N, M.nc()});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.simulate(xp, U.data(), static_cast<int>(N), X.mutable_data(), it.mutable_data());
+              s.simulate(xp, U.data(), static_cast<int>(N), X.mutable_data(), it.mutable_data(), data(Lam));
             }
-            return py::make_tuple(X, it);
+            if (!constraint_forces) return py::make_tuple(X, it);
+            return py::make_tuple(X, it, *Lam);
           },
-          py::arg("x0"), py::arg("U"), "X (N+1, nx), iterations (N,) from x0 under U (N, nU).")
+          py::arg("x0"), py::arg("U"), py::arg("constraint_forces") = false,
+          "X (N+1, nx), iterations (N,) from x0 under U (N, nU); with constraint_forces=True also Lam (N, m), "
+          "the multipliers lambda_k of the computed steps (see constraint_forces).")
+      .def(
+          "constraint_forces_trajectory",
+          [](DiscreteSystem& s, const Arr& X, const Arr& U) {
+            const Model& M = s.model();
+            const long N = horizon(M, U);
+            check_states(M, X, N);
+            auto Lam = empty({N, M.nc()});
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> g(s.mutex());
+              s.constraint_forces_trajectory(X.data(), U.data(), static_cast<int>(N), Lam.mutable_data());
+            }
+            return Lam;
+          },
+          py::arg("X"), py::arg("U"),
+          "Lam (N, m): lambda_k of every step k of (X (N+1, nx), U (N, nU)), each solved from (X[k], U[k]) "
+          "(Newton guess X[k+1]); the same solves as linearize_trajectory.\n" MC_LAMBDA_CONVENTION)
       .def(
           "linearize_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces) -> py::object {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
             auto A = empty({N, M.nx(), M.nx()});
             auto B = empty({N, M.nx(), M.nU()});
+            auto Lam = optional_output(constraint_forces, {N, M.nc()});
+            auto Lam_x = optional_output(constraint_forces, {N, M.nc(), M.nx()});
+            auto Lam_u = optional_output(constraint_forces, {N, M.nc(), M.nU()});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), A.mutable_data(), B.mutable_data());
+              s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), A.mutable_data(), B.mutable_data(),
+                                     data(Lam), data(Lam_x), data(Lam_u));
             }
-            return py::make_tuple(A, B);
+            if (!constraint_forces) return py::make_tuple(A, B);
+            return py::make_tuple(A, B, *Lam, *Lam_x, *Lam_u);
           },
-          py::arg("X"), py::arg("U"), "A (N, nx, nx), B (N, nx, nU) along a trajectory.")
+          py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false,
+          "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (Newton guess "
+          "X[k+1]). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
+          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize).")
       .def(
           "second_order_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
             check_array(Z, {N, M.nx()}, "Z (covectors of x_{k+1}, one row per step)", state_names(M));
+            const Arr Wa = optional_array(W, {N, M.nc()}, "W (covectors of lambda_k, one row per step)",
+                                          constraint_names(M));
+            const double* Wp = W.is_none() ? nullptr : Wa.data();
             auto xx = empty({N, M.nx(), M.nx()});
             auto xu = empty({N, M.nx(), M.nU()});
             auto uu = empty({N, M.nU(), M.nU()});
@@ -183,15 +280,17 @@ void bind_discrete_system(py::module_& m) {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.second_contracted_trajectory(X.data(), U.data(), Z.data(), static_cast<int>(N), xx.mutable_data(),
-                                             xu.mutable_data(), uu.mutable_data());
+                                             xu.mutable_data(), uu.mutable_data(), Wp);
             }
             return py::make_tuple(xx, xu, uu);
           },
-          py::arg("X"), py::arg("U"), py::arg("Z"),
-          "Z[k]^T D2f_k along a trajectory: xx (N, nx, nx), xu (N, nx, nU), uu (N, nU, nU).")
+          py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(),
+          "Z[k]^T D2f_k + W[k]^T D2lambda_k along a trajectory (see second_order_contracted): xx (N, nx, nx), "
+          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None.")
       .def(
           "project",
-          [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K) {
+          [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K,
+             bool constraint_forces) -> py::object {
             const Model& M = s.model();
             const double* xp = state_arg(M, x0, "x0");
             const long N = horizon(M, Ubar);
@@ -199,17 +298,20 @@ void bind_discrete_system(py::module_& m) {
             check_array(K, {N, M.nU(), M.nx()}, "K (feedback gains, (N, nU, nx))");
             auto X = empty({N + 1, M.nx()});
             auto U = empty({N, M.nU()});
+            auto Lam = optional_output(constraint_forces, {N, M.nc()});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.project(xp, Xbar.data(), Ubar.data(), K.data(), static_cast<int>(N), X.mutable_data(),
-                        U.mutable_data());
+                        U.mutable_data(), data(Lam));
             }
-            return py::make_tuple(X, U);
+            if (!constraint_forces) return py::make_tuple(X, U);
+            return py::make_tuple(X, U, *Lam);
           },
-          py::arg("x0"), py::arg("Xbar"), py::arg("Ubar"), py::arg("K"),
+          py::arg("x0"), py::arg("Xbar"), py::arg("Ubar"), py::arg("K"), py::arg("constraint_forces") = false,
           "Projection operator (thesis (6.10)): the feasible trajectory (X, U) that tracks (Xbar, Ubar) with "
-          "u = ubar - K (x - xbar) from x0.")
+          "u = ubar - K (x - xbar) from x0; with constraint_forces=True also Lam (N, m), the multipliers "
+          "lambda_k of its steps (see constraint_forces).")
       .def(
           "discrete_momentum",
           [](DiscreteSystem& s, const Arr& q_prev, const Arr& q) {

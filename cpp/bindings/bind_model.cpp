@@ -152,11 +152,7 @@ void bind_model(py::module_& m) {
         for (int f : s.mass_frames) d[py::str(s.frames[f].name)] = s.frames[f].inertia;
         return d;
       })
-      .def_property_readonly("constraint_names", [](const Model& s) {
-        std::vector<std::string> r;
-        for (const auto& c : s.constraints) r.push_back(c.name);
-        return r;
-      })
+      .def_property_readonly("constraint_names", [](const Model& s) { return constraint_names(s); })
       .def_property_readonly(
           "constraint_frames",
           [](const Model& s) {

@@ -52,6 +52,12 @@ std::vector<std::string> config_names(const mc::Model& m) {
   return r;
 }
 
+std::vector<std::string> constraint_names(const mc::Model& m) {
+  std::vector<std::string> r;
+  for (const auto& c : m.constraints) r.push_back(c.name);
+  return r;
+}
+
 std::vector<std::string> state_names(const mc::Model& m) {
   std::vector<std::string> r = config_names(m);
   for (int i = 0; i < m.nd; ++i) r.push_back("p_" + m.configs[i].name);

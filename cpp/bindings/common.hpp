@@ -28,6 +28,7 @@ void check_array(const Arr& a, const std::vector<long>& shape, const std::string
 std::vector<std::string> state_names(const mc::Model& m);
 std::vector<std::string> input_names(const mc::Model& m);
 std::vector<std::string> config_names(const mc::Model& m);
+std::vector<std::string> constraint_names(const mc::Model& m);
 
 void bind_model(py::module_& m);
 void bind_discrete_system(py::module_& m);

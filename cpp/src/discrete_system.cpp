@@ -21,36 +21,49 @@ void DiscreteSystem::solve_at(const double* x, const double* u, const double* gu
   midpoint_step(*model_, opt_, s_, index);
 }
 
+void DiscreteSystem::store_lambda(double* out) const {
+  if (out != nullptr) Eigen::Map<VecX>(out, z_.m) = s_.lambda;
+}
+
 int DiscreteSystem::step(const double* x, const double* u, double* x_next, const double* guess, long index) {
   solve_at(x, u, guess, index);
   store_next_state(*model_, opt_, s_, x_next);
   return s_.iterations;
 }
 
-void DiscreteSystem::linearize(const double* x, const double* u, double* x_next, double* A, double* B) {
+void DiscreteSystem::constraint_forces(const double* x, const double* u, double* lam) {
+  solve_at(x, u, nullptr, 0);
+  store_lambda(lam);
+}
+
+void DiscreteSystem::linearize(const double* x, const double* u, double* x_next, double* A, double* B, double* lam,
+                               double* lam_x, double* lam_u) {
   solve_at(x, u, nullptr, 0);
   store_next_state(*model_, opt_, s_, x_next);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
   RowMap(A, z_.nx, z_.nx) = A_;
   RowMap(B, z_.nx, z_.nU) = B_;
+  store_lambda(lam);
+  if (lam_x != nullptr) store_constraint_force_derivatives(*model_, s_, lam_x, lam_u);
 }
 
 void DiscreteSystem::second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu,
-                                       double* uu) {
+                                       double* uu, const double* w) {
   solve_at(x, u, nullptr, 0);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
-  step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(z, z_.nx), xx_, xu_, uu_);
+  step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(z, z_.nx), xx_, xu_, uu_, w);
   RowMap(xx, z_.nx, z_.nx) = xx_;
   RowMap(xu, z_.nx, z_.nU) = xu_;
   RowMap(uu, z_.nU, z_.nU) = uu_;
 }
 
 void DiscreteSystem::second_directional(const double* x, const double* u, const double* dx, const double* du,
-                                        double* out) {
+                                        double* out, double* lam_dd) {
   solve_at(x, u, nullptr, 0);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
   VecX o(z_.nx);
-  step_second_directional(*model_, opt_, s_, Eigen::Map<const VecX>(dx, z_.nx), Eigen::Map<const VecX>(du, z_.nU), o);
+  step_second_directional(*model_, opt_, s_, Eigen::Map<const VecX>(dx, z_.nx), Eigen::Map<const VecX>(du, z_.nU), o,
+                          lam_dd);
   Eigen::Map<VecX>(out, z_.nx) = o;
 }
 
@@ -69,7 +82,7 @@ void DiscreteSystem::second_full(const double* x, const double* u, double* fxx, 
   }
 }
 
-void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* X, int* iterations) {
+void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* X, int* iterations, double* Lam) {
   const int nx = z_.nx, nU = z_.nU, n = z_.n;
   std::copy(x0, x0 + nx, X);
   s_.lambda.setZero();
@@ -82,29 +95,44 @@ void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* 
     midpoint_step(*model_, opt_, s_, k);
     store_next_state(*model_, opt_, s_, X + static_cast<long>(k + 1) * nx);
     if (iterations) iterations[k] = s_.iterations;
+    if (Lam) store_lambda(Lam + static_cast<long>(k) * z_.m);
   }
 }
 
-void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int N, double* A, double* B) {
-  const int nx = z_.nx, nU = z_.nU;
+void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam) {
+  const int nx = z_.nx, nU = z_.nU, m = z_.m;
+  s_.lambda.setZero();
+  for (int k = 0; k < N; ++k) {
+    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+    store_lambda(Lam + static_cast<long>(k) * m);
+  }
+}
+
+void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam,
+                                          double* Lam_x, double* Lam_u) {
+  const int nx = z_.nx, nU = z_.nU, m = z_.m;
   s_.lambda.setZero();
   for (int k = 0; k < N; ++k) {
     solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
     step_first_derivatives(*model_, opt_, s_, A_, B_);
     RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = A_;
     RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = B_;
+    if (Lam) store_lambda(Lam + static_cast<long>(k) * m);
+    if (Lam_x)
+      store_constraint_force_derivatives(*model_, s_, Lam_x + static_cast<long>(k) * m * nx,
+                                         Lam_u + static_cast<long>(k) * m * nU);
   }
 }
 
 void DiscreteSystem::second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx,
-                                                  double* xu, double* uu) {
-  const int nx = z_.nx, nU = z_.nU;
+                                                  double* xu, double* uu, const double* W) {
+  const int nx = z_.nx, nU = z_.nU, m = z_.m;
   s_.lambda.setZero();
   for (int k = 0; k < N; ++k) {
     solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
     step_first_derivatives(*model_, opt_, s_, A_, B_);
     step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), xx_, xu_,
-                           uu_);
+                           uu_, W ? W + static_cast<long>(k) * m : nullptr);
     RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = xx_;
     RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = xu_;
     RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = uu_;
@@ -112,7 +140,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
 }
 
 void DiscreteSystem::project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N,
-                             double* X, double* U) {
+                             double* X, double* U, double* Lam) {
   const int nx = z_.nx, nU = z_.nU, n = z_.n, nd = z_.nd;
   std::copy(x0, x0 + nx, X);
   s_.lambda.setZero();
@@ -132,6 +160,7 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
     s_.q2.head(nd) += x.head(nd) - xbar.head(nd);
     midpoint_step(*model_, opt_, s_, k);
     store_next_state(*model_, opt_, s_, X + kx + nx);
+    if (Lam) store_lambda(Lam + static_cast<long>(k) * z_.m);
   }
 }
 

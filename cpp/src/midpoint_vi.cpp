@@ -258,6 +258,16 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.have_first = true;
 }
 
+void store_constraint_force_derivatives(const Model& model, const StepData& s, double* lam_x, double* lam_u) {
+  if (!s.have_first) throw std::logic_error("store_constraint_force_derivatives needs step_first_derivatives first");
+  const Layout z(model);
+  const int nqp = z.n + z.nd;
+  Eigen::Map<MatXR> Lx(lam_x, z.m, z.nx), Lu(lam_u, z.m, z.nU);
+  Lx.leftCols(nqp) = s.Y.bottomLeftCorner(z.m, nqp);
+  Lx.rightCols(z.nk).setZero();
+  Lu = s.Y.bottomRightCorner(z.m, z.nU);
+}
+
 namespace {
 
 /// The map D = d(q1, q2, u, lambda)/dw used by both second-order forms.
@@ -280,7 +290,7 @@ void ensure_second_order_caches(const Model& model, StepData& s) {
 }  // namespace
 
 void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& zc, Eigen::Ref<MatX> xx,
-                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu) {
+                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu, const double* w) {
   if (!s.have_first) throw std::logic_error("step_second_contracted needs step_first_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
@@ -288,10 +298,12 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   ensure_second_order_caches(model, s);
   const auto z_qd = zc.head(nd);
   const auto z_p = zc.segment(n, nd);
-  // Adjoint of the implicit solve: mu = -G_y^{-T} [P_{q2,dyn}^T z_p + z_qd; 0].
+  // Adjoint of the implicit solve: mu = -G_y^{-T} [P_{q2,dyn}^T z_p + z_qd; w]. The covector w
+  // of lambda needs nothing else: w^T lambda is linear in the unknowns y = (q2_dyn, lambda).
   s.nu.setZero();
   s.nu.head(nd).noalias() = s.S22.topLeftCorner(nd, nd).transpose() * z_p;
   s.nu.head(nd) += z_qd;
+  if (w != nullptr && m > 0) s.nu.tail(m) = Eigen::Map<const VecX>(w, m);
   if (!s.have_lu_t) {
     s.lu_t.compute(s.kkt.transpose());
     s.have_lu_t = true;
@@ -357,7 +369,7 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
 }
 
 void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
-                             const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out) {
+                             const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out, double* lam_dd) {
   if (!s.have_first) throw std::logic_error("step_second_directional needs step_first_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
@@ -396,6 +408,7 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   out.head(nd) = ydd.head(nd);
   out.segment(n, nd) = (0.5 * dt) * L3dd.head(nd) + L3dd.segment(n, nd);
   out.segment(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * ydd.head(nd);
+  if (lam_dd != nullptr && m > 0) Eigen::Map<VecX>(lam_dd, m) = ydd.tail(m);
 }
 
 }  // namespace mc

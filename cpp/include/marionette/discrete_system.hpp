@@ -27,24 +27,40 @@ class DiscreteSystem {
   int step(const double* x, const double* u, double* x_next, const double* guess = nullptr, long index = 0);
   /// Multipliers of the last solved step (m).
   const VecX& last_lambda() const { return s_.lambda; }
-  /// x_next, A (nx, nx), B (nx, nU) (row-major buffers).
-  void linearize(const double* x, const double* u, double* x_next, double* A, double* B);
-  /// z^T D2f blocks (row-major), after solving and linearizing at (x, u).
-  void second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu, double* uu);
-  void second_directional(const double* x, const double* u, const double* dx, const double* du, double* out);
+  /// lambda_k (m) of the step (x, u): the constraint impulse over the step is -Dh(q_k)^T lambda_k
+  /// (thesis (4.36)).
+  void constraint_forces(const double* x, const double* u, double* lam);
+  /// x_next, A (nx, nx), B (nx, nU) (row-major buffers); unless lam_x is null also lambda (m),
+  /// d lambda/dx (m, nx) and d lambda/du (m, nU) of the same solve (thesis (4.37)-(4.38)).
+  void linearize(const double* x, const double* u, double* x_next, double* A, double* B, double* lam = nullptr,
+                 double* lam_x = nullptr, double* lam_u = nullptr);
+  /// z^T D2f + w^T D2lambda blocks (row-major), after solving and linearizing at (x, u); w (m) may be null.
+  void second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu, double* uu,
+                         const double* w = nullptr);
+  /// D2f o (d, d) (nx) and, unless lam_dd is null, D2lambda o (d, d) (m).
+  void second_directional(const double* x, const double* u, const double* dx, const double* du, double* out,
+                          double* lam_dd = nullptr);
   /// Full tensors fxx (nx, nx, nx), fxu (nx, nx, nU), fuu (nx, nU, nU): index 0 is the output.
   void second_full(const double* x, const double* u, double* fxx, double* fxu, double* fuu);
 
-  /// Batch loops over N steps; X (N+1, nx), U (N, nU), row-major.
-  void simulate(const double* x0, const double* U, int N, double* X, int* iterations);
-  void linearize_trajectory(const double* X, const double* U, int N, double* A, double* B);
-  /// Z (N, nx): covector of x_{k+1} for step k. Outputs (N, nx, nx), (N, nx, nU), (N, nU, nU).
+  /// Batch loops over N steps; X (N+1, nx), U (N, nU), Lam (N, m), row-major. An optional
+  /// output (null = not wanted) comes from the same solves as the others.
+  void simulate(const double* x0, const double* U, int N, double* X, int* iterations, double* Lam = nullptr);
+  /// lambda_k of every step k, each solved from (X[k], U[k]) with the guess X[k+1].
+  void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam);
+  /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).
+  void linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam = nullptr,
+                            double* Lam_x = nullptr, double* Lam_u = nullptr);
+  /// Z (N, nx): covector of x_{k+1} for step k; W (N, m, or null): covector of lambda_k.
+  /// Outputs (N, nx, nx), (N, nx, nU), (N, nU, nU).
   void second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx, double* xu,
-                                    double* uu);
+                                    double* uu, const double* W = nullptr);
 
   /// Projection operator of thesis (6.10): x(0) = x0, u(k) = ubar(k) - K(k)(x(k) - xbar(k)),
-  /// x(k+1) = f(x(k), u(k)). Xbar (N+1, nx), Ubar (N, nU), K (N, nU, nx); writes X (N+1, nx), U (N, nU).
-  void project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N, double* X, double* U);
+  /// x(k+1) = f(x(k), u(k)). Xbar (N+1, nx), Ubar (N, nU), K (N, nU, nx); writes X (N+1, nx), U (N, nU)
+  /// and, unless null, the multipliers Lam (N, m) of the computed steps.
+  void project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N, double* X, double* U,
+               double* Lam = nullptr);
 
   /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
   void discrete_momentum(const double* q_prev, const double* q, double* p);
@@ -55,6 +71,8 @@ class DiscreteSystem {
 
  private:
   void solve_at(const double* x, const double* u, const double* guess, long index);
+  /// Writes lambda of the solved step (m) to out, unless out is null.
+  void store_lambda(double* out) const;
   std::shared_ptr<const Model> model_;
   VIOptions opt_;
   Layout z_;

@@ -24,6 +24,12 @@
 //   z^T D2f = D^T Hess(z_p^T P + mu^T G) D,   mu = -G_y^{-T} [P_{q2}^T z_p + z_q; 0],
 // D = d(q1, q2, u, lambda)/dw: only third derivatives of L and h contracted
 // with one vector are ever formed (thesis Prop. 6/7 need nothing else).
+//
+// Constraint forces: lambda_k is the multiplier of step k, paired with Dh(q_k): the
+// step applies the impulse -Dh(q_k)^T lambda_k (forces enter as dt F, (4.12a)).
+// Its first derivatives are the bottom m rows of Y ((4.37)-(4.38), §A.2.5); a covector
+// w on lambda enters the second-order form only through the adjoint's right-hand side,
+// mu = -G_y^{-T} [P_{q2}^T z_p + z_q; w] ((4.39)-(4.40), §A.2.6): D2 lambda is never formed.
 #pragma once
 
 #include <Eigen/LU>
@@ -88,15 +94,21 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
 void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
                             Eigen::Ref<MatX> B);
 
-/// z^T D2f as blocks xx (nx, nx), xu (nx, nU), uu (nU, nU), for a covector z
-/// of x_{k+1} (nx). Requires step_first_derivatives at this step.
-void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& z, Eigen::Ref<MatX> xx,
-                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu);
+/// d lambda / dx (m, nx) and d lambda / du (m, nU) of the solved step, written row-major:
+/// the bottom m rows of Y mapped from w = (q1, p1, u, rho2) onto x = (q1, p1, v1) (lambda
+/// does not depend on v1: zero columns) and u = (u, rho2). Requires step_first_derivatives.
+void store_constraint_force_derivatives(const Model& model, const StepData& s, double* lam_x, double* lam_u);
 
-/// D2f o (d, d) (nx) for the direction d = (dx, du). Requires step_first_derivatives.
+/// z^T D2f + w^T D2lambda as blocks xx (nx, nx), xu (nx, nU), uu (nU, nU), for a covector z
+/// of x_{k+1} (nx) and w of lambda_k (m; null = 0). Requires step_first_derivatives at this step.
+void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& z, Eigen::Ref<MatX> xx,
+                            Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu, const double* w = nullptr);
+
+/// D2f o (d, d) (nx) for the direction d = (dx, du), and D2lambda o (d, d) into lam_dd (m)
+/// unless null. Requires step_first_derivatives.
 void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
                              const Eigen::Ref<const VecX>& du,
-                             Eigen::Ref<VecX> out);
+                             Eigen::Ref<VecX> out, double* lam_dd = nullptr);
 
 /// Discrete Legendre transform p2 = [D_2 L_d(q1, q2) + f+]_dyn (f+ = 0): the
 /// momentum at q2 implied by two consecutive configurations.
