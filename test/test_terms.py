@@ -14,6 +14,8 @@ analytic gradient (rel. 1e-5), symmetry, and the Gauss–Newton blocks positive 
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -126,15 +128,17 @@ def _cases():
 
     @case("barrier_drives_quadratic_extension")
     def _(rng):
-        m, ds, X, U = arm_trajectory(rng, spread=0.05)
+        m, ds, X, U = arm_trajectory(rng, spread=0.03)
         lc = linear_constraints(m, tight_arm_limits(m), ds.dt, ("range", "speed", "acceleration"))
+        C = lc.margins(Point(X, U))[:-1] / lc.scale
+        assert (C < 0).any() and ((C > 0) & (C < 0.4)).any() and (C > 0.4).any()   # all three regimes
         return BarrierTerm(lc, 0.7, 0.4, ds.dt), ds, X, U
 
     @case("barrier_drives_log")
     def _(rng):
         m, ds, X, U = arm_trajectory(rng)
-        lc = linear_constraints(m, limits_of(m, {"carriage": ActuatorLimits(-1, 2, 5.0, 500.0),
-                                                 "string_length": ActuatorLimits(0.1, 2, 5.0, 500.0)}),
+        lc = linear_constraints(m, limits_of(m, {"carriage": ActuatorLimits(-1, 2, 20.0, 5000.0),
+                                                 "string_length": ActuatorLimits(0.1, 2, 20.0, 5000.0)}),
                                 ds.dt, ("range", "speed", "acceleration"))
         return BarrierTerm(lc, 0.7, 0.0, ds.dt), ds, X, U
 
@@ -169,7 +173,7 @@ def _needs_core_lambda(term):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_term_derivatives_match_finite_differences(name):
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
     term, ds, X, U = CASES[name](rng)
     nd = NumDiffTerm(term, ds)
     data = term.create_data()

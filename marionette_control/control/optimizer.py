@@ -69,6 +69,8 @@ from marionette_control.control.riccati import IndefiniteGammaError, tv_lq, tv_l
 from marionette_control.control.terms import InitialState, Point
 
 METHODS = ("steepest", "quasi_newton", "newton")
+#: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
+MAX_RETREATS = 3
 
 
 @dataclass
@@ -101,7 +103,7 @@ class OptimizerOptions:
         tolerance factor (> 0), the quadratic extension's threshold δ while the iterate is infeasible
         (> 0). No effect on a cost without barrier terms.
     fraction_to_boundary : τ in (0, 1): once feasible, a step may shrink no normalized margin
-        below (1 − τ) times its value (interior-point practice, e.g. IPOPT's τ = 0.99): an
+        below (1 − τ) times its value (interior-point practice; IPOPT uses τ ≥ 0.99): an
         iterate that lands on a limit leaves the next projections no room and stalls them.
     feasibility_tolerance : a normalized constraint margin ≥ −this counts as satisfied (> 0).
     """
@@ -118,10 +120,10 @@ class OptimizerOptions:
     free_initial_state: bool = False
     threads: Optional[int] = 1
     barrier_start: Optional[float] = None
-    barrier_decrease: float = 0.01
-    barrier_centering: float = 100.0
+    barrier_decrease: float = 0.1
+    barrier_centering: float = 1000.0
     barrier_delta: float = 0.1
-    fraction_to_boundary: float = 0.99
+    fraction_to_boundary: float = 0.9
     feasibility_tolerance: float = 1e-6
 
     def __post_init__(self):
@@ -409,13 +411,15 @@ class ProjectionOptimizer:
         if lx is None:
             lx, lu = self.gradients(X, U)
         N = U.shape[0]
+        # z(k) = (A - BK)^T z(k+1) + l_x - K^T l_u: the closed-loop matrices and the constant terms in one
+        # batch, then one product per step.
+        AclT = (A - B @ K).transpose(0, 2, 1)
+        c = lx[:-1] - np.einsum("kji,kj->ki", K, lu)
         z = np.empty_like(lx)
         z[N] = lx[N]
         for k in range(N - 1, -1, -1):
-            zk = A[k].T @ z[k + 1]
-            zk -= K[k].T @ (lu[k] + B[k].T @ z[k + 1])
-            zk += lx[k]
-            z[k] = zk
+            np.dot(AclT[k], z[k + 1], out=z[k])
+            z[k] += c[k]
         return z
 
     def quadratic_model(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
@@ -455,7 +459,7 @@ class ProjectionOptimizer:
 
         Newton falls back to quasi-Newton when its model is not positive definite on the
         tangent space (an indefinite Γ(k) in the LQ sweep, or with a free x(0) an
-        indefinite P(0)).
+        indefinite P(0)); quasi-Newton to steepest descent when rounding breaks Γ(k) > 0.
         """
         cost = cost or self.cost
         point = point or self.point(X, U, derivatives=True)
@@ -472,9 +476,12 @@ class ProjectionOptimizer:
                 dx0 = self._initial_direction(sol, model) if free else np.zeros(nx)
                 break
             except IndefiniteGammaError:
-                if used != "newton":
+                # Newton's model need not be positive definite; the quasi-Newton one is in exact
+                # arithmetic, but a barrier's curvature near a limit (~1/margin²) can swamp R(k) in
+                # Γ(k) by rounding: then the identity model of steepest descent.
+                if used == "steepest":
                     raise
-                used = "quasi_newton"
+                used = "quasi_newton" if used == "newton" else "steepest"
         Z, V = sol.rollout(dx0)
         slope = float(np.einsum("ki,ki->", lx, Z) + np.einsum("ki,ki->", lu, V))
         return Z, V, slope, used
@@ -573,6 +580,7 @@ class ProjectionOptimizer:
                 callback(history[-1])
 
         converged, reason = False, "max_iterations"
+        retreats = 0
         try:
             for i in range(opt.max_iterations):
                 check_stop()
@@ -611,9 +619,18 @@ class ProjectionOptimizer:
                     break
                 check_stop()
                 new = self._armijo(it, Z, V, K, slope, cost, feasible, check_stop)
+                if new is None and self._barriers and feasible and retreats < MAX_RETREATS:
+                    # Stalled against a limit (the model misses a constraint's curvature there): a larger
+                    # barrier weight pushes the iterate back towards the central path.
+                    retreats += 1
+                    factors.insert(stage, factors[stage] / opt.barrier_decrease)
+                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    it = self._cost_at(cost, it.X, it.U, it.Lam)
+                    continue
                 if new is None:
                     reason = "line_search_failed"
                     break
+                retreats = 0
                 step, it = new
                 if not feasible and it.violation <= tol_feasible:
                     feasible = True   # from now on the exact log barrier, and only feasible iterates
