@@ -304,11 +304,17 @@ def constraint_options(options: RequestOptions, defaults: ConstraintOptions) -> 
     try:
         return dataclasses.replace(defaults, **kw)
     except ProblemError as e:
-        field_name = {"constraints.families": "constraint_families", "constraints.enabled": "constraints"}.get(
-            e.key or "", (e.key or "").replace("constraints.margins.", "").replace("constraints.", ""))
-        if field_name in ("range", "speed", "acceleration"):
-            field_name += "_margin"
-        raise ProblemError(f"options.{field_name}: {e}", key=e.key) from None
+        raise ProblemError(f"options.{_request_field(e.key)}: {e}", key=e.key) from None
+
+
+def _request_field(key: Optional[str]) -> str:
+    """The OptimizationOptions field of a problem-description key (``constraints.margins.speed`` ->
+    ``speed_margin``)."""
+    key = key or ""
+    if key.startswith("constraints.margins."):
+        return key.rsplit(".", 1)[1] + "_margin"
+    return {"constraints.families": "constraint_families", "constraints.enabled": "constraints",
+            "weights.input": "input_weights"}.get(key, key.replace("constraints.", ""))
 
 
 def request_limits(model):
@@ -369,8 +375,7 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
         problem = build(model, dt, t, Xd, Ud, x0, Q, R, Qf, named, constraints,
                         limits if limits is not None else request_limits(model), opt, gains, source, system)
     except ProblemError as e:
-        raise ProblemError(f"options: {e}" if e.key and not str(e).startswith("options") else str(e),
-                           key=e.key) from None
+        raise ProblemError(f"options.{_request_field(e.key)}: {e}" if e.key else str(e), key=e.key) from None
     problem.U0 = hold_inputs(model, x0, t.size - 1)
     problem.X0 = initial_trajectory(system, x0, problem.U0)
     problem.initial_cost = float(problem.cost.without_barriers().value(problem.X0, problem.U0))
