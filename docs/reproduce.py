@@ -272,7 +272,7 @@ def wave(img: Path) -> dict:
         Qd = np.asarray(tr0.info["desired"]["q"])
         t = tr0.t
         for j, name in enumerate(("shoulder", "elbow")):
-            axes[0, col].plot(t, np.degrees(Qd[:, j]), "k--", lw=1, label=f"{name} desired" if j == 0 else None)
+            axes[0, col].plot(t, np.degrees(Qd[:, j]), "k--", lw=1, label="desired" if j == 0 else None)
         for label, c in colors.items():
             tr, motion, tension, res = runs[f"{speed} {label}"]
             for j, ls in ((0, "-"), (1, ":")):
