@@ -76,6 +76,15 @@ METHODS = ("steepest", "quasi_newton", "newton")
 MAX_RETREATS = 3
 
 
+class OptionError(ValueError):
+    """An invalid optimizer option; ``option`` names it (``tolerance``, ``schedule[1]``) for front ends to word
+    the error in their own terms (a spec key, a request field)."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
 @dataclass
 class OptimizerOptions:
     """Settings of :class:`ProjectionOptimizer`.
@@ -135,16 +144,19 @@ class OptimizerOptions:
             try:
                 method, count = entry
             except (TypeError, ValueError):
-                raise ValueError(f"schedule entry {i} must be (method, iterations), got {entry!r}") from None
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i} must be (method, iterations), got {entry!r}") \
+                    from None
             if method not in METHODS:
-                raise ValueError(f"schedule entry {i}: unknown method {method!r}; use one of {', '.join(METHODS)}")
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: unknown method {method!r}; use one of "
+                                                    f"{', '.join(METHODS)}")
             if count is not None and (isinstance(count, bool) or int(count) != count or count < 0):
-                raise ValueError(f"schedule entry {i}: iterations must be a non-negative integer or None")
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: iterations must be a non-negative integer "
+                                                    "or None")
             if count is None and i != len(self.schedule) - 1:
-                raise ValueError("only the last schedule entry may run until convergence (None)")
+                raise OptionError(f"schedule[{i}]", "only the last schedule entry may run until convergence (None)")
             sched.append((method, None if count is None else int(count)))
         if not sched:
-            raise ValueError("the method schedule is empty")
+            raise OptionError("schedule", "the method schedule is empty")
         self.schedule = tuple(sched)
         for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
                      "feasibility_tolerance"):

@@ -126,8 +126,8 @@ from marionette_control.control.embedding import (
     run_string_relaxation,
 )
 from marionette_control.control.optimizer import (
-    METHODS,
     IterationRecord,
+    OptionError,
     OptimizationResult,
     OptimizerOptions,
     ProjectionOptimizer,
@@ -245,26 +245,18 @@ def _resolve(base: str, p: str) -> str:
 
 
 def _schedule(c: Checker, value, key: str):
+    """A schedule's YAML shape ([method, iterations] or {method, iterations} entries); its rules are
+    OptimizerOptions' (checked when the options are built)."""
     entries = []
     for i, e in enumerate(c.list(value, key)):
         k = f"{key}[{i}]"
         if isinstance(e, dict):
             c.mapping(e, k, required=("method",), optional=("iterations",))
-            method, count = e["method"], e.get("iterations")
+            entries.append((e["method"], e.get("iterations")))
         elif isinstance(e, list) and len(e) in (1, 2):
-            method, count = e[0], (e[1] if len(e) == 2 else None)
+            entries.append((e[0], e[1] if len(e) == 2 else None))
         else:
             c.fail(k, f"expected [method, iterations] or {{method: ..., iterations: ...}}, got {e!r}")
-        if method not in METHODS:
-            c.fail(k, f"unknown method {method!r} (methods: {', '.join(METHODS)})")
-        if count is not None:
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                c.fail(k, f"iterations must be a non-negative integer or null, got {count!r}")
-        elif i != len(value) - 1:
-            c.fail(k, "only the last entry may run until convergence (iterations: null)")
-        entries.append((method, count))
-    if not entries:
-        c.fail(key, "the schedule is empty")
     return tuple(entries)
 
 
@@ -301,6 +293,8 @@ def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
             kw["projection_R"] = c.number(p["input"], f"{key}.projection.input", positive=True)
     try:
         return dataclasses.replace(base, **kw)
+    except OptionError as e:
+        c.fail(f"{key}.{e.option}", str(e))
     except ValueError as e:
         c.fail(key, str(e))
 
