@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from marionette_control import models  # noqa: E402
-from marionette_control.control import problem as P  # noqa: E402
+from marionette_control.control import request as P  # noqa: E402
 from marionette_control.control.optimizer import ProjectionOptimizer  # noqa: E402
 from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm  # noqa: E402
 

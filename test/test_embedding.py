@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from marionette_control import _core, models
-from marionette_control.control.cost import TrackingCost
+from marionette_control.control.cost import tracking_cost
+from marionette_control.control.terms import Point
 from marionette_control.control.embedding import (
     EmbeddingError,
     EmbeddingOptions,
@@ -117,11 +118,13 @@ def test_variants_of_a_urdf_and_yaml_model_leave_the_model_untouched():
 
 def test_variant_cost_puts_the_weight_on_the_fictitious_inputs_only():
     emb = embed(models.get("double_pendulum"))
-    cost = TrackingCost(np.zeros((3, 4)), np.ones((2, 2)), np.ones(4), np.array([2.0, 3.0]))
+    cost = tracking_cost(np.zeros((3, 4)), np.ones((2, 2)), np.ones(4), np.array([2.0, 3.0]))
     vc = emb.variant_cost(cost, 50.0)
-    np.testing.assert_array_equal(np.diag(vc.R), [2.0, 3.0, 50.0, 50.0])
-    np.testing.assert_array_equal(vc.Ud[:, :2], 1.0)
-    np.testing.assert_array_equal(vc.Ud[:, 2:], 0.0)
+    d = vc.calc_diff(vc.create_data(), Point(np.zeros((3, 4)), np.zeros((2, 4))))
+    np.testing.assert_array_equal(d.Luu, np.diag([2.0, 3.0, 50.0, 50.0]))
+    Ud = vc.reference()[1]
+    np.testing.assert_array_equal(Ud[:, :2], 1.0)
+    np.testing.assert_array_equal(Ud[:, 2:], 0.0)
 
 
 def cart_problem(N=1000, dt=0.01, amp=np.radians(130)):
@@ -132,7 +135,7 @@ def cart_problem(N=1000, dt=0.01, amp=np.radians(130)):
     Xd[bump, THETA] = (1 - np.cos(2 * np.pi / 4 * (t[bump] - 3))) * amp / 2
     w = np.full(4, 0.01)
     w[THETA] = 100.0
-    return TrackingCost(Xd, np.zeros((N, 1)), w, [0.01]), dt
+    return tracking_cost(Xd, np.zeros((N, 1)), w, [0.01]), dt
 
 
 def test_dynamic_embedding_crosses_the_singularity_that_stops_direct_optimization():
@@ -275,7 +278,7 @@ def test_string_relaxation_gives_a_feasible_start_near_the_optimum():
     Xd[:, :2] = system.simulate(x0, Ud)[0][:, :2]       # a reachable arm motion; the rest of x_d is 0
     w = np.full(m.nx, 0.01)
     w[:2] = 100.0
-    cost = TrackingCost(Xd, np.zeros((N, m.nU)), w, np.full(m.nU, 0.01))
+    cost = tracking_cost(Xd, np.zeros((N, m.nU)), w, np.full(m.nU, 0.01))
 
     init = run_string_relaxation(rel, dt, cost, x0)
     np.testing.assert_array_equal(init.X[0], x0)
@@ -302,7 +305,7 @@ def test_relaxation_with_embedding_builds_both_variants():
     Xd[:, 0] += np.linspace(0, 0.2, N + 1)
     w = np.full(m.nx, 0.01)
     w[:2] = 100.0
-    cost = TrackingCost(Xd, np.tile(q[2:], (N, 1)), w, np.full(m.nU, 0.01))
+    cost = tracking_cost(Xd, np.tile(q[2:], (N, 1)), w, np.full(m.nU, 0.01))
     opts = RelaxationOptions(embedding=EmbeddingOptions(weights=[1e-2, 1e4], unused_tolerance=1e-2),
                              optimizer=OptimizerOptions(max_iterations=20))
     init = run_string_relaxation(rel, dt, cost, x0, opts)
@@ -326,3 +329,48 @@ def test_projection_failure_is_reported_with_what_was_projected():
     U[:, 0] += 5.0                                     # the carriage jumps 5 m in one step
     with pytest.raises(EmbeddingError, match="projecting the guess onto model 'string_arm' failed: midpoint VI step"):
         project_onto(_core.DiscreteSystem(model, 0.01), x0, X, U, "the guess")
+
+
+FOUR_BAR = """\
+name: four_bar
+gravity: [0, 0, -9.81]
+frames:
+  - {name: link1, parent: world, transform: rx, config: theta1}
+  - {name: mass1, parent: link1, transform: tz, value: -1.0, mass: 1.0}
+  - {name: link2, parent: mass1, transform: rx, config: theta2}
+  - {name: mass2, parent: link2, transform: tz, value: -1.0, mass: 1.0}
+  - {name: anchor, parent: world, translation: [0, 1.0, -1.0]}
+strings:
+  - {name: rod, from: mass2, to: anchor, length: 1.4142135623730951}
+damping: {theta1: 0.2, theta2: 0.2}
+forces:
+  - {config: theta1, input: torque}
+"""
+
+
+def test_constraint_penalty_relaxes_a_closed_chain_and_projects_back(tmp_path):
+    """Thesis §6.6.2: a closed kinematic chain (a four-bar linkage: a double pendulum whose tip is tied to the
+    ground by a rod) optimized with the rod replaced by ½ w Σ h², w raised until |h| is negligible, then
+    projected onto the linkage: the stages' constraint errors fall, the projected trajectory keeps the rod
+    exactly, and the final optimization converges to the optimum it reaches from a simulation."""
+    from marionette_control.control.spec import load_spec, solve
+
+    (tmp_path / "four_bar.yaml").write_text(FOUR_BAR)
+    spec = tmp_path / "spec.yaml"
+    base = ("model: {file: four_bar.yaml}\ndt: 0.02\nmotion: {joints: [theta1], keyframes: [[0, 0], [0.6, 0.4], "
+            "[1.2, 0.4]], interpolation: cosine}\nweights: {state: {default: 0.01, theta1: 100}, input: {torque: "
+            "0.01}}\n")
+    spec.write_text(base + "initial_trajectory: {method: penalty, penalty: {constraints: [rod], weights: [1.0e+2, "
+                           "1.0e+4, 1.0e+6, 1.0e+8], error_tolerance: 1.0e-4}}\n")
+    res = solve(load_spec(spec))
+    stages = res.trajectory.info["stages"]
+    errors = [s["max_constraint_error"] for s in stages]
+    assert stages[0]["stage"].startswith("penalty 1/4") and errors == sorted(errors, reverse=True)
+    assert errors[-1] <= 1e-4 < errors[0] and len(errors) == 4   # |h| falls about as 1/w
+    m = res.problem.model
+    assert max(abs(m.constraints(x[:m.nq])[0][0]) for x in res.trajectory.X) < 1e-9
+    assert res.result.converged
+    spec.write_text(base)
+    plain = solve(load_spec(spec))
+    assert plain.result.converged
+    assert res.result.cost == pytest.approx(plain.result.cost, rel=1e-6)

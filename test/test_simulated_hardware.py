@@ -9,6 +9,7 @@ independent loop of the core's step with today's rate-limited servo law, bit for
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 
@@ -21,6 +22,7 @@ from marionette_control import _core
 from marionette_control.control import simulated_hardware as sh
 from marionette_control.control.simulated_hardware import (
     Drives, DisturbanceError, HardwareProfile, SimulatedArm, rest_configuration)
+from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import load_model_file
 from marionette_control.models import marionette_arm as arm
 
@@ -34,7 +36,7 @@ def nominal():
 
 @pytest.fixture(scope="module")
 def limits(nominal):
-    return nominal.kinematic_limits()
+    return from_description(nominal)
 
 
 def quiet(name: str = "perfect", **changes) -> HardwareProfile:
@@ -522,9 +524,9 @@ def test_bad_disturbances_are_refused_with_specific_errors(nominal, kwargs, matc
 
 def test_infeasible_target_is_held_short_of_the_edge(nominal):
     """A string commanded longer than the arm reaches: the step fails, the drives hold, the run goes on."""
-    slow = nominal.kinematic_limits()
+    slow = dataclasses.replace(from_description(nominal), max_velocity=np.array([2.0, 0.5]))
     sim = SimulatedArm(HardwareProfile.named("perfect"), DT, nominal, on_step_error="hold")
-    sim.limits = sim.drives.limits = type(slow)(slow.lower, slow.upper, np.array([2.0, 0.5]), slow.max_acceleration)
+    sim.limits = sim.drives.limits = slow
     q0 = sim.q.copy()
     sim.receive_command(np.array([q0[2], 1.1]))
     states, faults = [sim.q.copy()], []

@@ -26,13 +26,21 @@ String relaxation (§6.6.2, strings as applied forces)
     the hook-to-control-point distance, so h(q) = 0 exactly at every step. The transformed
     trajectory is projected onto the constrained system.
 
+Constraint penalty (§6.6.2, internal closed chains)
+    Constraints that model the structure (a closed kinematic chain) rather than an actuator are
+    removed and replaced by the cost term ½ w Σ h(q)² (:class:`~.terms.ConstraintPenalty`); the
+    relaxed model is optimized round after round with w raised until the constraint error is
+    negligible, and the result is projected onto the constrained model
+    (:func:`run_constraint_penalty`).
+
 Variants are built from the model's own description (:meth:`SystemBuilder.from_model
 <marionette_control.model.SystemBuilder.from_model>`): forces are added to it and string
 constraints removed, so every model can be varied, however it was described (builder, YAML,
 URDF). The strings are read from the model (:func:`~marionette_control.model.strings.string_constraints`).
 
-The h² penalty the thesis uses for internal closed chains needs a non-quadratic cost term, which
-:class:`~marionette_control.control.cost.TrackingCost` does not have; it is not implemented.
+The stages optimize the cost without its inequality constraints (the barrier terms, which refer
+to the original model's inputs and constraint forces); the final optimization of the original
+model enforces them, starting from the stages' result whether or not it satisfies them.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.cost import TrackingCost
+from marionette_control.control.cost import Cost
 from marionette_control.control.optimizer import (
     IterationRecord,
     OptimizationResult,
@@ -120,14 +128,20 @@ class _Variant:
         """The extra inputs' columns (N, n_extra) of variant inputs."""
         return np.asarray(Uv, dtype=float)[:, self._extra]
 
-    def variant_cost(self, cost: TrackingCost, extra_weight) -> TrackingCost:
-        """The original cost on the variant: same Q, Qf; R with ``extra_weight`` on the extra inputs."""
+    def variant_cost(self, cost: Cost, extra_weight) -> Cost:
+        """The original cost (without its constraint barriers) on the variant, plus
+        ½ extra_weight |u_extra|² (term ``extra_inputs``; ``extra_inputs_2`` ... for a variant of a variant)."""
+        from marionette_control.control.terms import InputTracking
+
         nU = self.variant.nU
-        R = np.zeros((nU, nU))
-        R[np.ix_(self._cols, self._cols)] = cost.R
-        w = np.broadcast_to(np.asarray(extra_weight, dtype=float), (len(self._extra),))
-        R[self._extra, self._extra] = w
-        return TrackingCost(cost.Xd, self.to_variant(cost.Ud), cost.Q, R, cost.Qf)
+        terms = [t.on_inputs(self._cols, nU) for t in cost.without_barriers().terms]
+        R = np.zeros(nU)
+        R[self._extra] = np.broadcast_to(np.asarray(extra_weight, dtype=float), (len(self._extra),))
+        names = {t.name for t in terms}
+        name = next(n for n in (f"extra_inputs{'' if i < 2 else f'_{i}'}" for i in range(1, len(names) + 2))
+                    if n not in names)
+        terms.append(InputTracking(np.zeros((cost.N, nU)), R, name=name))
+        return Cost(terms, cost.nx, nU, cost.N)
 
 
 @dataclass
@@ -240,6 +254,7 @@ class StageResult:
     result: OptimizationResult
     extra_weight: Optional[float] = None
     max_extra: Optional[float] = None
+    max_constraint_error: Optional[float] = None
 
     def summary(self) -> dict:
         r = self.result
@@ -249,6 +264,8 @@ class StageResult:
             d["extra_weight"] = float(self.extra_weight)
         if self.max_extra is not None:
             d["max_extra_input"] = float(self.max_extra)
+        if self.max_constraint_error is not None:
+            d["max_constraint_error"] = float(self.max_constraint_error)
         return d
 
 
@@ -332,7 +349,7 @@ class InitialTrajectory:
         return [s.summary() for s in self.stages]
 
 
-def run_dynamic_embedding(embedding: Embedding, dt: float, cost: TrackingCost, x0: np.ndarray,
+def run_dynamic_embedding(embedding: Embedding, dt: float, cost: Cost, x0: np.ndarray,
                           options: Optional[EmbeddingOptions] = None, U: Optional[np.ndarray] = None,
                           callback: Optional[StageCallback] = None, should_stop: Optional[Callable[[], bool]] = None,
                           deadline: Optional[float] = None) -> InitialTrajectory:
@@ -355,7 +372,8 @@ def run_dynamic_embedding(embedding: Embedding, dt: float, cost: TrackingCost, x
             U = hold_inputs(embedding.original, x0, cost.N)
         Xe, Ue = sys_e.simulate(x0, embedding.to_variant(U))[0], embedding.to_variant(U)
     else:
-        Xe, Ue = desired_projection(sys_e, x0, cost.Xd, embedding.to_variant(cost.Ud))
+        Xd, Ud = cost.reference()
+        Xe, Ue = desired_projection(sys_e, x0, Xd, embedding.to_variant(Ud))
     stages = []
     unused, reason = False, "rounds exhausted"
     for i, w in enumerate(options.weights):
@@ -618,7 +636,7 @@ class RelaxationOptions:
             raise ValueError(f"force_weight must be > 0, got {self.force_weight}")
 
 
-def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost, x0: np.ndarray,
+def run_string_relaxation(relaxation: Relaxation, dt: float, cost: Cost, x0: np.ndarray,
                           options: Optional[RelaxationOptions] = None, callback: Optional[StageCallback] = None,
                           should_stop: Optional[Callable[[], bool]] = None,
                           deadline: Optional[float] = None) -> InitialTrajectory:
@@ -641,7 +659,7 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost,
         stages += init.stages
         Xr, Ur = init.X, init.U
     else:
-        Xr, Ur = desired_projection(sys_r, x0, rcost.Xd, rcost.Ud)
+        Xr, Ur = desired_projection(sys_r, x0, *rcost.reference())
     if not clock.expired():
         res = _run_stage(sys_r, rcost, options.optimizer, Xr, Ur, "relaxed strings", callback, should_stop, clock)
         stages.append(StageResult("relaxed strings", res, options.force_weight,
@@ -651,3 +669,83 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost,
     sys_c = _core.DiscreteSystem(relaxation.original, dt)
     Xp, Up = project_onto(sys_c, x0, Xc, Uc, "the restored string trajectory")
     return InitialTrajectory(Xp, Up, stages, True, "strings restored")
+
+
+# --------------------------------------------------------------------------------------------- h² penalty
+
+
+@dataclass
+class PenaltyOptions:
+    """Settings of :func:`run_constraint_penalty`.
+
+    weights : penalty weights w of the successive rounds, rising (the run stops after the first round
+        whose max |h| ≤ ``tolerance``).
+    tolerance : constraint error counted as negligible (the constraint's units: m² for a distance).
+    optimizer : options of every round.
+    """
+
+    weights: Sequence[float] = (1e2, 1e4, 1e6)
+    tolerance: float = 1e-6
+    optimizer: OptimizerOptions = field(default_factory=lambda: OptimizerOptions(max_iterations=40))
+
+    def __post_init__(self):
+        w = [float(v) for v in self.weights]
+        if not w or not all(np.isfinite(v) and v > 0 for v in w) or any(b <= a for a, b in zip(w, w[1:])):
+            raise ValueError(f"penalty weights must be positive and increase from round to round, got {self.weights}")
+        self.weights = tuple(w)
+        if not (np.isfinite(self.tolerance) and self.tolerance > 0):
+            raise ValueError(f"the penalty tolerance must be > 0, got {self.tolerance}")
+
+
+def remove_constraints(model: "_core.Model", names: Sequence[str]) -> "_core.Model":
+    """``model`` without the holonomic constraints ``names`` (same configurations, states and inputs)."""
+    missing = sorted(set(names) - set(model.constraint_names))
+    if missing or not names:
+        raise EmbeddingError(f"model '{model.name}' has no constraint named {', '.join(missing) or '(none given)'} "
+                             f"(constraints: {', '.join(model.constraint_names) or 'none'})")
+    b = SystemBuilder.from_model(model)
+    for n in names:
+        b.remove_constraint(n)
+    return _build(b, f"model '{model.name}' without {', '.join(names)}")
+
+
+def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt: float, cost: Cost, x0: np.ndarray,
+                           options: Optional[PenaltyOptions] = None, callback: Optional[StageCallback] = None,
+                           should_stop: Optional[Callable[[], bool]] = None,
+                           deadline: Optional[float] = None) -> InitialTrajectory:
+    """Constraint relaxation by penalty (thesis §6.6.2, for internal closed chains).
+
+    The constraints ``constraints`` are removed from ``model`` and replaced by the cost term
+    ½ w Σ h(q_k)² (:class:`~.terms.ConstraintPenalty`); the relaxed model is optimized from the desired
+    trajectory projected onto it, round after round with w raised (``options.weights``) until
+    max |h| ≤ ``options.tolerance``; the result is projected onto ``model`` from ``x0`` (nx,).
+    """
+    from marionette_control.control.terms import ConstraintPenalty
+
+    options = options or PenaltyOptions()
+    clock = _Clock(deadline)
+    relaxed = remove_constraints(model, constraints)
+    sys_r = _core.DiscreteSystem(relaxed, dt)
+    base = cost.without_barriers()
+    X, U = desired_projection(sys_r, x0, *base.reference())
+    stages, reason = [], "rounds exhausted"
+    penalty = ConstraintPenalty(model, constraints, options.weights[0])
+    for i, w in enumerate(options.weights):
+        if clock.expired() or (should_stop is not None and should_stop()):
+            reason = "deadline" if clock.expired() else "cancelled"
+            break
+        stage = f"penalty {i + 1}/{len(options.weights)} (weight {w:g})"
+        penalty = ConstraintPenalty(model, constraints, w)
+        res = _run_stage(sys_r, base.replaced([penalty]), options.optimizer, X, U, stage, callback, should_stop,
+                         clock)
+        X, U = res.X, res.U
+        hmax = float(np.abs(penalty.residuals(X)).max())
+        stages.append(StageResult(stage, res, w, max_constraint_error=hmax))
+        if res.reason in ("deadline", "cancelled"):
+            reason = res.reason
+            break
+        if hmax <= options.tolerance:
+            reason = "constraint error negligible"
+            break
+    Xp, Up = project_onto(_core.DiscreteSystem(model, dt), x0, X, U, "the penalized trajectory")
+    return InitialTrajectory(Xp, Up, stages, reason == "constraint error negligible", reason)

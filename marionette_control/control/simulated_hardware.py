@@ -114,7 +114,8 @@ from scipy.optimize import minimize, root
 
 from marionette_control import _core
 from marionette_control.model.builder import SystemBuilder
-from marionette_control.model.yaml_model import KinematicLimits, ModelDescription, load_model_file
+from marionette_control.model.limits import ModelLimits, from_description
+from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.models import marionette_arm as arm
 
 DRIVE_MODES = ("cyclic_position", "profile_position", "rate_limited")
@@ -260,7 +261,7 @@ class Drives:
     ``setpoint`` is r_{k+1}, the position the drive is commanded to; ``advance`` gives ρ_{k+1}.
     """
 
-    def __init__(self, limits: KinematicLimits, mode: str, dt: float):
+    def __init__(self, limits: ModelLimits, mode: str, dt: float):
         self.limits = limits
         self.mode = mode
         self.dt = float(dt)
@@ -548,7 +549,7 @@ class SimulatedArm:
         self.system = _core.DiscreteSystem(m, self.dt, newton_tolerance, newton_max_iterations)
         inputs = list(m.input_names)
         self._body_inputs = {b: [inputs.index(n) for n in names] for b, (_, names) in self._bodies.items()}
-        self.limits = self.plant.kinematic_limits()
+        self.limits = from_description(self.plant)
         self.on_step_error = on_step_error
         self.max_configuration_change = float(max_configuration_change)
         self.disturbance_limits = disturbance_limits

@@ -21,7 +21,9 @@ a worked example)::
       - {name: hook, parent: link1, translation: [0, 0.1, -0.9],     # constant SE(3) offset,
          rpy: [0, 0, 0]}                                              # R = Rz Ry Rx (URDF)
     strings:                             # distance constraints |p_from - p_to| = length
-      - {name: string, from: hook, to: carriage, length: string_length}  # kinematic length
+      - {name: string, from: hook, to: carriage, length: string_length,  # kinematic length
+         min_tension: 0.5}                                                # N (default 0.5; optimizer
+                                                                          # constraint T >= min_tension)
       - {name: rod, from: a, to: b, length: 0.5}                          # fixed length
     springs:                             # V = 1/2 k (|p1 - p2| - rest_length)^2
       - {name: s1, frame1: a, frame2: b, stiffness: 10.0, rest_length: 0.2}
@@ -70,6 +72,7 @@ import yaml
 
 from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.limits import ActuatorLimits
 from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf
 
 
@@ -197,36 +200,7 @@ class StringSpec:
     frame1: str
     frame2: str
     length: float | str
-
-
-@dataclass(frozen=True)
-class ActuatorLimits:
-    """Range and rate limits of a prescribed (kinematic) configuration, SI units."""
-
-    min: float
-    max: float
-    max_velocity: float
-    max_acceleration: float | None = None
-
-    def contains(self, value: float) -> bool:
-        return self.min <= value <= self.max
-
-
-@dataclass(frozen=True)
-class KinematicLimits:
-    """The ``actuators`` section as arrays over the kinematic configurations, shape (nk,) each, model order.
-
-    Configurations without an entry are unlimited (-inf/+inf); a missing ``max_acceleration`` is +inf.
-    """
-
-    lower: np.ndarray
-    upper: np.ndarray
-    max_velocity: np.ndarray
-    max_acceleration: np.ndarray
-
-    def saturate(self, rho: np.ndarray) -> np.ndarray:
-        """ρ (nk,) clipped to the position range."""
-        return np.clip(rho, self.lower, self.upper)
+    min_tension: float | None = None
 
 
 @dataclass
@@ -251,19 +225,6 @@ class ModelDescription:
     @property
     def config_to_hardware(self) -> dict[str, str]:
         return {v: k for k, v in self.hardware_joints.items()}
-
-    def kinematic_limits(self) -> KinematicLimits:
-        """The actuator limits of every kinematic configuration, as arrays (nk,) in the model's order."""
-        m = self.model
-        names = m.config_names[m.nd:]
-        lo, hi, vmax, amax = (np.full(len(names), v) for v in (-np.inf, np.inf, np.inf, np.inf))
-        for i, name in enumerate(names):
-            spec = self.actuators.get(name)
-            if spec is not None:
-                lo[i], hi[i], vmax[i] = spec.min, spec.max, spec.max_velocity
-                if spec.max_acceleration is not None:
-                    amax[i] = spec.max_acceleration
-        return KinematicLimits(lo, hi, vmax, amax)
 
 
 _TOP = ("name", "description", "gravity", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
@@ -588,7 +549,7 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
 
     for i, s in enumerate(c.list(data.get("strings", []), "strings")):
         key = f"strings[{i}]"
-        c.mapping(s, key, required=("name", "from", "to", "length"))
+        c.mapping(s, key, required=("name", "from", "to", "length"), optional=("min_tension",))
         sname = c.name(s["name"], f"{key}.name")
         unique(sname, f"{key}.name")
         f1 = frame_ref(s["from"], f"{key}.from")
@@ -605,8 +566,14 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
                 kinematic.add(length)
         else:
             length = c.number(length, f"{key}.length", positive=True)
+        min_tension = None
+        if "min_tension" in s:
+            if not isinstance(length, str):
+                c.fail(f"{key}.min_tension", "a minimum tension applies to a string whose length is a kinematic "
+                                             "configuration (a fixed-length link can push as well as pull)")
+            min_tension = c.number(s["min_tension"], f"{key}.min_tension", minimum=0.0)
         b.distance_constraint(f1, f2, length, name=sname)
-        strings.append(StringSpec(sname, f1, f2, length))
+        strings.append(StringSpec(sname, f1, f2, length, min_tension))
 
     # kinematic names that nothing introduced are declared configurations of their own (allowed: an input)
     for k in kinematic:
@@ -711,5 +678,5 @@ def load_model(path: str | os.PathLike, **overrides) -> _core.Model:
     return load_model_file(path, **overrides).model
 
 
-__all__ = ["ModelFileError", "ModelDescription", "StringSpec", "ActuatorLimits", "KinematicLimits", "load_model_file",
+__all__ = ["ModelFileError", "ModelDescription", "StringSpec", "ActuatorLimits", "load_model_file",
            "load_model", "read_yaml", "StrictLoader", "Checker", "MAX_BASE_DEPTH"]

@@ -79,7 +79,8 @@ import numpy as np
 
 from marionette_control.control.simulated_hardware import (
     DisturbanceError, DisturbanceLimits, HardwareProfile, MeasurementQueue, PROFILES, SimulatedArm, StepFault,
-    check_profile_field, load_plant, rest_configuration)
+    check_profile_field, load_plant)
+from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.models import marionette_arm as arm
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
@@ -364,7 +365,7 @@ def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
     command_index = np.array([kin_hw.index(n) for n in cmd], dtype=int)
 
     q0 = _initial_configuration(desc, values["initial_pose"], values["initial_configuration"])
-    lim = desc.kinematic_limits()
+    lim = from_description(desc)
     rho0 = q0[m.nd:]
     outside = [f"{kin_hw[i]}={rho0[i]:.4g} (range {lim.lower[i]:g}..{lim.upper[i]:g})"
                for i in range(m.nk) if not (lim.lower[i] <= rho0[i] <= lim.upper[i])]
