@@ -37,19 +37,19 @@ PEER = "trep-optimizer"
 
 def swing_up_problem():
     from marionette_control import _core, models
-    from marionette_control.control.cost import TrackingCost
+    from marionette_control.control.cost import tracking_cost
 
     ds = _core.DiscreteSystem(models.get("pendulum"), 0.1)
     N = 100
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
-    cost = TrackingCost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
+    cost = tracking_cost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
     return ds, cost, np.zeros((N + 1, 2)), np.zeros((N, 1))
 
 
 def humanoid_tracking_problem(N: int):
     from marionette_control import _core, models
-    from marionette_control.control.cost import TrackingCost
+    from marionette_control.control.cost import tracking_cost
     from marionette_control.models import humanoid_marionette as hm
 
     m = models.get("humanoid_marionette")
@@ -61,7 +61,7 @@ def humanoid_tracking_problem(N: int):
     Xd = np.zeros_like(Xw)
     Xd[:, :m.nq] = Xw[:, :m.nq]
     Q = np.r_[np.full(m.nd, 100.0), np.ones(m.nk), np.ones(m.nd), np.ones(m.nk)]
-    cost = TrackingCost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
+    cost = tracking_cost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
     U0 = np.tile(q0[m.nd:], (N, 1))
     X0, _ = ds.simulate(x0, U0)
     return ds, cost, X0, U0

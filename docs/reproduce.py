@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from marionette_control import _core, models  # noqa: E402
 from marionette_control.cli.demo import seed_gains, seed_walk  # noqa: E402
-from marionette_control.control.cost import TrackingCost  # noqa: E402
+from marionette_control.control.cost import tracking_cost  # noqa: E402
 from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def swing_up(img: Path) -> dict:
     N = 100
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
-    cost = TrackingCost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
+    cost = tracking_cost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
     X0, U0 = np.zeros((N + 1, 2)), np.zeros((N, 1))
     runs, out = {}, {}
     for method in ("newton", "steepest"):

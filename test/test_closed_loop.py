@@ -16,7 +16,7 @@ import pytest
 import rclpy
 
 from marionette_control import models
-from marionette_control.control import problem as P
+from marionette_control.control import request as P
 from marionette_control.control.optimizer import ProjectionOptimizer, tracking_gains
 from marionette_control.control.trajectory import Trajectory
 from ros_helpers import isolated_ros, node_processes, stop  # noqa: F401  (fixture)

@@ -27,7 +27,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 
 try:
     from marionette_interfaces.action import OptimizeTrajectory as OptimizeTrajectoryAction
-    from marionette_interfaces.msg import ConvergenceData, OptimizationOptions, TrackedTrajectory
+    from marionette_interfaces.msg import ConstraintReport, ConvergenceData, OptimizationOptions, TrackedTrajectory
     from marionette_interfaces.srv import OptimizeTrajectory
 except ImportError as exc:  # pragma: no cover - environment problem, reported clearly
     raise ImportError(
@@ -125,9 +125,17 @@ def test_message_fields_and_types():
     assert ConvergenceData.REASON_CONVERGED == "converged"
     assert ConvergenceData.REASON_DEADLINE == "deadline"
     assert set(ConvergenceData.get_fields_and_field_types()) == {
-        "iterations", "costs", "descent_norms", "step_lengths", "methods",
+        "iterations", "costs", "descent_norms", "step_lengths", "methods", "violations",
         "elapsed_s", "converged", "termination_reason",
     }
+    assert ConvergenceData.REASON_INFEASIBLE == "infeasible"
+    assert ConstraintReport.get_fields_and_field_types() == {
+        "family": "string", "component": "string", "side": "string", "limit": "double", "unit": "string",
+        "label": "string", "worst_margin": "double", "normalized_margin": "double", "step": "uint32",
+        "time_s": "double", "satisfied": "boolean", "active_steps": "uint32",
+        "active_from_s": "sequence<double>", "active_to_s": "sequence<double>",
+    }
+    assert ConstraintReport.FAMILY_TENSION == "tension" and ConstraintReport.SIDE_LOWER == "lower"
 
     options = OptimizationOptions(
         methods=[OptimizationOptions.METHOD_QUASI_NEWTON, OptimizationOptions.METHOD_NEWTON],
@@ -144,6 +152,11 @@ def test_message_fields_and_types():
     assert default.tolerance == 0.0 and default.max_iterations == 0
     assert default.deadline_s == 0.0 and default.dt == 0.0
     assert list(default.methods) == [] and list(default.state_weights) == []
+    # Constraints: "" = the node's default (on); zero numbers = defaults.
+    assert default.constraints == "" and list(default.constraint_families) == []
+    assert default.min_tension == 0.0 and default.barrier_weight == 0.0
+    assert default.range_margin == default.speed_margin == default.acceleration_margin == 0.0
+    assert (OptimizationOptions.CONSTRAINTS_ON, OptimizationOptions.CONSTRAINTS_OFF) == ("on", "off")
 
 
 def test_service_and_action_types_are_coherent():
@@ -154,6 +167,8 @@ def test_service_and_action_types_are_coherent():
     assert isinstance(response.trajectory, TrackedTrajectory)
     assert isinstance(response.convergence, ConvergenceData)
     assert response.success is False and response.message == ""
+    assert response.constraints_satisfied is False and list(response.constraints) == []
+    assert response.max_violation == 0.0
 
     # The action's goal and result carry the same fields as the service.
     goal_fields = OptimizeTrajectoryAction.Goal.get_fields_and_field_types()
@@ -164,6 +179,8 @@ def test_service_and_action_types_are_coherent():
         "iteration": "uint32",
         "cost": "double",
         "descent_norm": "double",
+        "violation": "double",
+        "barrier_weight": "double",
         "step_length": "double",
         "method": "string",
         "elapsed_s": "double",

@@ -26,7 +26,8 @@ import pytest
 
 from marionette_control import _core, models
 from marionette_control.control import riccati as ric
-from marionette_control.control.cost import TrackingCost
+from marionette_control.control.cost import tracking_cost
+from marionette_control.control.terms import InitialState
 from marionette_control.control.optimizer import (
     OptimizerOptions,
     ProjectionOptimizer,
@@ -46,7 +47,7 @@ def swing_up(tolerance: float = 1e-10):
     N = 100
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
-    cost = TrackingCost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
+    cost = tracking_cost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
     X0, U0 = np.zeros((N + 1, 2)), np.zeros((N, 1))  # hanging at rest, u = 0
     return ds, cost, X0, U0
 
@@ -66,7 +67,7 @@ def humanoid_tracking(N: int = 15, offset: int = 40):
     Xd = np.zeros((N + 1, m.nx))
     Xd[:, :m.nq] = Xw[offset:offset + N + 1, :m.nq]
     Q = np.r_[np.full(m.nd, 100.0), np.ones(m.nk), np.ones(m.nd), np.ones(m.nk)]
-    cost = TrackingCost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
+    cost = tracking_cost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
     U0 = np.tile(q0[m.nd:], (N, 1))
     X0, _ = ds.simulate(x0, U0)
     return ds, cost, X0, U0
@@ -278,10 +279,10 @@ def test_free_initial_state_is_stationary_in_x0():
     """δx(0) = −P(0)⁻¹b(0): the optimum has zero derivative of g in x(0), a lower cost than
     with x(0) fixed, and a large W₀ keeps x(0) near x_d(0)."""
     ds, cost, X0, U0 = swing_up()
+    weighted = cost.replaced([InitialState(cost.term("state").Xd[0], [1e6, 1e6], cost.N)])
     results = {}
-    for label, kw in (("free", dict(free_initial_state=True)),
-                      ("weighted", dict(free_initial_state=True, initial_state_weight=[1e6, 1e6]))):
-        opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=100, **kw))
+    for label, c in (("free", cost), ("weighted", weighted)):
+        opt = ProjectionOptimizer(ds, c, OptimizerOptions(max_iterations=100, free_initial_state=True))
         r = opt.optimize(X0, U0)
         assert r.converged, (label, r.reason)
         assert feasible(ds, r.X, r.U)
@@ -324,7 +325,9 @@ def test_free_initial_state_refused_for_constrained_models():
     (dict(armijo_max_steps=0), "armijo_max_steps"),
     (dict(deadline=0.0), "deadline must be > 0"),
     (dict(free_initial_state="yes"), "free_initial_state must be True or False"),
-    (dict(initial_state_weight=[1.0, 1.0]), "only acts when free_initial_state=True"),
+    (dict(barrier_decrease=1.0), "barrier_decrease must lie in \\(0, 1\\)"),
+    (dict(barrier_start=0.5), "barrier_start must be finite and >= 1"),
+    (dict(feasibility_tolerance=0.0), "feasibility_tolerance must be finite and > 0"),
     (dict(threads=0), "threads must be None or an integer >= 1"),
     (dict(threads=1.5), "threads must be None or an integer >= 1"),
 ])
@@ -335,10 +338,12 @@ def test_options_validation(kwargs, match):
 
 def test_optimizer_validation():
     ds, cost, X0, U0 = swing_up()
-    with pytest.raises(ValueError, match="initial_state_weight has 3 entries, expected 2"):
-        ProjectionOptimizer(ds, cost, OptimizerOptions(free_initial_state=True, initial_state_weight=[1, 2, 3]))
+    with pytest.raises(ValueError, match="initial_state weights have 3 entries, expected 2"):
+        InitialState(X0[0], [1, 2, 3], 100)
     with pytest.raises(ValueError, match="positive semi-definite"):
-        ProjectionOptimizer(ds, cost, OptimizerOptions(free_initial_state=True, initial_state_weight=[1, -2]))
+        InitialState(X0[0], [1, -2], 100)
+    with pytest.raises(ValueError, match="only acts when free_initial_state=True"):
+        ProjectionOptimizer(ds, cost.replaced([InitialState(X0[0], [1.0, 1.0], 100)]))
     other = _core.DiscreteSystem(models.get("double_pendulum"), 0.1)
     with pytest.raises(ValueError, match="nx=2, nU=1; model 'double_pendulum' has nx=4, nU=2"):
         ProjectionOptimizer(other, cost)

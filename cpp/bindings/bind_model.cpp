@@ -41,6 +41,19 @@ py::tuple constraint_derivatives(const Model& m, const Arr& q) {
   return py::make_tuple(h.h, h.Dh);
 }
 
+/// sum_j weights_j D2h_j(q) (nq, nq): the curvature of a weighted sum of the constraint functions
+/// (the exact Hessian of a penalty on h, thesis §6.6.2, needs it).
+mc::MatX constraint_hessian(const Model& m, const Arr& q, const Arr& weights) {
+  const double* qp = config_arg(m, q, "q");
+  check_array(weights, {m.nc()}, "weights (one per constraint of model '" + m.name + "')");
+  mc::FrameCache cache(m);
+  mc::ConstraintData h(m);
+  mc::compute_constraints(m, cache, qp, 2, h);
+  mc::MatX H = mc::MatX::Zero(m.nq(), m.nq());
+  mc::constraint_weighted_hessian(h, weights.data(), H);
+  return H;
+}
+
 py::array placements(const Model& m, const Arr& q) {
   const double* qp = config_arg(m, q, "q");
   // Placements of every frame (not only those the dynamics needs).
@@ -163,6 +176,8 @@ void bind_model(py::module_& m) {
       .def("config_index", &Model::config_index, py::arg("name"))
       .def("placements", &placements, py::arg("q"), "World transforms of every frame, shape (n_frames, 4, 4).")
       .def("constraints", &constraint_derivatives, py::arg("q"), "(h (m,), Dh (m, nq)) at q.")
+      .def("constraint_hessian", &constraint_hessian, py::arg("q"), py::arg("weights"),
+           "sum_j weights[j] D2h_j(q), shape (nq, nq), weights (m,) in constraint order.")
       .def("lagrangian", &lagrangian_derivatives, py::arg("q"), py::arg("v"), py::arg("order") = 2,
            "L and its derivatives (Lq, Lv, Lqq, Lqv[i,j] = d2L/dq_i dv_j, Lvv) at (q, v).")
       .def(

@@ -238,7 +238,10 @@ def run(args) -> dict:
         report["optimization"] = {"iterations": int(conv.iterations), "cost": float(res.trajectory.cost),
                                   "converged": bool(conv.converged), "reason": conv.termination_reason,
                                   "elapsed_s": float(conv.elapsed_s), "methods": list(conv.methods),
-                                  "message": res.message}
+                                  "message": res.message, "constraints_satisfied": bool(res.constraints_satisfied),
+                                  "constraints": [{"label": c.label, "worst_margin": c.worst_margin, "unit": c.unit,
+                                                   "time_s": c.time_s, "satisfied": c.satisfied,
+                                                   "active_steps": c.active_steps} for c in res.constraints]}
         report["files"]["trajectory"] = str(out / "trajectory.npz")
         say(f"optimized in {conv.iterations} iterations ({conv.elapsed_s:.1f} s), cost {res.trajectory.cost:.5g}: "
             f"{res.message}")
@@ -292,6 +295,12 @@ def write_report(report: dict, out: Path) -> None:
     o = report.get("optimization", {})
     lines += ["## Optimization", "", f"- iterations: {o.get('iterations')}, converged: {o.get('converged')} "
               f"({o.get('reason')}), cost {o.get('cost'):.6g}, {o.get('elapsed_s', 0):.2f} s", ""]
+    if o.get("constraints"):
+        lines += [f"Constraints: {'all satisfied' if o.get('constraints_satisfied') else 'NOT all satisfied'}.", "",
+                  "| constraint | worst margin | at | active steps |", "|---|---|---|---|"]
+        lines += [f"| {c['label']} | {c['worst_margin']:.4g} {c['unit']} | {c['time_s']:.2f} s | {c['active_steps']}"
+                  f"{'' if c['satisfied'] else ' (VIOLATED)'} |" for c in o["constraints"]]
+        lines.append("")
     lines += ["## Tracking (RMS over the tracked ticks)", "", "| joint | measured vs optimized | measured vs desired |"
               " optimized vs desired |", "|---|---|---|---|"]
     for name, r in report.get("rms", {}).items():

@@ -8,7 +8,8 @@ Runs the spec (format: ``marionette_control/control/spec.py``; examples in ``con
 initial trajectory, projection-operator optimization, time-varying DLQR tracking gains; writes
 the trajectory file (``marionette_control/control/trajectory.py``) with K and the optimizer's
 statistics in its ``info``, and prints a summary (iterations, cost, RMS error of every
-prescribed configuration, input ranges against actuator limits).
+prescribed configuration, input ranges, and every inequality constraint's worst margin, where it
+occurs and where it is active).
 
 ``--set`` overrides a spec key before checking (dotted path, YAML value), e.g.
 ``--set optimizer.max_iterations=5 --set weights.state.elbow=1e3``. Progress is a live line on a
@@ -76,16 +77,29 @@ def _summary_lines(result, out: Path) -> list:
              f"cost {s['initial_cost']:.6g} (initial trajectory) -> {s['cost']:.6g}"]
     for name, e in s["tracking_errors"].items():
         lines.append(f"  {name}: RMS error {e['rms']:.3e}, max {e['max']:.3e} (vs the desired motion)")
-    limits = s["actuator_limits"]
     for name, (lo, hi) in s["input_ranges"].items():
-        cfg = name[:-5] if name.endswith("_next") else None
-        if cfg in limits:
-            lim = limits[cfg]
-            lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}] within [{lim['limits'][0]:.4g}, {lim['limits'][1]:.4g}]"
-                         f", peak speed {lim['max_velocity']:.3g} (limit {lim['velocity_limit']:.3g}): "
-                         f"{'OK' if lim['within'] else 'OUTSIDE THE ACTUATOR LIMITS'}")
-        else:
-            lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}]")
+        lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}]")
+    return lines + constraint_lines(result.trajectory.info.get("constraints") or {})
+
+
+def constraint_lines(constraints: dict) -> list:
+    """The constraint report of a result: every row's worst margin, where, and where it is active."""
+    rows = constraints.get("margins") or []
+    if not rows:
+        return ["no inequality constraints"]
+    ok = constraints.get("feasible", True)
+    lines = [f"constraints: {'all satisfied' if ok else 'VIOLATED'} (largest normalized violation "
+             f"{constraints.get('violation', 0.0):.3g}); worst margins:"]
+    for r in rows:
+        unit = f" {r['unit']}" if r["unit"] else ""
+        active = ""
+        if r["active_steps"]:
+            spans = ", ".join(f"{a:.2f}-{b:.2f} s" if b > a else f"{a:.2f} s" for a, b in r["active_intervals"][:4])
+            more = ", ..." if len(r["active_intervals"]) > 4 else ""
+            active = f"; active at {r['active_steps']} step(s): {spans}{more}"
+        flag = "" if r["satisfied"] else "  VIOLATED"
+        lines.append(f"  {r['label']}: worst margin {r['margin']:.4g}{unit} at t = {r['time']:.2f} s (step "
+                     f"{r['step']}){active}{flag}")
     return lines
 
 

@@ -1,6 +1,7 @@
 """marionette-plot: PNG figures of an optimized trajectory and of its simulations.
 
-    marionette-plot TRAJ.npz [--simulation SIM.npz] [-o DIR] [--only convergence,configurations,inputs,error]
+    marionette-plot TRAJ.npz [--simulation SIM.npz] [-o DIR]
+                    [--only convergence,configurations,inputs,drives,tension,error]
     python -m marionette_control.cli.plot ...     (same)
 
 Figures (written to DIR, default: beside the trajectory file, named ``<stem>_<figure>.png``):
@@ -9,7 +10,13 @@ Figures (written to DIR, default: beside the trajectory file, named ``<stem>_<fi
   (embedding rounds, relaxed problem, final optimization) in turn (like thesis Fig. 6.7);
 * ``configurations`` — desired against optimized configurations, one panel each (like Fig. 6.10);
   configurations the motion does not prescribe (e.g. the carriage) are drawn without a desired curve;
-* ``inputs`` — the synthesized inputs (like Fig. 6.11), with the actuator limits when known;
+* ``inputs`` — the synthesized inputs (like Fig. 6.11), with the drives' range limits when known;
+* ``drives`` — speed and acceleration of every kinematic configuration (the drives), as the
+  trajectory commands them step by step (the first step from the initial state included), with
+  their limits;
+* ``tension`` — the tension of every string (from the constraint forces of each step, recomputed
+  with the model the file records) with its minimum; a string cannot push, so T < 0 is
+  physically impossible;
 * ``error`` (needs ``--simulation`` from marionette-simulate) — norm of the configuration error of
   the closed- and open-loop runs from the perturbed state (like seed 001 Fig. 6), and the
   tracked configurations of both runs against the optimized and desired ones (like Fig. 4).
@@ -25,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-FIGURES = ("convergence", "configurations", "inputs", "error")
+FIGURES = ("convergence", "configurations", "inputs", "drives", "tension", "error")
 
 
 def _pyplot():
@@ -112,9 +119,20 @@ def plot_configurations(traj, path: Path) -> Path:
     return path
 
 
+def _limits(traj) -> dict:
+    """The limits the trajectory was optimized with (trajectory metadata; {} for older files)."""
+    return ((traj.info.get("constraints") or {}).get("set") or {}).get("limits") or {}
+
+
+def _limit_lines(ax, f, lo, hi):
+    for v in (lo, hi):
+        if v is not None:
+            ax.axhline(f * v, color="r", ls=":", lw=1)
+
+
 def plot_inputs(traj, path: Path) -> Path:
     plt = _pyplot()
-    limits = (traj.info.get("summary") or {}).get("actuator_limits") or {}
+    drives = _limits(traj).get("drives") or {}
     units = traj.info.get("config_units") or {}
     n = len(traj.input_names)
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.8), sharex=True, squeeze=False)
@@ -125,15 +143,110 @@ def plot_inputs(traj, path: Path) -> Path:
         unit = units.get(cfg, "") if cfg else ""
         f, unit = _scale(unit)
         ax.plot(t, f * traj.U[:, i], color="C1")
-        if cfg in limits:
-            lo, hi = limits[cfg]["limits"]
-            for v in (lo, hi):
-                ax.axhline(f * v, color="r", ls=":", lw=1)
-            ax.set_title(f"limits [{lo:g}, {hi:g}]", fontsize=8, loc="right")
+        lim = drives.get(cfg) or {}
+        if lim.get("min") is not None or lim.get("max") is not None:
+            _limit_lines(ax, f, lim.get("min"), lim.get("max"))
+            ax.set_title(f"range [{lim.get('min')}, {lim.get('max')}]", fontsize=8, loc="right")
         ax.set_ylabel(f"{name} [{unit}]" if unit else name)
         ax.grid(True, alpha=0.3)
     axes[-1, 0].set_xlabel("t [s]")
     axes[0, 0].set_title(f"{traj.model_name}: synthesized inputs", loc="left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def drive_motion(traj) -> dict:
+    """{configuration: (speed (N,), acceleration (N,))} the trajectory commands: s_k = (ρ_{k+1} − ρ_k)/Δt,
+    a_k = (s_k − v_k)/Δt with ρ_{k+1} = u_k and v_k the state's velocity (control/constraints.py)."""
+    names = list(traj.state_names)
+    out = {}
+    for j, name in enumerate(traj.input_names):
+        if not name.endswith("_next"):
+            continue
+        cfg = name[:-5]
+        rho = traj.X[:-1, names.index(cfg)]
+        v = traj.X[:-1, names.index(f"v_{cfg}")]
+        s = (traj.U[:, j] - rho) / traj.dt
+        out[cfg] = (s, (s - v) / traj.dt)
+    return out
+
+
+def plot_drives(traj, path: Path) -> Path:
+    plt = _pyplot()
+    drives = _limits(traj).get("drives") or {}
+    units = traj.info.get("config_units") or {}
+    motion = drive_motion(traj)
+    if not motion:
+        raise ValueError(f"model '{traj.model_name}' has no kinematic configuration (drive) to plot")
+    fig, axes = plt.subplots(len(motion), 2, figsize=(11, 2.2 * len(motion) + 0.8), sharex=True, squeeze=False)
+    t = traj.t[:-1]
+    for i, (cfg, (s, a)) in enumerate(motion.items()):
+        f, unit = _scale(units.get(cfg, ""))
+        lim = drives.get(cfg) or {}
+        for ax, y, what, key, u in ((axes[i, 0], s, "speed", "max_velocity", f"{unit}/s"),
+                                    (axes[i, 1], a, "acceleration", "max_acceleration", f"{unit}/s²")):
+            ax.plot(t, f * y, color="C2")
+            if lim.get(key) is not None:
+                _limit_lines(ax, f, -lim[key], lim[key])
+                peak = np.abs(y).max() / lim[key]
+                ax.set_title(f"limit ±{lim[key]:g}; peak {100 * peak:.0f} % of it", fontsize=8, loc="right")
+            ax.set_ylabel(f"{cfg} {what} [{u}]", fontsize=8)
+            ax.grid(True, alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("t [s] (step k from t_k)")
+    fig.suptitle(f"{traj.model_name}: commanded drive speed and acceleration", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def string_tensions(traj, model=None) -> dict:
+    """{string: tension (N,) [N]}: T_k = 2 L_k λ_k / Δt of every step (the core's constraint forces)."""
+    from marionette_control import _core
+    from marionette_control.model.strings import string_constraints
+
+    model = model or _trajectory_model(traj)
+    traj.check_model(model)
+    system = _core.DiscreteSystem(model, traj.dt)
+    Lam = system.constraint_forces_trajectory(traj.X, traj.U)
+    names = list(model.constraint_names)
+    return {s.name: 2.0 * traj.X[:-1, model.config_index(s.length)] * Lam[:, names.index(s.name)] / traj.dt
+            for s in string_constraints(model)}
+
+
+def _trajectory_model(traj):
+    from marionette_control import models
+    from marionette_control.models.source import ModelSource
+
+    source = traj.info.get("model_source")
+    if source:
+        return ModelSource.from_dict(source).build()
+    return models.get(traj.model_name)
+
+
+def plot_tension(traj, path: Path, model=None) -> Path:
+    plt = _pyplot()
+    tensions = string_tensions(traj, model)
+    if not tensions:
+        raise ValueError(f"model '{traj.model_name}' has no string to plot the tension of")
+    minimum = _limits(traj).get("min_tension") or {}
+    fig, axes = plt.subplots(len(tensions), 1, figsize=(8, 1.9 * len(tensions) + 0.8), sharex=True, squeeze=False)
+    t = traj.t[:-1]
+    for i, (name, T) in enumerate(tensions.items()):
+        ax = axes[i, 0]
+        ax.plot(t, T, color="C4")
+        ax.axhline(0.0, color="k", lw=0.6)
+        if name in minimum:
+            ax.axhline(minimum[name], color="r", ls=":", lw=1)
+            ax.set_title(f"minimum {minimum[name]:g} N; lowest {T.min():.3g} N", fontsize=8, loc="right")
+        ax.set_ylabel(f"{name} [N]", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel("t [s]")
+    axes[0, 0].set_title(f"{traj.model_name}: string tension (T < 0: the string would have to push)", loc="left",
+                         fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -193,7 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("trajectory", help="trajectory file (.npz, from marionette-optimize)")
     p.add_argument("--simulation", help="simulation file (.npz, from marionette-simulate -o) for the error figure")
     p.add_argument("-o", "--output-dir", help="directory of the PNGs (default: the trajectory file's)")
-    p.add_argument("--only", help=f"comma-separated subset of {', '.join(FIGURES)} (default: all that apply)")
+    p.add_argument("--only", help=f"comma-separated subset of {', '.join(FIGURES)} (default: all that apply: drives "
+                                  "for models with kinematic configurations, tension for models with strings)")
     return p
 
 
@@ -217,6 +331,11 @@ def main(argv=None) -> int:
     except TrajectoryError as e:
         print(f"marionette-plot: error: {e}", file=sys.stderr)
         return 2
+    if not args.only:   # all that apply to this model
+        if not any(n.endswith("_next") for n in traj.input_names):
+            which.remove("drives")
+        if not _limits(traj).get("min_tension"):
+            which.remove("tension")
     out = Path(args.output_dir) if args.output_dir else Path(args.trajectory).resolve().parent
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(args.trajectory).stem
@@ -230,6 +349,10 @@ def main(argv=None) -> int:
                 written.append(plot_configurations(traj, target))
             elif w == "inputs":
                 written.append(plot_inputs(traj, target))
+            elif w == "drives":
+                written.append(plot_drives(traj, target))
+            elif w == "tension":
+                written.append(plot_tension(traj, target))
             else:
                 written.append(plot_error(args.simulation, target))
     except (ValueError, KeyError) as e:

@@ -4,8 +4,8 @@ One :class:`Progress` receives ``update(stage, record)`` after every iteration (
 ``callback`` of :func:`marionette_control.control.spec.solve`) and ``log(message)`` for
 everything else. Modes:
 
-* ``live`` — a status line rewritten in place (stage, iteration, cost, descent norm, step,
-  method, elapsed), with a table drawn by ``rich`` when that package is installed; the final
+* ``live`` — a status line rewritten in place (stage, iteration, cost, constraint violation,
+  descent norm, step, method, elapsed), with a table drawn by ``rich`` when that package is installed; the final
   line of every stage stays on screen;
 * ``plain`` — one line per iteration, nothing rewritten (logs, CI, pipes);
 * ``quiet`` — messages only;
@@ -30,8 +30,13 @@ def _rich_available() -> bool:
 
 
 def format_record(stage: str, rec) -> str:
-    """``<stage>  iter <i>  cost <c>  |Dh.dxi| <n>  step <s>  <method>  <t> s``."""
-    return (f"{stage}  iter {rec.iteration:3d}  cost {rec.cost:.6e}  |Dh.dxi| {rec.descent_norm:.2e}  "
+    """``<stage>  iter <i>  cost <c>  [viol <v>  mu <w>]  |Dh.dxi| <n>  step <s>  <method>  <t> s``.
+
+    With inequality constraints (a barrier weight mu > 0) the largest normalized constraint
+    violation of the iterate stands next to its cost (0 = every constraint satisfied)."""
+    constrained = getattr(rec, "barrier_weight", 0.0) > 0
+    extra = f"viol {rec.violation:.1e}  mu {rec.barrier_weight:.1e}  " if constrained else ""
+    return (f"{stage}  iter {rec.iteration:3d}  cost {rec.cost:.6e}  {extra}|Dh.dxi| {rec.descent_norm:.2e}  "
             f"step {rec.step_length:.3g}  {rec.method}  {rec.elapsed:.1f} s")
 
 
@@ -113,15 +118,15 @@ class Progress:
         from rich.live import Live
         from rich.table import Table
 
-        row = (stage, str(rec.iteration), f"{rec.cost:.6e}", f"{rec.descent_norm:.2e}", f"{rec.step_length:.3g}",
-               rec.method, f"{rec.elapsed:.1f}")
+        row = (stage, str(rec.iteration), f"{rec.cost:.6e}", f"{getattr(rec, 'violation', 0.0):.1e}",
+               f"{rec.descent_norm:.2e}", f"{rec.step_length:.3g}", rec.method, f"{rec.elapsed:.1f}")
         if stage != self._stage:
             self._table_rows.append(row)
         else:
             self._table_rows[-1] = row
         self._stage = stage
         table = Table(title="optimization progress", expand=False)
-        for col in ("stage", "iteration", "cost", "|Dh.dxi|", "step", "method", "elapsed [s]"):
+        for col in ("stage", "iteration", "cost", "violation", "|Dh.dxi|", "step", "method", "elapsed [s]"):
             table.add_column(col, justify="left" if col in ("stage", "method") else "right")
         for r in self._table_rows:
             table.add_row(*r)

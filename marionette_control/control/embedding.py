@@ -31,8 +31,9 @@ Variants are built from the model's own description (:meth:`SystemBuilder.from_m
 constraints removed, so every model can be varied, however it was described (builder, YAML,
 URDF). The strings are read from the model (:func:`~marionette_control.model.strings.string_constraints`).
 
-The h² penalty the thesis uses for internal closed chains needs a non-quadratic cost term, which
-:class:`~marionette_control.control.cost.TrackingCost` does not have; it is not implemented.
+The stages optimize the cost without its inequality constraints (the barrier terms, which refer
+to the original model's inputs and constraint forces); the final optimization of the original
+model enforces them, starting from the stages' result whether or not it satisfies them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.cost import TrackingCost
+from marionette_control.control.cost import Cost
 from marionette_control.control.optimizer import (
     IterationRecord,
     OptimizationResult,
@@ -120,14 +121,20 @@ class _Variant:
         """The extra inputs' columns (N, n_extra) of variant inputs."""
         return np.asarray(Uv, dtype=float)[:, self._extra]
 
-    def variant_cost(self, cost: TrackingCost, extra_weight) -> TrackingCost:
-        """The original cost on the variant: same Q, Qf; R with ``extra_weight`` on the extra inputs."""
+    def variant_cost(self, cost: Cost, extra_weight) -> Cost:
+        """The original cost (without its constraint barriers) on the variant, plus
+        ½ extra_weight |u_extra|² (term ``extra_inputs``; ``extra_inputs_2`` ... for a variant of a variant)."""
+        from marionette_control.control.terms import InputTracking
+
         nU = self.variant.nU
-        R = np.zeros((nU, nU))
-        R[np.ix_(self._cols, self._cols)] = cost.R
-        w = np.broadcast_to(np.asarray(extra_weight, dtype=float), (len(self._extra),))
-        R[self._extra, self._extra] = w
-        return TrackingCost(cost.Xd, self.to_variant(cost.Ud), cost.Q, R, cost.Qf)
+        terms = [t.on_inputs(self._cols, nU) for t in cost.without_barriers().terms]
+        R = np.zeros(nU)
+        R[self._extra] = np.broadcast_to(np.asarray(extra_weight, dtype=float), (len(self._extra),))
+        names = {t.name for t in terms}
+        name = next(n for n in (f"extra_inputs{'' if i < 2 else f'_{i}'}" for i in range(1, len(names) + 2))
+                    if n not in names)
+        terms.append(InputTracking(np.zeros((cost.N, nU)), R, name=name))
+        return Cost(terms, cost.nx, nU, cost.N)
 
 
 @dataclass
@@ -332,7 +339,7 @@ class InitialTrajectory:
         return [s.summary() for s in self.stages]
 
 
-def run_dynamic_embedding(embedding: Embedding, dt: float, cost: TrackingCost, x0: np.ndarray,
+def run_dynamic_embedding(embedding: Embedding, dt: float, cost: Cost, x0: np.ndarray,
                           options: Optional[EmbeddingOptions] = None, U: Optional[np.ndarray] = None,
                           callback: Optional[StageCallback] = None, should_stop: Optional[Callable[[], bool]] = None,
                           deadline: Optional[float] = None) -> InitialTrajectory:
@@ -355,7 +362,8 @@ def run_dynamic_embedding(embedding: Embedding, dt: float, cost: TrackingCost, x
             U = hold_inputs(embedding.original, x0, cost.N)
         Xe, Ue = sys_e.simulate(x0, embedding.to_variant(U))[0], embedding.to_variant(U)
     else:
-        Xe, Ue = desired_projection(sys_e, x0, cost.Xd, embedding.to_variant(cost.Ud))
+        Xd, Ud = cost.reference()
+        Xe, Ue = desired_projection(sys_e, x0, Xd, embedding.to_variant(Ud))
     stages = []
     unused, reason = False, "rounds exhausted"
     for i, w in enumerate(options.weights):
@@ -618,7 +626,7 @@ class RelaxationOptions:
             raise ValueError(f"force_weight must be > 0, got {self.force_weight}")
 
 
-def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost, x0: np.ndarray,
+def run_string_relaxation(relaxation: Relaxation, dt: float, cost: Cost, x0: np.ndarray,
                           options: Optional[RelaxationOptions] = None, callback: Optional[StageCallback] = None,
                           should_stop: Optional[Callable[[], bool]] = None,
                           deadline: Optional[float] = None) -> InitialTrajectory:
@@ -641,7 +649,7 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: TrackingCost,
         stages += init.stages
         Xr, Ur = init.X, init.U
     else:
-        Xr, Ur = desired_projection(sys_r, x0, rcost.Xd, rcost.Ud)
+        Xr, Ur = desired_projection(sys_r, x0, *rcost.reference())
     if not clock.expired():
         res = _run_stage(sys_r, rcost, options.optimizer, Xr, Ur, "relaxed strings", callback, should_stop, clock)
         stages.append(StageResult("relaxed strings", res, options.force_weight,

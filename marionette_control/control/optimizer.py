@@ -1,27 +1,45 @@
 """Projection-operator trajectory optimization in discrete time (thesis ch. 6, Algorithm 1).
 
-Every iterate ξ_i = (X, U) is a feasible trajectory of the one-step map. An
-iteration
+Every iterate ξ_i = (X, U) is a feasible trajectory of the one-step map. The cost h is a
+:class:`~marionette_control.control.cost.Cost`, a sum of terms with values and exact
+derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
 
-1. linearizes along ξ_i (exact A(k), B(k) from the core) and computes the
-   projection gains K(k) by time-varying LQR (Q = R = I by default, thesis L1838);
+1. linearizes along ξ_i (exact A(k), B(k) from the core; with the constraint forces λ_k and
+   their derivatives when a term reads them) and computes the projection gains K(k) by
+   time-varying LQR (Q = R = I by default, thesis (6.10));
 2. finds a descent direction ζ = (z, v) on the linearization,
    z(k+1) = A z(k) + B v(k), z(0) = 0 (fixed initial condition), by the LQ
    problem (6.29)-(6.30): minimize 2 Dh∘ζ + q(ζ, ζ) where the quadratic model q is
    * ``steepest``: Q = I, S = 0, R = I (§6.5.3),
-   * ``quasi_newton``: ℓ_xx, ℓ_xu, ℓ_uu, m_xx (§6.5.4),
-   * ``newton``: ℓ_xx + z(k+1)ᵀf_xx, ℓ_xu + z(k+1)ᵀf_xu, ℓ_uu + z(k+1)ᵀf_uu with the
-     adjoint z(N) = Dm, z(k) = ℓ_x − Kᵀℓ_u + (A − BK)ᵀ z(k+1) (Prop. 6/7); only
-     the contraction zᵀD²f is formed (by the core). When this model is not
-     positive definite (an indefinite Γ(k) in the LQ sweep) the iteration falls
-     back to quasi-Newton;
-3. stops when |Dh∘ζ| < tolerance (thesis L2377);
+   * ``quasi_newton``: the terms' ℓ_xx, ℓ_xu, ℓ_uu, m_xx (§6.5.4; for non-quadratic terms
+     their positive semi-definite Gauss-Newton part),
+   * ``newton``: ℓ_xx + z(k+1)ᵀf_xx + w(k)ᵀλ_xx, ... with the adjoint z(N) = Dm,
+     z(k) = ℓ_x − Kᵀℓ_u + (A − BK)ᵀ z(k+1) (Prop. 6/7) and the terms' covector w(k) on λ_k;
+     only the contraction zᵀD²f + wᵀD²λ is formed (by the core). When this model is not
+     positive definite (an indefinite Γ(k) in the LQ sweep) the iteration falls back to
+     quasi-Newton;
+3. stops when |Dh∘ζ| < tolerance (thesis §6.5: 1e-6);
 4. Armijo line search (Algorithm 3): λ = β^m, accept ξ_{i+1} = P(ξ_i + λζ) when the
    projection succeeds (the perturbed trajectory is stabilizable by K: the VI
    step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ.
 
+Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
+    A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
+    problems h + μ_s Δt Σ β(c): the barrier weight starts at ``barrier_start`` times the
+    terms' own (final) weight μ and is multiplied by ``barrier_decrease`` whenever the
+    current problem is solved to |Dg∘ζ| < max(tolerance, ``barrier_centering`` μ_s Δt), until it
+    reaches μ; the last problem is solved to ``tolerance``. The iterate carries over from
+    problem to problem. While the iterate violates a constraint the barrier is Hauser and
+    Saccon's quadratic extension below ``barrier_delta`` (finite for infeasible trajectories,
+    so the optimizer can start outside); once it satisfies every constraint (normalized
+    margin ≥ −``feasibility_tolerance``) the barrier is the exact logarithm and the line
+    search accepts only trajectories that satisfy every constraint: from then on every
+    iterate does, and the returned trajectory does. ``OptimizationResult.feasible`` says
+    whether it does (False only when no iterate satisfied the constraints).
+
 Anytime: the optimization can stop at a deadline or on a cancel request and
-return the best feasible trajectory so far.
+return the best trajectory so far: feasible for the dynamics, and for the constraints
+as soon as one iterate was.
 
 Optimized initial condition (thesis §6.3.2.1, ``free_initial_state``): instead
 of δx(0) = 0 the descent direction starts from the minimizer of the LQ value
@@ -31,8 +49,8 @@ x(0) = x̄(0), so g = h∘P and its Newton model are unchanged. The thesis
 restricts this to unconstrained systems (a constrained x(0) + λδx(0) is in
 general inadmissible); models with holonomic constraints are refused. As in
 the reference implementation (trep's ``DOptimizer.optimize_ic``) the cost on
-x(0) is the running cost ℓ(x(0), u(0), 0); ``initial_state_weight`` adds
-½(x(0) − x_d(0))ᵀW₀(x(0) − x_d(0)) to h.
+x(0) is the running cost ℓ(x(0), u(0), 0); an :class:`~.terms.InitialState` term adds
+½(x(0) − x_d(0))ᵀW₀(x(0) − x_d(0)).
 """
 
 from __future__ import annotations
@@ -46,25 +64,13 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.cost import TrackingCost
+from marionette_control.control.cost import Cost
 from marionette_control.control.riccati import IndefiniteGammaError, tv_lq, tv_lqr
+from marionette_control.control.terms import InitialState, Point
 
 METHODS = ("steepest", "quasi_newton", "newton")
-
-
-def _initial_weight(w, nx: int) -> np.ndarray:
-    w = np.asarray(w, dtype=float)
-    if w.ndim == 1:
-        if w.shape != (nx,):
-            raise ValueError(f"initial_state_weight has {w.shape[0]} entries, expected {nx} (one per state)")
-        w = np.diag(w)
-    if w.shape != (nx, nx):
-        raise ValueError(f"initial_state_weight has shape {w.shape}, expected ({nx},) or ({nx}, {nx})")
-    if not np.all(np.isfinite(w)) or not np.allclose(w, w.T, rtol=0, atol=1e-12 * max(1.0, np.abs(w).max())):
-        raise ValueError("initial_state_weight must be finite and symmetric")
-    if np.linalg.eigvalsh(w).min() < -1e-12 * max(1.0, np.abs(w).max()):
-        raise ValueError("initial_state_weight must be positive semi-definite")
-    return w
+#: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
+MAX_RETREATS = 3
 
 
 @dataclass
@@ -73,12 +79,12 @@ class OptimizerOptions:
 
     schedule : sequence of (method, iterations); the last entry's count may be
         None (= until convergence). Default: 4 quasi-Newton iterations, then Newton.
-    tolerance : stop when |Dh∘ζ| < tolerance (thesis L2377: 1e-6).
+    tolerance : stop when |Dh∘ζ| < tolerance (thesis §6.5: 1e-6).
     max_iterations : descent-direction evaluations at most (the converged one counts).
     armijo_beta, armijo_alpha, armijo_max_steps : Algorithm 3 (λ = β^m, sufficient
         decrease α λ Dh∘ζ, at most this many trials).
     projection_Q, projection_R : scalar weights of the LQR that gives the projection
-        gains (thesis L1838: identity).
+        gains (thesis (6.10): identity).
     deadline : seconds; at the deadline the best trajectory so far is returned
         (reason "deadline").
     free_initial_state : optimize x(0) too (thesis §6.3.2.1); unconstrained models only.
@@ -90,9 +96,16 @@ class OptimizerOptions:
         trajectory across threads measured a consistent gain (hence the default); on
         machines with free cores the speculative trials shorten the first iterations,
         whose early trials fail part-way.
-    initial_state_weight : optional extra weight W₀ ((nx,) or (nx, nx), PSD) of
-        ½(x(0) − x_d(0))ᵀW₀(x(0) − x_d(0)) added to the cost; only with
-        ``free_initial_state`` (with a fixed x(0) it is a constant).
+    barrier_start, barrier_decrease, barrier_centering, barrier_delta : the barrier
+        method for inequality constraints (module docstring): first weight = barrier_start ×
+        the barrier terms' weight (≥ 1; default None: scaled to the start's cost, see
+        :meth:`ProjectionOptimizer.barrier_weights`), factor per problem (0, 1), centering
+        tolerance factor (> 0), the quadratic extension's threshold δ while the iterate is infeasible
+        (> 0). No effect on a cost without barrier terms.
+    fraction_to_boundary : τ in (0, 1): once feasible, a step may shrink no normalized margin
+        below (1 − τ) times its value (interior-point practice; IPOPT uses τ ≥ 0.99): an
+        iterate that lands on a limit leaves the next projections no room and stalls them.
+    feasibility_tolerance : a normalized constraint margin ≥ −this counts as satisfied (> 0).
     """
 
     schedule: Sequence = (("quasi_newton", 4), ("newton", None))
@@ -105,8 +118,13 @@ class OptimizerOptions:
     projection_R: float = 1.0
     deadline: Optional[float] = None
     free_initial_state: bool = False
-    initial_state_weight: Optional[object] = None
     threads: Optional[int] = 1
+    barrier_start: Optional[float] = None
+    barrier_decrease: float = 0.1
+    barrier_centering: float = 1000.0
+    barrier_delta: float = 0.1
+    fraction_to_boundary: float = 0.9
+    feasibility_tolerance: float = 1e-6
 
     def __post_init__(self):
         sched = []
@@ -117,7 +135,7 @@ class OptimizerOptions:
                 raise ValueError(f"schedule entry {i} must be (method, iterations), got {entry!r}") from None
             if method not in METHODS:
                 raise ValueError(f"schedule entry {i}: unknown method {method!r}; use one of {', '.join(METHODS)}")
-            if count is not None and (int(count) != count or count < 0):
+            if count is not None and (isinstance(count, bool) or int(count) != count or count < 0):
                 raise ValueError(f"schedule entry {i}: iterations must be a non-negative integer or None")
             if count is None and i != len(self.schedule) - 1:
                 raise ValueError("only the last schedule entry may run until convergence (None)")
@@ -125,10 +143,17 @@ class OptimizerOptions:
         if not sched:
             raise ValueError("the method schedule is empty")
         self.schedule = tuple(sched)
-        for name in ("tolerance", "projection_Q", "projection_R"):
+        for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
+                     "feasibility_tolerance"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be finite and > 0, got {v}")
+        if self.barrier_start is not None and not (np.isfinite(self.barrier_start) and self.barrier_start >= 1):
+            raise ValueError(f"barrier_start must be finite and >= 1, got {self.barrier_start}")
+        if not (0 < self.fraction_to_boundary < 1):
+            raise ValueError(f"fraction_to_boundary must lie in (0, 1), got {self.fraction_to_boundary}")
+        if not (0 < self.barrier_decrease < 1):
+            raise ValueError(f"barrier_decrease must lie in (0, 1), got {self.barrier_decrease}")
         if not (0 < self.armijo_beta < 1) or not (0 < self.armijo_alpha < 1):
             raise ValueError("armijo_beta and armijo_alpha must lie in (0, 1)")
         if self.max_iterations < 0 or self.armijo_max_steps < 1:
@@ -140,9 +165,6 @@ class OptimizerOptions:
         if self.threads is not None and (isinstance(self.threads, bool) or int(self.threads) != self.threads
                                          or self.threads < 1):
             raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
-        if self.initial_state_weight is not None and not self.free_initial_state:
-            raise ValueError("initial_state_weight only acts when free_initial_state=True "
-                             "(with a fixed x(0) it adds a constant to the cost)")
 
     def method_at(self, iteration: int) -> str:
         """Method of the schedule for a 0-based iteration number."""
@@ -158,11 +180,13 @@ class OptimizerOptions:
 class IterationRecord:
     """One descent-direction evaluation.
 
-    cost : h after the iteration's step (before it for the final, converged record);
-    descent_norm : |Dh∘ζ| of the direction (the termination measure, thesis L2377);
-    step_length : the accepted Armijo λ (0 for the converged record);
-    method : the model actually used; requested : the schedule's method (they
-    differ when Newton fell back to quasi-Newton on an indefinite model).
+    cost : h after the iteration's step (before it for the final, converged record), the cost
+    without the constraint barriers; descent_norm : |Dg∘ζ| of the direction on the barrier
+    problem being solved (the termination measure, thesis §6.5); step_length : the accepted
+    Armijo λ (0 for the converged record); method : the model actually used; requested : the
+    schedule's method (they differ when Newton fell back to quasi-Newton on an indefinite
+    model); barrier : the barrier terms' value, barrier_weight : their weight μ_s (0 without
+    constraints); violation : the largest constraint violation, max(0, −margin/scale).
     """
 
     iteration: int
@@ -172,16 +196,22 @@ class IterationRecord:
     method: str
     elapsed: float
     requested: str = ""
+    barrier: float = 0.0
+    barrier_weight: float = 0.0
+    violation: float = 0.0
 
 
 @dataclass
 class OptimizationResult:
-    """Outcome of an optimization: the best feasible trajectory and the history.
+    """Outcome of an optimization: the best trajectory and the history.
 
     ``reason`` is one of "converged", "max_iterations", "deadline", "cancelled",
     "line_search_failed", "not_a_descent_direction". ``iterations`` counts the
     descent-direction evaluations (the final converged check included);
-    ``steps`` the accepted line-search steps.
+    ``steps`` the accepted line-search steps. ``cost`` is h without the constraint
+    barriers; ``feasible`` whether (X, U) satisfies every inequality constraint within the
+    feasibility tolerance (always True without constraints), ``violation`` its largest
+    normalized violation.
     """
 
     X: np.ndarray
@@ -191,6 +221,9 @@ class OptimizationResult:
     reason: str
     history: list = field(default_factory=list)
     elapsed: float = 0.0
+    feasible: bool = True
+    violation: float = 0.0
+    Lam: Optional[np.ndarray] = None
 
     @property
     def iterations(self) -> int:
@@ -208,8 +241,7 @@ class OptimizationStopped(Exception):
 @dataclass
 class QuadraticModel:
     """The model q of thesis (6.29): per-step Q (N, nx, nx) or (nx, nx), S (N, nx, nU) or None,
-    R (N, nU, nU) or (nU, nU), terminal Qf (nx, nx), and the extra weight ``Q0`` on δx(0)
-    (``initial_state_weight``; None if absent). In the ½ convention of the cost,
+    R (N, nU, nU) or (nU, nU), terminal Qf (nx, nx). In the ½ convention of the cost,
     q(ζ, ζ) = D²h∘(ζ, ζ) for quasi-Newton and D²g∘(ζ, ζ) for Newton (Prop. 6)."""
 
     method: str
@@ -217,7 +249,6 @@ class QuadraticModel:
     S: Optional[np.ndarray]
     R: np.ndarray
     Qf: np.ndarray
-    Q0: Optional[np.ndarray] = None
 
     def value(self, Z: np.ndarray, V: np.ndarray) -> float:
         """q(ζ, ζ) for ζ = (Z (N+1, nx), V (N, nU))."""
@@ -227,33 +258,50 @@ class QuadraticModel:
         val = np.einsum("ki,kij,kj->", z, np.broadcast_to(Q, (z.shape[0],) + Q.shape[1:]), z)
         val += np.einsum("ki,kij,kj->", V, np.broadcast_to(R, (V.shape[0],) + R.shape[1:]), V)
         if self.S is not None:
-            val += 2.0 * np.einsum("ki,kij,kj->", z, self.S, V)
+            S = np.broadcast_to(self.S, (z.shape[0],) + self.S.shape[-2:])
+            val += 2.0 * np.einsum("ki,kij,kj->", z, S, V)
         val += Z[-1] @ self.Qf @ Z[-1]
-        if self.Q0 is not None:
-            val += Z[0] @ self.Q0 @ Z[0]
         return float(val)
 
 
-class ProjectionOptimizer:
-    """Algorithm 1 of the thesis on a core ``DiscreteSystem`` and a :class:`TrackingCost`."""
+@dataclass
+class _Iterate:
+    """The current iterate: trajectory, its constraint forces, cost parts and feasibility."""
 
-    def __init__(self, system: "_core.DiscreteSystem", cost: TrackingCost, options: Optional[OptimizerOptions] = None):
+    X: np.ndarray
+    U: np.ndarray
+    Lam: Optional[np.ndarray]
+    objective: float       # g = h + barriers at the current barrier weight
+    cost: float            # h without barriers
+    barrier: float
+    violation: float
+    margins: Optional[np.ndarray] = None   # normalized margins of every constraint row and step (flat)
+
+
+class ProjectionOptimizer:
+    """Algorithm 1 of the thesis on a core ``DiscreteSystem`` and a :class:`~.cost.Cost`."""
+
+    def __init__(self, system: "_core.DiscreteSystem", cost: Cost, options: Optional[OptimizerOptions] = None):
         self.system = system
         self.cost = cost
         self.options = options or OptimizerOptions()
         model = system.model
-        if cost.Xd.shape[1] != model.nx or cost.Ud.shape[1] != model.nU:
-            raise ValueError(f"cost is for nx={cost.Xd.shape[1]}, nU={cost.Ud.shape[1]}; model '{model.name}' has "
+        if cost.nx != model.nx or cost.nU != model.nU:
+            raise ValueError(f"cost is for nx={cost.nx}, nU={cost.nU}; model '{model.name}' has "
                              f"nx={model.nx}, nU={model.nU}")
         if self.options.free_initial_state and model.nc > 0:
             raise ValueError(
                 f"free_initial_state: model '{model.name}' has {model.nc} holonomic constraint(s); the optimized "
                 f"initial condition of thesis §6.3.2.1 applies to unconstrained systems only (x(0) + λδx(0) "
                 f"would in general violate h(q(0)) = 0)")
-        self._W0 = (None if self.options.initial_state_weight is None
-                    else _initial_weight(self.options.initial_state_weight, model.nx))
+        if not self.options.free_initial_state and any(isinstance(t, InitialState) for t in cost.terms):
+            raise ValueError("an initial-state weight only acts when free_initial_state=True (with a fixed x(0) "
+                             "it adds a constant to the cost)")
         self._Qp = self.options.projection_Q * np.eye(model.nx)
         self._Rp = self.options.projection_R * np.eye(model.nU)
+        self._barriers = cost.barriers
+        self._lam = cost.needs_lambda
+        self._data = cost.create_data()
         threads = self.options.threads
         if threads is None:
             try:
@@ -280,97 +328,160 @@ class ProjectionOptimizer:
             self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="optimizer")
         return self._pool
 
+    # -- the core's evaluations ---------------------------------------------------------------------
+
     def linearize(self, X: np.ndarray, U: np.ndarray):
         """A (N, nx, nx), B (N, nx, nU) along (X, U) (the core's batch linearization)."""
         return self.system.linearize_trajectory(X, U)
 
-    def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray):
-        """Z[k]ᵀD²f along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k)."""
-        return self.system.second_order_trajectory(X, U, Z)
+    def point(self, X: np.ndarray, U: np.ndarray, Lam=None, derivatives: bool = False) -> Point:
+        """The :class:`~.terms.Point` the cost is evaluated at; with the constraint forces (and, with
+        ``derivatives``, their derivatives) from the core when a term reads them."""
+        if not self._lam:
+            return Point(X, U)
+        if derivatives:
+            _, _, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+            return Point(X, U, Lam, Lam_x, Lam_u)
+        if Lam is None:
+            Lam = self.system.constraint_forces_trajectory(X, U)
+        return Point(X, U, Lam)
 
-    # -- cost with the optional initial-state term -----------------------------------------------
-
-    def objective(self, X: np.ndarray, U: np.ndarray) -> float:
-        """h(ξ): the tracking cost plus ½(x(0) − x_d(0))ᵀW₀(x(0) − x_d(0)) when W₀ is set."""
-        v = self.cost.value(X, U)
-        if self._W0 is not None:
-            e0 = X[0] - self.cost.Xd[0]
-            v += 0.5 * e0 @ self._W0 @ e0
-        return v
-
-    def gradients(self, X: np.ndarray, U: np.ndarray):
-        """(lx (N+1, nx), lu (N, nU)): ∂ℓ/∂x(k) (lx[N] = Dm), ∂ℓ/∂u(k), with the W₀ term in lx[0]."""
-        lx, lu = self.cost.gradients(X, U)
-        if self._W0 is not None:
-            lx[0] += self._W0 @ (X[0] - self.cost.Xd[0])
-        return lx, lu
-
-    # -- building blocks ---------------------------------------------------------------------------
+    def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray, W: Optional[np.ndarray] = None):
+        """Z[k]ᵀD²f (+ W[k]ᵀD²λ_k) along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k)."""
+        if W is None:
+            return self.system.second_order_trajectory(X, U, Z)
+        return self.system.second_order_trajectory(X, U, Z, W)
 
     def projection_gains(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """K(k) of the projection operator from LQR on the linearization (thesis (6.10), L1838)."""
+        """K(k) of the projection operator from LQR on the linearization (thesis (6.10))."""
         return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False).K
 
-    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray):
-        """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10))."""
-        return self.system.project(x0, Xbar, Ubar, K)
+    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray, system=None):
+        """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10)).
+
+        Returns (X, U), or (X, U, Lam) when a cost term reads the constraint forces."""
+        system = system or self.system
+        if self._lam:
+            return system.project(x0, Xbar, Ubar, K, constraint_forces=True)
+        return system.project(x0, Xbar, Ubar, K)
+
+    # -- cost ----------------------------------------------------------------------------------------
+
+    def objective(self, X: np.ndarray, U: np.ndarray, Lam: Optional[np.ndarray] = None) -> float:
+        """h(ξ): the cost with its terms as given (barriers at their own weight)."""
+        return self.cost.calc(self._data, self.point(X, U, Lam))
+
+    def gradients(self, X: np.ndarray, U: np.ndarray):
+        """(lx (N+1, nx), lu (N, nU)): ∂ℓ/∂x(k) (lx[N] = Dm), ∂ℓ/∂u(k) (total derivatives)."""
+        d = self.cost.calc_diff(self._data, self.point(X, U, derivatives=True), exact=False)
+        return d.lx, d.lu
+
+    def evaluate(self, X: np.ndarray, U: np.ndarray, Lam: Optional[np.ndarray] = None) -> tuple[float, float]:
+        """(h, violation) of a trajectory: the cost without its barriers and the largest normalized
+        constraint violation (0 without constraints)."""
+        it = self._cost_at(self.cost, X, U, Lam)
+        return it.cost, it.violation
+
+    def _cost_at(self, cost: Cost, X, U, Lam) -> _Iterate:
+        """The iterate (X, U) on ``cost`` (the barrier problem being solved)."""
+        data = cost.create_data()
+        p = self.point(X, U, Lam)
+        g = cost.calc(data, p)
+        barrier = sum(data.values[t.name] for t in cost.barriers)
+        C = self.margins(p)
+        return _Iterate(X, U, p.Lam, g, g - barrier, barrier, max(0.0, -float(C.min(initial=np.inf))), C)
+
+    def margins(self, point: Point) -> np.ndarray:
+        """The normalized margins margin/scale of every constraint row at every step it applies to (flat)."""
+        parts = []
+        for t in self._barriers:
+            c = t.constraints
+            M = c.margins(point) / c.scale
+            parts += [M[:-1].ravel(), M[-1, c.terminal]]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def violation(self, point: Point) -> float:
+        """max(0, −margin/scale) over every constraint row and step (0 without constraints)."""
+        return max(0.0, -float(self.margins(point).min(initial=np.inf)))
+
+    # -- building blocks ---------------------------------------------------------------------------
 
     def adjoint(self, X, U, A, B, K, lx=None, lu=None) -> np.ndarray:
         """z (N+1, nx) of Prop. 7: z(N) = Dm, z(k) = ℓ_x − Kᵀℓ_u + (A − BK)ᵀ z(k+1)."""
         if lx is None:
             lx, lu = self.gradients(X, U)
         N = U.shape[0]
+        # z(k) = (A - BK)^T z(k+1) + l_x - K^T l_u: the closed-loop matrices and the constant terms in one
+        # batch, then one product per step.
+        AclT = (A - B @ K).transpose(0, 2, 1)
+        c = lx[:-1] - np.einsum("kji,kj->ki", K, lu)
         z = np.empty_like(lx)
         z[N] = lx[N]
         for k in range(N - 1, -1, -1):
-            zk = A[k].T @ z[k + 1]
-            zk -= K[k].T @ (lu[k] + B[k].T @ z[k + 1])
-            zk += lx[k]
-            z[k] = zk
+            np.dot(AclT[k], z[k + 1], out=z[k])
+            z[k] += c[k]
         return z
 
-    def quadratic_model(self, method: str, X, U, A, B, K, lx=None, lu=None) -> QuadraticModel:
-        """The model q of ``method`` at ξ = (X, U) (thesis §6.5.2-6.5.4).
+    def quadratic_model(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
+                        cost: Optional[Cost] = None, data=None) -> QuadraticModel:
+        """The model q of ``method`` at ξ = (X, U) (thesis §6.5.2-6.5.4) on ``cost`` (default: the
+        optimizer's); ``data``: the cost's derivatives at ``point`` when already computed (exact for
+        Newton; for quasi-Newton they are recomputed in Gauss-Newton form unless every term's two
+        forms agree).
 
-        Newton: Q = ℓ_xx + z(k+1)ᵀf_xx, S = ℓ_xu + z(k+1)ᵀf_xu, R = ℓ_uu + z(k+1)ᵀf_uu,
-        Q(N) = D²m with the adjoint of Prop. 7 (only the contraction zᵀD²f is formed, by the core).
+        Newton: Q = ℓ_xx + z(k+1)ᵀf_xx + w(k)ᵀλ_xx, S = ℓ_xu + ..., R = ℓ_uu + ..., Q(N) = D²m
+        with the adjoint of Prop. 7 (only the contractions are formed, by the core).
         """
-        c = self.cost
         nx, nU = X.shape[1], U.shape[1]
         if method == "steepest":
             return QuadraticModel(method, np.eye(nx), None, np.eye(nU), np.eye(nx))
+        if method not in ("quasi_newton", "newton"):
+            raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+        cost = cost or self.cost
+        point = point or self.point(X, U, derivatives=True)
+        exact = method == "newton"
+        d = data
+        if d is None or (d.exact != exact and cost.has_curvature):
+            d = cost.calc_diff(cost.create_data(), point, exact=exact)
         if method == "quasi_newton":
-            return QuadraticModel(method, c.Q, None, c.R, c.Qf, self._W0)
-        if method == "newton":
-            z = self.adjoint(X, U, A, B, K, lx, lu)
-            fxx, fxu, fuu = self.second_order(X, U, z[1:])
-            fxx += c.Q
-            fuu += c.R
-            return QuadraticModel(method, fxx, fxu, fuu, c.Qf, self._W0)
-        raise ValueError(f"unknown method {method!r}; use one of {', '.join(METHODS)}")
+            return QuadraticModel(method, d.Lxx, d.Lxu, d.Luu, d.Lxx_N)
+        z = self.adjoint(X, U, A, B, K, d.lx, d.lu)
+        fxx, fxu, fuu = self.second_order(X, U, z[1:], d.W)
+        fxx += d.Lxx
+        if d.Lxu is not None:
+            fxu += d.Lxu
+        fuu += d.Luu
+        return QuadraticModel(method, fxx, fxu, fuu, d.Lxx_N)
 
-    def descent_direction(self, method: str, X, U, A, B, K):
+    def descent_direction(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
+                          cost: Optional[Cost] = None):
         """(Z, V, Dh∘ζ, method used) for the quadratic model of ``method`` (thesis §6.5, Algorithm 2).
 
         Newton falls back to quasi-Newton when its model is not positive definite on the
         tangent space (an indefinite Γ(k) in the LQ sweep, or with a free x(0) an
-        indefinite P(0)).
+        indefinite P(0)); quasi-Newton to steepest descent when rounding breaks Γ(k) > 0.
         """
-        lx, lu = self.gradients(X, U)
+        cost = cost or self.cost
+        point = point or self.point(X, U, derivatives=True)
+        d = cost.calc_diff(cost.create_data(), point, exact=method == "newton")
+        lx, lu = d.lx, d.lu
         nx = X.shape[1]
         free = self.options.free_initial_state
         used = method
         while True:
-            model = self.quadratic_model(used, X, U, A, B, K, lx, lu)
+            model = self.quadratic_model(used, X, U, A, B, K, point, cost, d)
             try:
                 sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False,
                             full_P=False)
                 dx0 = self._initial_direction(sol, model) if free else np.zeros(nx)
                 break
             except IndefiniteGammaError:
-                if used != "newton":
+                # Newton's model need not be positive definite; the quasi-Newton one is in exact
+                # arithmetic, but a barrier's curvature near a limit (~1/margin²) can swamp R(k) in
+                # Γ(k) by rounding: then the identity model of steepest descent.
+                if used == "steepest":
                     raise
-                used = "quasi_newton"
+                used = "quasi_newton" if used == "newton" else "steepest"
         Z, V = sol.rollout(dx0)
         slope = float(np.einsum("ki,ki->", lx, Z) + np.einsum("ki,ki->", lu, V))
         return Z, V, slope, used
@@ -378,8 +489,7 @@ class ProjectionOptimizer:
     @staticmethod
     def _initial_direction(sol, model: QuadraticModel) -> np.ndarray:
         """δx(0) = −P(0)⁻¹b(0), the minimizer of V*(δx(0)) (thesis (6.18), §6.3.2.1)."""
-        P0 = sol.P[0] if model.Q0 is None else sol.P[0] + model.Q0
-        b0 = sol.b[0]
+        P0, b0 = sol.P[0], sol.b[0]
         try:
             L = np.linalg.cholesky(P0)
         except np.linalg.LinAlgError:
@@ -391,7 +501,43 @@ class ProjectionOptimizer:
             return -np.linalg.lstsq(P0, b0, rcond=None)[0]
         return -np.linalg.solve(L.T, np.linalg.solve(L, b0))
 
+    # -- barrier problems --------------------------------------------------------------------------
+
+    def barrier_weights(self, cost0: float = 0.0, rows: int = 0) -> list:
+        """The barrier problems' weights as multiples of the terms' own weight μ (1 last; [1] without
+        barriers). The first is ``barrier_start``, or by default the one that makes the barrier's weight
+        per constraint and step μ₀Δt equal to the start's cost ``cost0`` shared among the ``rows``
+        constraint rows and steps (at least 1)."""
+        opt = self.options
+        if not self._barriers:
+            return [1.0]
+        f = opt.barrier_start
+        if f is None:
+            mu_dt = self._barriers[0].weight * self.system.dt
+            f = max(1.0, cost0 / (max(rows, 1) * mu_dt))
+        out = []
+        while f > 1.0:
+            out.append(f)
+            f *= opt.barrier_decrease
+        return out + [1.0]
+
+    def _stage_cost(self, factor: float, feasible: bool, delta: float) -> Cost:
+        """The cost with every barrier at ``factor`` × its weight: the exact logarithm once the iterate is
+        feasible, Hauser–Saccon's quadratic extension below ``delta`` before."""
+        if not self._barriers:
+            return self.cost
+        delta = 0.0 if feasible else delta
+        return self.cost.replaced([t.with_weight(factor * t.weight, delta) for t in self._barriers])
+
     # -- the algorithm -----------------------------------------------------------------------------
+
+    def _linearized(self, X, U):
+        """(A, B, point with the constraint forces' derivatives) along (X, U): one batch call of the core."""
+        if not self._lam:
+            A, B = self.linearize(X, U)
+            return A, B, Point(X, U)
+        A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+        return A, B, Point(X, U, Lam, Lam_x, Lam_u)
 
     def optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]] = None,
                  should_stop: Optional[Callable[[], bool]] = None) -> OptimizationResult:
@@ -403,12 +549,22 @@ class ProjectionOptimizer:
         """
         opt = self.options
         t_start = time.perf_counter()
-        X = np.array(X, dtype=float)
         U = np.array(U, dtype=float)
+        x0 = np.array(X[0], dtype=float)
         # Make sure the starting point is a feasible trajectory of this system.
-        X, _ = self.system.simulate(X[0].copy(), U)
-        cost = self.objective(X, U)
+        if self._lam:
+            X, _, Lam = self.system.simulate(x0, U, constraint_forces=True)
+        else:
+            X, Lam = self.system.simulate(x0, U)[0], None
+        tol_feasible = opt.feasibility_tolerance
+        start = self._cost_at(self.cost, X, U, Lam)
+        factors = self.barrier_weights(start.cost, start.margins.size)
+        stage, delta = 0, opt.barrier_delta
+        feasible = start.violation <= tol_feasible
+        cost = self._stage_cost(factors[stage], feasible, delta)
+        it = self._cost_at(cost, X, U, Lam)
         history = []
+        mu_dt = (self._barriers[0].weight if self._barriers else 0.0) * self.system.dt
 
         def check_stop():
             if should_stop is not None and should_stop():
@@ -416,61 +572,101 @@ class ProjectionOptimizer:
             if opt.deadline is not None and time.perf_counter() - t_start > opt.deadline:
                 raise OptimizationStopped("deadline")
 
-        def record(i, c, slope, step, method, requested):
-            history.append(IterationRecord(i, float(c), abs(slope), step, method, time.perf_counter() - t_start,
-                                           requested))
+        def record(i, slope, step, method, requested):
+            weight = factors[stage] * self._barriers[0].weight if self._barriers else 0.0
+            history.append(IterationRecord(i, float(it.cost), abs(slope), step, method, time.perf_counter() - t_start,
+                                           requested, float(it.barrier), weight, float(it.violation)))
             if callback:
                 callback(history[-1])
 
         converged, reason = False, "max_iterations"
+        retreats = 0
         try:
             for i in range(opt.max_iterations):
                 check_stop()
-                A, B = self.linearize(X, U)
+                A, B, point = self._linearized(it.X, it.U)
                 K = self.projection_gains(A, B)
                 requested = opt.method_at(i)
-                Z, V, slope, method = self.descent_direction(requested, X, U, A, B, K)
-                if abs(slope) < opt.tolerance:
+                while True:
+                    Z, V, slope, method = self.descent_direction(requested, it.X, it.U, A, B, K, point, cost)
+                    last = stage == len(factors) - 1
+                    if abs(slope) >= (opt.tolerance if last else max(opt.tolerance, opt.barrier_centering
+                                                                       * factors[stage] * mu_dt)):
+                        break
+                    # This barrier problem is solved: the next one (a lower weight; while infeasible, a
+                    # steeper extension) starts from the same iterate, linearization and gains.
+                    if not feasible:
+                        delta *= opt.barrier_decrease
+                        if delta < 1e-9:
+                            reason = "infeasible"
+                            raise OptimizationStopped(reason)
+                    elif last:
+                        break
+                    else:
+                        stage += 1
+                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    it = self._cost_at(cost, it.X, it.U, it.Lam)
+                if abs(slope) < opt.tolerance and last and feasible:
                     converged, reason = True, "converged"
-                    record(i, cost, slope, 0.0, method, requested)
+                    record(i, slope, 0.0, method, requested)
                     break
                 if slope >= 0 and method == "newton":
                     # Cannot happen with a positive-definite model; kept as the reference
                     # implementation's safeguard (trep falls back on a positive slope).
-                    Z, V, slope, method = self.descent_direction("quasi_newton", X, U, A, B, K)
+                    Z, V, slope, method = self.descent_direction("quasi_newton", it.X, it.U, A, B, K, point, cost)
                 if slope >= 0:
                     reason = "not_a_descent_direction"
                     break
                 check_stop()
-                step, X_new, U_new, cost_new = self._armijo(X, U, Z, V, K, cost, slope, check_stop)
-                if step is None:
+                new = self._armijo(it, Z, V, K, slope, cost, feasible, check_stop)
+                if new is None and self._barriers and feasible and retreats < MAX_RETREATS:
+                    # Stalled against a limit (the model misses a constraint's curvature there): a larger
+                    # barrier weight pushes the iterate back towards the central path.
+                    retreats += 1
+                    factors.insert(stage, factors[stage] / opt.barrier_decrease)
+                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    it = self._cost_at(cost, it.X, it.U, it.Lam)
+                    continue
+                if new is None:
                     reason = "line_search_failed"
                     break
-                X, U, cost = X_new, U_new, cost_new
-                record(i, cost, slope, step, method, requested)
+                retreats = 0
+                step, it = new
+                if not feasible and it.violation <= tol_feasible:
+                    feasible = True   # from now on the exact log barrier, and only feasible iterates
+                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    it = self._cost_at(cost, it.X, it.U, it.Lam)
+                record(i, slope, step, method, requested)
         except OptimizationStopped as stop:
             reason = str(stop)
-        return OptimizationResult(X=X, U=U, cost=float(cost), converged=converged, reason=reason, history=history,
-                                  elapsed=time.perf_counter() - t_start)
+        return OptimizationResult(X=it.X, U=it.U, cost=float(it.cost), converged=converged, reason=reason,
+                                  history=history, elapsed=time.perf_counter() - t_start,
+                                  feasible=bool(it.violation <= tol_feasible), violation=float(it.violation),
+                                  Lam=it.Lam)
 
-    def _armijo(self, X, U, Z, V, K, cost, slope, check_stop):
-        """Algorithm 3: λ = β^m until P(ξ + λζ) exists and h decreases by at least α λ Dh∘ζ.
+    def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop):
+        """Algorithm 3: λ = β^m until P(ξ + λζ) exists and g decreases by at least α λ Dg∘ζ; once the
+        iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None.
 
         With worker threads the trials run in groups (λ, βλ, ...) at once; the first
         acceptable λ of the sequence is taken, as in the sequential search."""
         opt = self.options
         lams = [opt.armijo_beta ** m for m in range(opt.armijo_max_steps)]
+        X, U = it.X, it.U
 
         def trial(ds, lam):
             Xb = X + lam * Z
             try:
-                Xn, Un = ds.project(Xb[0], Xb, U + lam * V, K)
+                out = self.project(Xb[0], Xb, U + lam * V, K, system=ds)
             except _core.StepError:
                 return None
-            cn = self.objective(Xn, Un)
-            if np.isfinite(cn) and cn < cost + opt.armijo_alpha * lam * slope:
-                return lam, Xn, Un, cn
-            return None
+            new = self._cost_at(cost, out[0], out[1], out[2] if self._lam else None)
+            if not np.isfinite(new.objective) or new.objective >= it.objective + opt.armijo_alpha * lam * slope:
+                return None
+            if feasible and (new.violation > opt.feasibility_tolerance
+                             or np.any(new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
+                return None
+            return lam, new
 
         group = len(self._systems) if self._parallel(U.shape[0]) else 1
         for start in range(0, len(lams), group):
@@ -484,7 +680,7 @@ class ProjectionOptimizer:
             for res in results:
                 if res is not None:
                     return res
-        return None, X, U, cost
+        return None
 
     def close(self) -> None:
         """Stops the worker threads (also done at interpreter exit)."""

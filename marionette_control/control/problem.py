@@ -1,398 +1,417 @@
-"""Optimization requests → optimization problems (ROS-free; the optimizer node is a thin adapter around this).
+"""One trajectory-optimization problem, ROS-free: what is optimized, under which limits, and how.
 
-A request names a model, a desired motion (a keyframe motion from the motion library, or
-sampled configuration trajectories), cost weights by component name, a method schedule,
-tolerance, iteration cap, deadline and time step. :func:`build_problem` validates all of it
-and returns an :class:`OptimizationProblem`: the desired trajectory at the integrator's time
-step, the tracking cost, the optimizer options and a feasible initial trajectory. Every invalid
-input raises :class:`ProblemError` whose message says what was wrong, where, and what was
-expected.
+A :class:`Problem` is the single description every front end builds — YAML specs
+(:mod:`.spec`), optimization requests (:mod:`.request`, what the optimizer node receives) and
+Python (:func:`build`) — and every consumer reads (the optimizer, the trajectory file's
+metadata, the reports):
 
-The steps and their defaults (desired trajectory, weights by kind, optimizer options, initial
-state at the discrete rest, initial trajectory, result with tracking gains) are shared with the
-YAML specs and documented in :mod:`.tracking_problem`. What is particular to requests:
+* the model, its discrete system at Δt, the time grid and the desired trajectory (X_d, U_d);
+* the initial state x(0);
+* the cost: a :class:`~.cost.Cost` of terms — state tracking, input tracking, terminal state
+  (thesis §6.1), optionally the initial-state weight (§6.3.2.1), and one barrier term per group of
+  inequality constraints (:mod:`.constraints`);
+* the inequality constraints (:class:`ConstraintOptions` says which, from the model's limits,
+  :mod:`marionette_control.model.limits`): drive range, speed and acceleration (the step from the
+  initial rest state included), string tension ≥ its minimum, optional joint limits and force
+  bounds;
+* the optimizer options (method schedule, tolerances, deadline, barrier method) and the weights
+  of the tracking gains computed along the optimum (:meth:`Problem.with_gains`, the one place
+  that computes them).
 
-Desired motion
-    A motion library name (the keyframe motion's C² spline sampled at dt), or sampled points,
-    linearly interpolated at t_k = k dt (which reproduces them exactly when they lie on the grid).
+Rules are checked once, here and in the classes they belong to (:class:`ConstraintOptions`,
+:class:`~.optimizer.OptimizerOptions`, :func:`~.tracking_problem.check_weight`); a violation
+raises :class:`~.tracking_problem.ProblemError` whose ``key`` names the offending option in this
+module's vocabulary (``constraints.min_tension``), which each front end words in its own terms
+(a spec key, a request field).
 
-Weights
-    Overrides name components exactly (no patterns); terminal overrides apply to
-    ``terminal_scale`` times the running state weights.
-
-Time step
-    The request's dt if > 0; otherwise, for sampled points, their spacing when they are evenly
-    spaced (to 1e-6 relative), else the default dt; for a named motion the default dt. The
-    duration must be a whole number of steps, at most ``max_steps``.
-
-Initial state
-    The desired initial configuration made consistent with the constraints by the default free
-    configurations, then, for constrained models, held at rest: a static equilibrium solved for the
-    kinematic configurations the motion does not name (falling back to the consistent
-    configuration when there is none).
+Constraint margins (:func:`constraint_report`) are reported per constraint row: the worst margin
+(≥ 0 satisfied, in the limit's unit), where it occurs (step k, time t_k), and where the
+constraint is active (margin within 1 % of its scale), so a result can say honestly what
+could not be followed.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.cost import TrackingCost
-from marionette_control.control.optimizer import METHODS, OptimizationResult, OptimizerOptions
-from marionette_control.control.trajectory import Trajectory
-from marionette_control.control.tracking_problem import (
-    GainWeights,
-    ProblemDefaults,
-    ProblemError,
-    WeightDefaults,
-    check_weight,
-    configuration_trajectory,
-    consistent_configuration,
-    free_configurations,
-    static_equilibrium,
-    cost_weights,
-    desired_trajectory,
-    find_motion,
-    hold_inputs,
-    initial_trajectory,
-    motion_names,
-    rest_state,
-    sample_keyframes,
-    trajectory_with_gains,
+from marionette_control.control.constraints import (
+    FAMILIES,
+    BarrierTerm,
+    InequalityConstraints,
+    linear_constraints,
+    tension_constraints,
 )
-from marionette_control.model.motion import MotionError, sample_times
+from marionette_control.control.cost import Cost
+from marionette_control.control.optimizer import OptimizationResult, OptimizerOptions
+from marionette_control.control.terms import InputTracking, Point, StateTracking, TerminalState
+from marionette_control.control.tracking_problem import GainWeights, ProblemError, trajectory_with_gains
+from marionette_control.control.trajectory import Trajectory
+from marionette_control.model.limits import ModelLimits, limits_of
 
-# --------------------------------------------------------------------------------------------- request
+#: Families enforced by default: what the drives and strings physically cannot exceed.
+DEFAULT_FAMILIES = ("range", "speed", "acceleration", "tension")
+#: Normalized margin (margin/scale) below which a constraint counts as active in reports.
+ACTIVE_MARGIN = 1e-2
 
 
 @dataclass
-class DesiredMotion:
-    """Sampled configuration trajectories (the ROS-free form of a JointTrajectory).
+class ConstraintOptions:
+    """Which inequality constraints a problem enforces, and how (thesis ref. [16]; :mod:`.constraints`).
 
-    joint_names : configuration names (a subset of the model's).
-    times : (K,) times of the points in seconds (strictly increasing; time runs from the first).
-    positions : K sequences of len(joint_names) positions (validated here, may be ragged).
+    enabled : False: none (the optimization of thesis ch. 6 as it was).
+    families : subset of ``range``, ``speed``, ``acceleration``, ``tension``, ``configuration``,
+        ``force`` (default: the first four; ``configuration`` bounds the joints by ``joint_limits``,
+        ``force`` the force inputs by ``force_bounds``).
+    min_tension : N; one number for every string, or {string: N}; None: the model file's.
+    margins : {family: fraction in [0, 1)}: a reserve kept from each drive limit (``range``: that
+        fraction of the range width off each end; ``speed``, ``acceleration``: the limit scaled by
+        1 − fraction), leaving the tracking controller room for its corrections.
+    joint_limits : {configuration: (lower, upper)} for ``configuration``; None: the URDF's.
+    force_bounds : {force input: (lower, upper)} for ``force`` (±inf for a one-sided bound).
+    barrier_weight : μ > 0, the barrier's final weight per constraint and second (its bias on the
+        optimum: about μ·Δt per active constraint and step).
+    tolerance : feasibility tolerance on the normalized margins (margin/scale ≥ −tolerance).
     """
 
-    joint_names: Sequence[str]
-    times: Sequence[float]
-    positions: Sequence[Sequence[float]]
+    enabled: bool = True
+    families: Sequence[str] = DEFAULT_FAMILIES
+    min_tension: Optional[object] = None
+    margins: Mapping[str, float] = field(default_factory=dict)
+    joint_limits: Optional[Mapping[str, tuple]] = None
+    force_bounds: Mapping[str, tuple] = field(default_factory=dict)
+    barrier_weight: float = 1e-3
+    tolerance: float = 1e-6
+
+    def __post_init__(self):
+        if not isinstance(self.enabled, (bool, np.bool_)):
+            raise ProblemError(f"constraints.enabled must be true or false, got {self.enabled!r}",
+                               key="constraints.enabled")
+        fam = [str(f) for f in self.families]
+        bad = [f for f in fam if f not in FAMILIES]
+        if bad:
+            raise ProblemError(f"unknown constraint famil{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)} "
+                               f"(families: {', '.join(FAMILIES)})", key="constraints.families")
+        if len(set(fam)) != len(fam):
+            raise ProblemError(f"constraint families repeat: {fam}", key="constraints.families")
+        self.families = tuple(fam)
+        if self.min_tension is not None:
+            values = self.min_tension.values() if isinstance(self.min_tension, Mapping) else [self.min_tension]
+            for v in values:
+                _number(v, "constraints.min_tension", minimum=0.0, what="a minimum tension in N")
+        margins = {}
+        for f, v in dict(self.margins).items():
+            if f not in ("range", "speed", "acceleration"):
+                raise ProblemError(f"a margin applies to range, speed or acceleration, not {f!r}",
+                                   key=f"constraints.margins.{f}")
+            v = _number(v, f"constraints.margins.{f}", minimum=0.0, what="a fraction")
+            if v >= 1.0:
+                raise ProblemError(f"a margin is a fraction of the limit in [0, 1), got {v}",
+                                   key=f"constraints.margins.{f}")
+            margins[f] = v
+        self.margins = margins
+        for key, bounds in (("joint_limits", self.joint_limits or {}), ("force_bounds", self.force_bounds)):
+            for name, pair in bounds.items():
+                try:
+                    lo, hi = (float(v) for v in pair)
+                except (TypeError, ValueError):
+                    raise ProblemError(f"expected [lower, upper], got {pair!r}", key=f"constraints.{key}.{name}") \
+                        from None
+                if math.isnan(lo) or math.isnan(hi) or not lo < hi:
+                    raise ProblemError(f"expected lower < upper, got [{lo}, {hi}]", key=f"constraints.{key}.{name}")
+        _number(self.barrier_weight, "constraints.barrier_weight", positive=True, what="a barrier weight")
+        _number(self.tolerance, "constraints.tolerance", positive=True, what="a feasibility tolerance")
+
+    def limits(self, model, limits: ModelLimits) -> ModelLimits:
+        """The model's limits with these options applied (minimum tension, margins, joint and force bounds);
+        raises ProblemError naming the option when a name does not fit the model."""
+        out = limits
+        if self.min_tension is not None:
+            if isinstance(self.min_tension, Mapping):
+                unknown = sorted(set(self.min_tension) - set(limits.strings))
+                if unknown:
+                    raise ProblemError(f"{', '.join(unknown)}: not a string of model '{model.name}' (strings: "
+                                       f"{', '.join(limits.strings) or 'none'})", key="constraints.min_tension")
+                values = [float(self.min_tension.get(s, t)) for s, t in zip(limits.strings, limits.min_tension)]
+            else:
+                if not limits.strings and "tension" in self.families:
+                    raise ProblemError(f"model '{model.name}' has no string", key="constraints.min_tension")
+                values = float(self.min_tension)
+            out = out.with_min_tension(values)
+        m = self.margins
+        if m:
+            lo, hi = out.lower.copy(), out.upper.copy()
+            shrink = m.get("range", 0.0) * (hi - lo)
+            finite = np.isfinite(shrink)
+            lo[finite] += shrink[finite]
+            hi[finite] -= shrink[finite]
+            out = _replace(out, lower=lo, upper=hi,
+                           max_velocity=out.max_velocity * (1.0 - m.get("speed", 0.0)),
+                           max_acceleration=out.max_acceleration * (1.0 - m.get("acceleration", 0.0)))
+        if self.joint_limits is not None:
+            lo, hi = np.full(model.nq, -np.inf), np.full(model.nq, np.inf)
+            for name, (a, b) in self.joint_limits.items():
+                if name not in model.config_names:
+                    raise ProblemError(f"'{name}' is not a configuration of model '{model.name}' (configurations: "
+                                       f"{', '.join(model.config_names)})", key=f"constraints.joint_limits.{name}")
+                lo[model.config_index(name)], hi[model.config_index(name)] = a, b
+            out = out.with_config_bounds(lo, hi)
+        if self.force_bounds:
+            forces = list(model.discrete_input_names)[:model.nu]
+            lo, hi = np.full(model.nu, -np.inf), np.full(model.nu, np.inf)
+            for name, (a, b) in self.force_bounds.items():
+                if name not in forces:
+                    raise ProblemError(f"'{name}' is not a force input of model '{model.name}' (force inputs: "
+                                       f"{', '.join(forces) or 'none'})", key=f"constraints.force_bounds.{name}")
+                lo[forces.index(name)], hi[forces.index(name)] = a, b
+            out = out.with_force_bounds(lo, hi)
+        elif "force" in self.families:
+            raise ProblemError("family 'force' needs force_bounds", key="constraints.force_bounds")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"enabled": bool(self.enabled), "families": list(self.families),
+                "min_tension": self.min_tension if not isinstance(self.min_tension, Mapping)
+                else dict(self.min_tension), "margins": dict(self.margins),
+                "barrier_weight": self.barrier_weight, "tolerance": self.tolerance}
+
+
+def _replace(limits: ModelLimits, **changes) -> ModelLimits:
+    import dataclasses
+
+    return dataclasses.replace(limits, **changes)
+
+
+def _number(value, key: str, minimum: Optional[float] = None, positive: bool = False, what: str = "a number"):
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ProblemError(f"expected {what}, got {value!r}", key=key) from None
+    if not math.isfinite(v):
+        raise ProblemError(f"expected a finite number, got {v}", key=key)
+    if positive and v <= 0:
+        raise ProblemError(f"must be > 0, got {v}", key=key)
+    if minimum is not None and v < minimum:
+        raise ProblemError(f"must be >= {minimum:g}, got {v}", key=key)
+    return v
+
+
+def config_units(model) -> dict:
+    """Unit of every configuration: ``rad`` (drives a rotation), ``m`` (a translation or a string length), or
+    ``""`` (drives nothing else known)."""
+    units = {n: "" for n in model.config_names}
+    for kind, c in zip(model.frame_transforms, model.frame_configs):
+        if c >= 0:
+            units[model.config_names[c]] = "rad" if kind.startswith("r") else "m"
+    for n, u in units.items():
+        if not u and n.endswith("length"):
+            units[n] = "m"
+    return units
+
+
+def constraint_sets(model, limits: ModelLimits, dt: float, families: Sequence[str]) -> list:
+    """The constraint groups (:class:`~.constraints.InequalityConstraints`) of ``families`` for ``model``."""
+    out = []
+    lin = linear_constraints(model, limits, dt, families, config_units(model))
+    if lin is not None:
+        out.append(lin)
+    if "tension" in families:
+        ten = tension_constraints(limits, dt)
+        if ten is not None:
+            out.append(ten)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- the problem
 
 
 @dataclass
-class RequestOptions:
-    """The optimization options of a request (fields as in marionette_interfaces/OptimizationOptions).
-
-    Zero or empty fields mean "use the default".
-    """
-
-    state_weight_names: Sequence[str] = ()
-    state_weights: Sequence[float] = ()
-    input_weight_names: Sequence[str] = ()
-    input_weights: Sequence[float] = ()
-    terminal_weight_names: Sequence[str] = ()
-    terminal_weights: Sequence[float] = ()
-    methods: Sequence[str] = ()
-    method_iterations: Sequence[int] = ()
-    tolerance: float = 0.0
-    max_iterations: int = 0
-    deadline_s: float = 0.0
-    dt: float = 0.0
-
-
-# --------------------------------------------------------------------------------------------- problem
-
-
-@dataclass
-class OptimizationProblem:
-    """Everything :class:`~marionette_control.control.optimizer.ProjectionOptimizer` needs, plus provenance.
+class Problem:
+    """An optimization problem (module docstring).
 
     Attributes
     ----------
-    model : core Model;  system : core DiscreteSystem at ``dt``
-    t : (N+1,) times;  Xd : (N+1, nx), Ud : (N, nU) desired trajectory
-    cost : TrackingCost;  options : OptimizerOptions
-    X0 : (N+1, nx), U0 : (N, nU) feasible initial trajectory;  initial_cost : h(X0, U0)
-    named : configuration names the desired motion prescribes;  source : "motion '<name>'" or "desired"
+    model, system : the core Model and its DiscreteSystem at ``dt``
+    t : (N+1,) times;  Xd (N+1, nx), Ud (N, nU): desired trajectory;  x0 (nx,): initial state
+    Q (nx,), R (nU,), Qf (nx,) : diagonal tracking weights (also in ``cost``'s terms)
+    cost : Cost (tracking terms and constraint barriers)
+    constraints : list of InequalityConstraints (the rows the barriers carry; empty without)
+    constraint_options : ConstraintOptions;  limits : ModelLimits after the options
+    options : OptimizerOptions;  gain_Q (nx,), gain_R (nU,) : LQR weights of the tracking gains
+    tracked : the configurations the desired motion prescribes;  source : where it came from
+    X0 (N+1, nx), U0 (N, nU), initial_cost : the initial trajectory and its cost (without barriers),
+    when the front end builds one (requests do; specs choose among methods in :func:`~.spec.solve`)
     """
 
     model: "_core.Model"
     system: "_core.DiscreteSystem"
-    dt: float
     t: np.ndarray
     Xd: np.ndarray
     Ud: np.ndarray
-    cost: TrackingCost
+    x0: np.ndarray
+    Q: np.ndarray
+    R: np.ndarray
+    Qf: np.ndarray
+    cost: Cost
+    constraints: list
+    constraint_options: ConstraintOptions
+    limits: ModelLimits
     options: OptimizerOptions
-    X0: np.ndarray
-    U0: np.ndarray
-    initial_cost: float
-    named: list
-    source: str
+    gain_Q: np.ndarray
+    gain_R: np.ndarray
+    tracked: list
+    source: str = ""
+    X0: Optional[np.ndarray] = None          # a feasible initial trajectory, when the front end made one
+    U0: Optional[np.ndarray] = None
+    initial_cost: float = math.nan
 
     @property
     def N(self) -> int:
         return self.Ud.shape[0]
 
+    @property
+    def dt(self) -> float:
+        return float(self.system.dt)
 
-# --------------------------------------------------------------------------------------------- helpers
+    @property
+    def named(self) -> list:
+        return self.tracked
 
+    def with_gains(self, X: np.ndarray, U: np.ndarray, info: Optional[dict] = None) -> Trajectory:
+        """The trajectory (X, U) with its tracking gains K (N, nU, nx) along it (the one place they are
+        computed for a result)."""
+        return trajectory_with_gains(self.system, X, U, self.gain_Q, self.gain_R, t0=float(self.t[0]), info=info)
 
-def _finite_option(value, what: str) -> float:
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ProblemError(f"options.{what} must be finite and >= 0 (0: default), got {v}")
-    return v
+    def point(self, X, U, Lam=None) -> Point:
+        """The :class:`~.terms.Point` of (X, U): with the constraint forces (computed when not given) if a
+        constraint reads them."""
+        if Lam is None and any(c.needs_lambda for c in self.constraints):
+            Lam = self.system.constraint_forces_trajectory(X, U)
+        return Point(np.asarray(X, float), np.asarray(U, float), Lam)
 
+    def tracking_errors(self, X: np.ndarray) -> dict:
+        """RMS and max |error| of every prescribed configuration against the desired motion."""
+        out = {}
+        for j in self.tracked:
+            i = self.model.config_index(j)
+            e = X[:, i] - self.Xd[:, i]
+            out[j] = {"rms": float(np.sqrt(np.mean(e ** 2))), "max": float(np.abs(e).max())}
+        return out
 
-_MOTION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+    def constraint_report(self, X, U, Lam=None) -> list:
+        """:func:`constraint_report` of (X, U) on this problem's constraints."""
+        return constraint_report(self.constraints, self.point(X, U, Lam), self.t, self.constraint_options.tolerance)
 
-
-def _time_step(requested: float, default: float, times: Optional[np.ndarray]) -> float:
-    if requested > 0:
-        return requested
-    if times is not None:
-        steps = np.diff(times)
-        mean = float(steps.mean())
-        if np.all(np.abs(steps - mean) <= 1e-6 * mean):
-            return mean
-    return default
-
-
-def _check_steps(duration: float, dt: float, what: str, max_steps: int) -> None:
-    """Refuses a motion that would need more than ``max_steps`` steps (before anything is sampled)."""
-    n = round(duration / dt)
-    if n > max_steps:
-        raise ProblemError(f"{what} needs {n} steps of dt = {dt:.9g} s, more than the node's limit of {max_steps}")
-    try:
-        sample_times(duration, dt, what)
-    except MotionError as e:
-        raise ProblemError(f"{e} (set options.dt to a divisor of the duration)") from None
-
-
-def sample_desired(model, desired: DesiredMotion, dt_request: float, defaults: ProblemDefaults):
-    """Validates sampled desired points and resamples them at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
-    names = [str(n) for n in desired.joint_names]
-    n_points = len(desired.positions)
-    if n_points == 0 and not names:
-        raise ProblemError("the desired motion is empty: give motion_name or desired with joint_names and at least "
-                           "2 points")
-    if not names:
-        raise ProblemError("desired.joint_names is empty: name the configurations the points give positions for")
-    unknown = [n for n in names if n not in model.config_names]
-    if unknown:
-        raise ProblemError(f"desired.joint_names: {', '.join(repr(n) for n in unknown)} "
-                           f"{'is not a configuration' if len(unknown) == 1 else 'are not configurations'} of model "
-                           f"'{model.name}' (configurations: {', '.join(model.config_names)})")
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ProblemError(f"desired.joint_names repeats {', '.join(dup)}")
-    if n_points < 2:
-        raise ProblemError(f"the desired motion has {n_points} point(s); at least 2 are needed (a start and an end)")
-    if len(desired.times) != n_points:
-        raise ProblemError(f"desired has {n_points} points but {len(desired.times)} times")
-    times = np.asarray(desired.times, dtype=float)
-    if not np.all(np.isfinite(times)):
-        i = int(np.flatnonzero(~np.isfinite(times))[0])
-        raise ProblemError(f"desired.points[{i}].time_from_start is not finite")
-    bad = np.flatnonzero(np.diff(times) <= 0)
-    if bad.size:
-        i = int(bad[0]) + 1
-        raise ProblemError(f"desired.points[{i}].time_from_start = {times[i]:.9g} s does not increase strictly "
-                           f"(point {i - 1} is at {times[i - 1]:.9g} s): times must be strictly increasing")
-    P = np.empty((n_points, len(names)))
-    for i, row in enumerate(desired.positions):
-        if len(row) != len(names):
-            raise ProblemError(f"desired.points[{i}].positions has {len(row)} values, expected {len(names)} (one per "
-                               f"joint name: {', '.join(names)})")
-        P[i] = row
-        if not np.all(np.isfinite(P[i])):
-            j = int(np.flatnonzero(~np.isfinite(P[i]))[0])
-            raise ProblemError(f"desired.points[{i}].positions[{j}] ({names[j]}) is {P[i, j]}: positions must be "
-                               "finite")
-    times = times - times[0]
-    dt = _time_step(dt_request, defaults.dt, times)
-    _check_steps(float(times[-1]), dt, "the desired motion", defaults.max_steps)
-    t, values = sample_keyframes(times, P, dt, "linear")
-    return dt, t, configuration_trajectory(model, names, values), names
+    def summary(self) -> dict:
+        """JSON-able description of the constraint set (trajectory metadata)."""
+        rows = [dict(family=r.family, component=r.component, side=r.side, limit=r.limit, unit=r.unit)
+                for c in self.constraints for r in c.rows]
+        return {"options": self.constraint_options.to_dict(), "limits": self.limits.to_dict(), "rows": rows}
 
 
-def sample_motion(model, name: str, dt_request: float, defaults: ProblemDefaults):
-    """A library motion sampled at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
-    from marionette_control.model.motion import desired_configurations, load_motion
+def constraint_report(constraints: Sequence[InequalityConstraints], point: Point, t: np.ndarray,
+                      tolerance: float) -> list:
+    """Per constraint row: the worst margin and where, whether it holds, where it is active.
 
-    if not _MOTION_NAME.match(name) or name.endswith(".yaml"):
-        raise ProblemError(f"motion name {name!r} is not a library name (letters, digits, '_', '-', '.'; "
-                           "no path and no .yaml suffix)")
-    directories = defaults.motion_library()
-    path = find_motion(name, directories)
-    if path is None:
-        where = ", ".join(str(d) for d in directories) or "(no motion directory configured)"
-        raise ProblemError(f"unknown motion '{name}'; available: {', '.join(motion_names(directories)) or 'none'} "
-                           f"(searched {where})")
-    try:
-        motion = load_motion(path)
-    except MotionError as e:
-        raise ProblemError(f"motion '{name}' cannot be loaded: {e}") from None
-    dt = _time_step(dt_request, defaults.dt, None)
-    _check_steps(motion.duration, dt, f"motion '{name}'", defaults.max_steps)
-    try:
-        t, Qd = desired_configurations(model, motion, dt)
-    except MotionError as e:  # (the Python API's hint "map it with names=" means nothing to a request)
-        reason = str(e).replace("; map it with names=", "")
-        raise ProblemError(f"motion '{name}' does not fit model '{model.name}': {reason}") from None
-    return dt, t, Qd, list(motion.joints)
-
-
-def _named_weights(names: Sequence[str], values: Sequence[float], components: Sequence[str], what: str,
-                   positive: bool) -> dict:
-    names = [str(n) for n in names]
-    if len(names) != len(values):
-        raise ProblemError(f"options.{what}_weight_names has {len(names)} entries but options.{what}_weights has "
-                           f"{len(values)}: they must have the same length")
-    unknown = [n for n in names if n not in components]
-    if unknown:
-        raise ProblemError(f"options.{what}_weight_names: unknown component(s) {', '.join(repr(n) for n in unknown)}; "
-                           f"the model's {'inputs' if what == 'input' else 'states'} are {', '.join(components)}")
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ProblemError(f"options.{what}_weight_names repeats {', '.join(dup)}")
-    return {n: check_weight(v, f"options.{what}_weights entry for '{n}'", positive) for n, v in zip(names, values)}
-
-
-def weight_vectors(model, named: Sequence[str], defaults: WeightDefaults, options: RequestOptions):
-    """(Q (nx,), R (nU,), Qf (nx,)): defaults by kind, overridden by the request's weights by name."""
-    states, inputs = list(model.state_names), list(model.discrete_input_names)
-    return cost_weights(
-        model, named, defaults,
-        state=_named_weights(options.state_weight_names, options.state_weights, states, "state", False),
-        input=_named_weights(options.input_weight_names, options.input_weights, inputs, "input", True),
-        terminal=_named_weights(options.terminal_weight_names, options.terminal_weights, states, "terminal", False))
-
-
-def optimizer_options(options: RequestOptions, defaults: ProblemDefaults) -> OptimizerOptions:
-    """OptimizerOptions from the request's schedule, tolerance, iteration cap and deadline (0/empty: defaults)."""
-    methods, counts = list(options.methods), list(options.method_iterations)
-    if len(methods) != len(counts):
-        raise ProblemError(f"options.methods has {len(methods)} entries but options.method_iterations has "
-                           f"{len(counts)}: they must have the same length")
-    for i, m in enumerate(methods):
-        if m not in METHODS:
-            raise ProblemError(f"options.methods[{i}] = {m!r} is not a method; use one of {', '.join(METHODS)}")
-    for i, c in enumerate(counts[:-1]):
-        if int(c) == 0:
-            raise ProblemError(f"options.method_iterations[{i}] = 0 ('until convergence') is only allowed for the "
-                               "last method of the schedule")
-    try:
-        return defaults.optimizer_options(
-            schedule=[(m, int(c) if int(c) > 0 else None) for m, c in zip(methods, counts)] or None,
-            tolerance=_finite_option(options.tolerance, "tolerance") or None,
-            max_iterations=int(options.max_iterations) or None,
-            deadline=_finite_option(options.deadline_s, "deadline_s") or None)
-    except ProblemError as e:
-        raise ProblemError(f"options: {e}") from None
-
-
-# --------------------------------------------------------------------------------------------- the builder
-
-
-def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion] = None,
-                  options: Optional[RequestOptions] = None,
-                  defaults: Optional[ProblemDefaults] = None) -> OptimizationProblem:
-    """Validates a request and builds its optimization problem (raises ProblemError).
-
-    ``motion_name`` (a motion library name) takes precedence over ``desired``.
+    Returns dicts: family, component, side, limit, unit, label, ``margin`` (the worst, in the
+    limit's unit), ``normalized`` (margin/scale), ``step`` and ``time`` where it occurs,
+    ``satisfied`` (normalized ≥ −tolerance), ``active_steps`` (count with normalized < 0.01) and
+    ``active_intervals`` ([t_first, t_last] runs of consecutive active steps).
     """
-    options = options or RequestOptions()
-    defaults = defaults or ProblemDefaults()
-    dt_request = _finite_option(options.dt, "dt")
-    if motion_name:
-        dt, t, Qd, named = sample_motion(model, motion_name, dt_request, defaults)
-        source = f"motion '{motion_name}'"
-    else:
-        if desired is None:
-            raise ProblemError("the desired motion is empty: give motion_name or desired with joint_names and at "
-                               "least 2 points")
-        dt, t, Qd, named = sample_desired(model, desired, dt_request, defaults)
-        source = "desired"
-    Q, R, Qf = weight_vectors(model, named, defaults.weights, options)
-    opt = optimizer_options(options, defaults)
-    system = _core.DiscreteSystem(model, dt)
-    Xd, Ud = desired_trajectory(system, Qd)
-    cost = TrackingCost(Xd, Ud, Q, R, Qf)
-    try:
-        q0 = consistent_configuration(model, Qd[0], named)
-    except ProblemError as e:
-        raise ProblemError(f"the desired initial configuration cannot be made consistent with the constraints: "
-                           f"{e}") from None
-    free = free_configurations(model, named)
-    if model.nc and free:
-        # Start where the machine rests: the motion's first pose held still by the actuators it does
-        # not name (for the arm: the carriage and string holding the lowered pose, as the simulator starts).
-        try:
-            q0 = static_equilibrium(model, q0, free)
-        except ProblemError:
-            pass  # no rest state reachable by those actuators: start from the consistent configuration
-    x0 = rest_state(system, q0)
-    U0 = hold_inputs(model, x0, t.size - 1)
-    X0 = initial_trajectory(system, x0, U0)
-    return OptimizationProblem(model=model, system=system, dt=dt, t=t, Xd=Xd, Ud=Ud, cost=cost, options=opt, X0=X0,
-                               U0=U0, initial_cost=float(cost.value(X0, U0)), named=named, source=source)
+    out = []
+    for c in constraints:
+        M = c.margins(point)
+        for j, row in enumerate(c.rows):
+            col = M[:, j] if c.terminal[j] else M[:-1, j]
+            k = int(np.nanargmin(col))
+            worst = float(col[k])
+            active = np.flatnonzero(col / row.scale < ACTIVE_MARGIN)
+            out.append({"family": row.family, "component": row.component, "side": row.side, "limit": row.limit,
+                        "unit": row.unit, "label": row.label, "margin": worst, "normalized": worst / row.scale,
+                        "step": k, "time": float(t[k]), "satisfied": bool(worst / row.scale >= -tolerance),
+                        "active_steps": int(active.size), "active_intervals": _intervals(active, t)})
+    return out
 
 
-# --------------------------------------------------------------------------------------------- results
+def _intervals(steps: np.ndarray, t: np.ndarray) -> list:
+    runs = []
+    for k in steps:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return [[float(t[a]), float(t[b])] for a, b in runs]
 
-REASONS = {"converged": "converged", "max_iterations": "max_iterations", "deadline": "deadline",
-           "cancelled": "canceled", "canceled": "canceled", "line_search_failed": "line_search_failed"}
+
+# --------------------------------------------------------------------------------------------- building
 
 
-@dataclass
-class ConvergenceHistory:
-    """Per-iterate arrays (entry 0 = the initial trajectory, entry i = after iteration i).
+def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: np.ndarray, Q, R, Qf,
+          tracked: Sequence[str] = (), constraints: Optional[ConstraintOptions] = None,
+          limits: Optional[ModelLimits] = None, options: Optional[OptimizerOptions] = None,
+          gains=None, source: str = "", system=None) -> Problem:
+    """A :class:`Problem` from its parts (the Python front end; specs and requests end here too).
 
-    descent_norms[i] is |Dh∘ζ| evaluated at iterate i (NaN for the last iterate unless the
-    run stopped by converging, the only case in which it is evaluated there).
+    Q (nx,), R (nU,) > 0, Qf (nx,): diagonal tracking weights; ``gains``: the tracking gains' weights,
+    a :class:`~.tracking_problem.GainWeights` or vectors (Q (nx,), R (nU,)); ``limits``: the model's
+    (:func:`marionette_control.model.limits.load_limits`; default: those the core model alone
+    implies, i.e. default string tensions); raises ProblemError (with ``key``) on a rule violation.
     """
-
-    iterations: int
-    costs: list
-    descent_norms: list
-    step_lengths: list
-    methods: list
-    elapsed: float
-    converged: bool
-    reason: str
-
-
-def convergence_history(result: OptimizationResult, initial_cost: float) -> ConvergenceHistory:
-    """The history of ``result`` in per-iterate form; the reason in the interface's vocabulary."""
-    records = list(result.history)
-    check = records.pop() if result.converged and records else None
-    costs = [float(initial_cost)] + [float(r.cost) for r in records]
-    norms = [float(r.descent_norm) for r in records] + [float(check.descent_norm) if check else math.nan]
-    steps = [0.0] + [float(r.step_length) for r in records]
-    methods = [""] + [r.method for r in records]
-    reason = REASONS.get(result.reason, "error")
-    return ConvergenceHistory(len(records), costs, norms, steps, methods, float(result.elapsed), bool(result.converged),
-                              reason)
-
-
-def tracked_trajectory(problem: OptimizationProblem, result: OptimizationResult, gains: GainWeights,
-                       info: Optional[dict] = None) -> Trajectory:
-    """The result as a :class:`Trajectory` with time-varying LQR tracking gains K (N, nU, nx)."""
-    meta = {"cost": float(result.cost), "iterations": len(result.history), "converged": bool(result.converged),
-            "termination_reason": REASONS.get(result.reason, result.reason), "source": problem.source,
-            "gain_weights": {"configuration": gains.configuration, "momentum": gains.momentum,
-                             "kinematic_velocity": gains.kinematic_velocity, "input": gains.input}}
-    meta.update(info or {})
-    return trajectory_with_gains(problem.system, result.X, result.U, *gains.vectors(problem.model), info=meta)
+    constraints = constraints if constraints is not None else ConstraintOptions()
+    options = options or OptimizerOptions()
+    gain_Q, gain_R = (gains or GainWeights()).vectors(model) if not isinstance(gains, tuple) else gains
+    system = system or _core.DiscreteSystem(model, dt)
+    limits = limits or limits_of(model)
+    Q, R, Qf = (np.asarray(w, dtype=float) for w in (Q, R, Qf))
+    if np.any(R <= 0):
+        raise ProblemError(f"input weights must be > 0 (the LQ subproblems need R positive definite), got {R}",
+                           key="weights.input")
+    N = Ud.shape[0]
+    terms = [StateTracking(Xd, Q), InputTracking(Ud, R), TerminalState(Xd[-1], Qf, N)]
+    effective = constraints.limits(model, limits)
+    sets = constraint_sets(model, effective, dt, constraints.families) if constraints.enabled else []
+    for i, c in enumerate(sets):
+        terms.append(BarrierTerm(c, constraints.barrier_weight, 0.0, dt))
+    cost = Cost(terms, model.nx, model.nU, N)
+    options = _with_tolerance(options, constraints.tolerance)
+    problem = Problem(model, system, np.asarray(t, float), Xd, Ud, np.asarray(x0, float), Q, R, Qf, cost, sets,
+                      constraints, effective, options, np.asarray(gain_Q, float), np.asarray(gain_R, float),
+                      list(tracked), source)
+    if sets:
+        _check_initial_state(problem)
+    return problem
 
 
-__all__ = ["ProblemError", "WeightDefaults", "GainWeights", "ProblemDefaults", "DesiredMotion", "RequestOptions",
-           "OptimizationProblem", "build_problem", "sample_desired", "sample_motion", "weight_vectors",
-           "optimizer_options", "ConvergenceHistory", "convergence_history", "tracked_trajectory", "REASONS"]
+def _with_tolerance(options: OptimizerOptions, tolerance: float) -> OptimizerOptions:
+    import dataclasses
+
+    return dataclasses.replace(options, feasibility_tolerance=tolerance)
+
+
+def _check_initial_state(problem: Problem) -> None:
+    """The fixed x(0) must satisfy the state-only constraints (they hold at k = 0 whatever is optimized)."""
+    X = np.tile(problem.x0, (2, 1))
+    for c in problem.constraints:
+        if c.needs_lambda:
+            continue
+        M = c.margins(Point(X, np.zeros((1, problem.model.nU))))[-1]
+        for j, row in enumerate(c.rows):
+            if c.terminal[j] and M[j] / row.scale < -problem.constraint_options.tolerance:
+                raise ProblemError(f"the initial state violates {row.label} (margin {M[j]:.4g})",
+                                   key="constraints.joint_limits")
+
+
+def result_info(problem: Problem, result: OptimizationResult) -> dict:
+    """The constraint part of a result's metadata: feasibility, the constraint set and every row's margins."""
+    return {"feasible": bool(result.feasible), "violation": float(result.violation),
+            "set": problem.summary(), "margins": problem.constraint_report(result.X, result.U, result.Lam)}
+
+
+__all__ = ["ConstraintOptions", "DEFAULT_FAMILIES", "ACTIVE_MARGIN", "Problem", "build", "constraint_sets",
+           "constraint_report", "config_units", "result_info"]

@@ -263,15 +263,15 @@ class LQSolution:
         """
         N, m, n = self.K.shape
         X = np.empty((N + 1, n))
-        U = np.empty((N, m))
         X[0] = _state_vector(x0, n)
         A, B, K, C = self.A, self.B, self.K, self.C
+        # x(k+1) = (A - BK) x(k) - BC: the closed-loop matrices in one batch, then one product per step.
+        Acl = A - B @ K
+        d = -np.einsum("kij,kj->ki", B, C)
         for k in range(N):
-            np.matmul(K[k], X[k], out=U[k])
-            U[k] += C[k]
-            np.negative(U[k], out=U[k])
-            np.matmul(A[k], X[k], out=X[k + 1])
-            X[k + 1] += B[k] @ U[k]
+            np.dot(Acl[k], X[k], out=X[k + 1])
+            X[k + 1] += d[k]
+        U = -(np.einsum("kij,kj->ki", K, X[:-1]) + C)
         return X, U
 
 

@@ -61,20 +61,33 @@ are required)::
       deadline: 600                 # s for the whole run (initial trajectory included); null = none
       armijo: {beta: 0.7, alpha: 1.0e-5, max_steps: 30}
       projection: {state: 1.0, input: 1.0}   # Q = R weights of the projection's LQR (thesis L1838)
+    constraints:                    # inequality constraints (control/problem.py, ConstraintOptions)
+      enabled: true                 #   default true: the model file's limits are enforced
+      families: [range, speed, acceleration, tension]   # (default) also: configuration, force
+      min_tension: 0.5              #   N, every string (or {string: N}); default: the model file's
+      margins: {speed: 0.1, acceleration: 0.1}   # fractions of the drive limits kept in reserve
+      joint_limits: {shoulder: [-0.5, 2.6]}      # with family configuration (default: the URDF's)
+      force_bounds: {torque: [-2, 2]}            # with family force
+      barrier_weight: 1.0e-3        #   final barrier weight μ (per constraint and second)
+      tolerance: 1.0e-6             #   feasibility tolerance on normalized margins
     tracking_gains: {state: {default: 1.0}, input: {default: 1.0}}   # controller's DLQR weights
     output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
 
 Numbers may be written ``1e-3``; unknown keys are errors. The steps and defaults shared with
 optimization requests (desired trajectory, weights by kind, optimizer options, initial state and
-trajectory, tracking gains) are documented in :mod:`.tracking_problem`.
+trajectory, tracking gains) are documented in :mod:`.tracking_problem`; the problem the spec
+becomes is :class:`~.problem.Problem`, whose rules (constraints included) are checked there.
 
 The trajectory :func:`solve` returns (and ``marionette-optimize`` saves) carries K (the tracking
 gains, DLQR along the optimum with the ``tracking_gains`` weights) and in its ``info``:
 ``cost``, ``iterations``, ``converged``, ``reason``, ``elapsed``; ``history`` (one record per
 iteration of the final optimization: iteration, cost, descent_norm, step_length, method,
-elapsed); ``stages`` (each initial-trajectory optimization: stage, iterations, cost, reason,
-extra_weight, max_extra_input, history); ``summary`` (also initial_cost, tracking_errors (RMS and
-max per prescribed configuration), input_ranges, actuator_limits checks); ``weights`` and
+elapsed, barrier, barrier_weight, violation); ``stages`` (each initial-trajectory optimization:
+stage, iterations, cost, reason, extra_weight, max_extra_input, history); ``summary`` (also
+initial_cost, tracking_errors (RMS and max per prescribed configuration), input_ranges,
+constraints_satisfied, max_violation); ``constraints`` (feasible, violation, the constraint
+set with its limits, and every constraint row's worst margin, where and where active:
+:func:`~.problem.constraint_report`); ``weights`` and
 ``tracking_gains`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
 ones); ``config_units``; ``optimizer`` (schedule, tolerance, limits); ``spec`` (path and
 content); ``model_source`` (how to rebuild the model: registry name and params, or model file).
@@ -94,7 +107,6 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.cost import TrackingCost
 from marionette_control.control.embedding import (
     EmbeddingError,
     EmbeddingOptions,
@@ -112,6 +124,7 @@ from marionette_control.control.optimizer import (
     OptimizerOptions,
     ProjectionOptimizer,
 )
+from marionette_control.control.problem import ConstraintOptions, Problem, build, config_units, result_info
 from marionette_control.control.tracking_problem import (
     INTERPOLATIONS,
     MOMENTA,
@@ -131,17 +144,17 @@ from marionette_control.control.tracking_problem import (
     rest_state,
     sample_keyframes,
     static_equilibrium,
-    trajectory_with_gains,
     weights_by_name,
 )
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.limits import load_limits
 from marionette_control.model.motion import MotionError
 from marionette_control.model.yaml_model import Checker, read_yaml
 from marionette_control.models.source import ModelSource
 
 INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "file")
-_TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "tracking_gains",
-        "output", "description")
+_TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
+        "tracking_gains", "output", "description")
 DEFAULTS = ProblemDefaults()
 
 
@@ -198,6 +211,7 @@ class OptimizationSpec:
     deadline: Optional[float]
     gains: dict
     output: Optional[str]
+    constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
 
     def fail(self, key: str, problem: str):
         raise SpecError(f"{self.path}: {key}: {problem}")
@@ -459,8 +473,29 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
     output = None
     if data.get("output") is not None:
         output = c.name(data["output"], "output")
+    constraints = _constraint_options(c, data.get("constraints"))
     return OptimizationSpec(path, data, source, dt, motion, configs, consistent, equilibrium, init, weights,
-                            options, deadline, gains, output)
+                            options, deadline, gains, output, constraints)
+
+
+def _constraint_options(c: Checker, value) -> ConstraintOptions:
+    """The ``constraints`` section (its shape here; its rules in :class:`~.problem.ConstraintOptions`)."""
+    keys = ("enabled", "families", "min_tension", "margins", "joint_limits", "force_bounds", "barrier_weight",
+            "tolerance")
+    m = c.mapping(value if value is not None else {}, "constraints", optional=keys)
+    kw = {k: v for k, v in m.items() if v is not None}
+    if "families" in kw:
+        kw["families"] = [c.name(f, f"constraints.families[{i}]")
+                          for i, f in enumerate(c.list(kw["families"], "constraints.families"))]
+    for k in ("margins", "joint_limits", "force_bounds"):
+        if k in kw:
+            c.mapping(kw[k], f"constraints.{k}", optional=tuple(kw[k] or {}))
+    if isinstance(kw.get("min_tension"), dict):
+        c.mapping(kw["min_tension"], "constraints.min_tension", optional=tuple(kw["min_tension"]))
+    try:
+        return ConstraintOptions(**kw)
+    except ProblemError as e:
+        c.fail(e.key or "constraints", str(e))
 
 
 def _embedding_options(c: Checker, e, key: str) -> EmbeddingOptions:
@@ -499,36 +534,6 @@ def weight_vector(spec: OptimizationSpec, key: str, mapping: dict, names: list,
 
 def _unknown_weight(spec: OptimizationSpec, e: UnknownWeightName):
     spec.fail(f"{e.group}.{e.key}", f"matches no name (names: {', '.join(e.names)})")
-
-
-@dataclass
-class Problem:
-    """Everything a run needs, built from a spec and its model.
-
-    t (N+1,), Xd (N+1, nx), Ud (N, nU), x0 (nx,); weights as diagonal vectors.
-    """
-
-    spec: OptimizationSpec
-    model: "_core.Model"
-    system: "_core.DiscreteSystem"
-    t: np.ndarray
-    Xd: np.ndarray
-    Ud: np.ndarray
-    x0: np.ndarray
-    Q: np.ndarray
-    R: np.ndarray
-    Qf: np.ndarray
-    gain_Q: np.ndarray
-    gain_R: np.ndarray
-    tracked: list                                    # configurations the motion prescribes
-
-    @property
-    def cost(self) -> TrackingCost:
-        return TrackingCost(self.Xd, self.Ud, self.Q, self.R, self.Qf)
-
-    @property
-    def N(self) -> int:
-        return self.Ud.shape[0]
 
 
 def desired_configurations(spec: OptimizationSpec, model) -> tuple:
@@ -600,7 +605,7 @@ def _positive_weights(spec: OptimizationSpec, key: str, w: np.ndarray) -> np.nda
 
 
 def build_problem(spec: OptimizationSpec, model=None) -> Problem:
-    """The desired trajectory, initial state, cost and gain weights of a spec."""
+    """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains."""
     if model is None:
         try:
             model = spec.model.build()
@@ -625,10 +630,17 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
     GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names), GQ)
     GR = _positive_weights(spec, "tracking_gains.input", weight_vector(
         spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names), GR))
-    return Problem(spec, model, system, t, Xd, Ud, x0, Q, R, Qf, GQ, GR, joints)
-
-
-# --------------------------------------------------------------------------------------------- running
+    try:
+        limits = load_limits(spec.model)
+    except (ValueError, OSError) as e:
+        spec.fail("model", f"its limits cannot be read: {e}")
+    options = spec.optimizer if spec.deadline is None else dataclasses.replace(spec.optimizer, deadline=spec.deadline)
+    try:
+        problem = build(model, spec.dt, t, Xd, Ud, x0, Q, R, Qf, joints, spec.constraints, limits, options,
+                        (GQ, GR), spec.motion.kind, system)
+    except ProblemError as e:
+        spec.fail(e.key or "constraints", str(e))
+    return problem
 
 
 @dataclass
@@ -656,9 +668,11 @@ def _constant_inputs(spec: OptimizationSpec, problem: Problem) -> np.ndarray:
     return hold_inputs(model, problem.x0, problem.N, spec.initial.inputs)
 
 
-def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadline=None, log=None):
-    """(X, U, stages): the spec's initial trajectory of the original model (feasible)."""
-    spec, model, system = problem.spec, problem.model, problem.system
+def initial_trajectory(spec: OptimizationSpec, problem: Problem, callback=None, should_stop=None, deadline=None,
+                       log=None):
+    """(X, U, stages): the spec's initial trajectory of the original model (feasible for the dynamics; the
+    inequality constraints are the final optimization's)."""
+    model, system = problem.model, problem.system
     method = spec.initial.method
     say = log or (lambda msg: None)
     try:
@@ -690,9 +704,11 @@ def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadli
         say(f"string relaxation: {', '.join(s.name for s in rel.strings)} replaced by forces "
             f"{', '.join(rel.extra_inputs)}")
         opts = spec.initial.relaxation
-        limits = actuator_limits(spec.model)
-        if limits and not opts.bounds:   # keep the restored carriages within the actuators' ranges
-            opts = dataclasses.replace(opts, bounds={c: (v["min"], v["max"]) for c, v in limits.items()})
+        lim = problem.limits
+        ranges = {c: (lo, hi) for c, lo, hi in zip(lim.kinematic, lim.lower, lim.upper)
+                  if np.isfinite(lo) and np.isfinite(hi)}
+        if ranges and not opts.bounds:   # keep the restored carriages within the drives' ranges
+            opts = dataclasses.replace(opts, bounds=ranges)
         init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, callback, should_stop, deadline)
         return init.X, init.U, init.stages
     except (EmbeddingError, ProblemError) as e:
@@ -701,83 +717,20 @@ def initial_trajectory(problem: Problem, callback=None, should_stop=None, deadli
         spec.fail(f"initial_trajectory ({method})", f"the initial trajectory cannot be simulated: {e}")
 
 
-def _record(r: IterationRecord) -> dict:
+def record_dict(r: IterationRecord) -> dict:
+    """An iteration record as stored in a trajectory file's ``history``."""
     d = {"iteration": int(r.iteration), "cost": float(r.cost), "descent_norm": float(r.descent_norm),
          "step_length": float(r.step_length), "method": r.method, "elapsed": float(r.elapsed)}
     requested = getattr(r, "requested", "")
     if requested:
         d["requested"] = requested
+    if r.barrier_weight:
+        d.update(barrier=float(r.barrier), barrier_weight=float(r.barrier_weight), violation=float(r.violation))
     return d
-
-
-def tracking_errors(problem: Problem, X: np.ndarray) -> dict:
-    """RMS and max |error| of every prescribed configuration against the desired motion."""
-    out = {}
-    for j in problem.tracked:
-        i = problem.model.config_names.index(j)
-        e = X[:, i] - problem.Xd[:, i]
-        out[j] = {"rms": float(np.sqrt(np.mean(e ** 2))), "max": float(np.abs(e).max())}
-    return out
-
-
-def config_units(model) -> dict:
-    """Unit of every configuration: ``rad`` (drives a rotation), ``m`` (a translation or a string length), or
-    ``""`` (drives nothing else known)."""
-    units = {n: "" for n in model.config_names}
-    for kind, c in zip(model.frame_transforms, model.frame_configs):
-        if c >= 0:
-            units[model.config_names[c]] = "rad" if kind.startswith("r") else "m"
-    for n, u in units.items():
-        if not u and n.endswith("length"):
-            units[n] = "m"
-    return units
 
 
 def input_ranges(model, U: np.ndarray) -> dict:
     return {n: [float(U[:, i].min()), float(U[:, i].max())] for i, n in enumerate(model.discrete_input_names)}
-
-
-def actuator_limits(source: ModelSource) -> dict:
-    """Actuator limits of the kinematic configurations, when the model's description has them.
-
-    YAML model files carry them; a registered model does when its module offers
-    ``load_description()`` (the marionette arm). Returns {config: {min, max, max_velocity, ...}}.
-    """
-    desc = None
-    try:
-        if source.kind == "file":
-            from marionette_control.model.yaml_model import load_model_file
-
-            desc = load_model_file(source.path)
-        elif source.kind == "registry":
-            import importlib
-
-            mod = importlib.import_module(f"marionette_control.models.{source.name}")
-            loader = getattr(mod, "load_description", None)
-            if loader is not None and not source.params:
-                desc = loader()
-    except (ImportError, ValueError, OSError):
-        return {}
-    if desc is None:
-        return {}
-    return {k: dataclasses.asdict(v) for k, v in getattr(desc, "actuators", {}).items()}
-
-
-def check_limits(model, U: np.ndarray, dt: float, limits: dict) -> dict:
-    """Per limited configuration: range and peak velocity of its prescribed trajectory, and whether they
-    stay within the actuator's limits."""
-    out = {}
-    names = list(model.discrete_input_names)
-    for cfg, lim in limits.items():
-        col = f"{cfg}_next" if f"{cfg}_next" in names else None
-        if col is None:
-            continue
-        u = U[:, names.index(col)]
-        vmax = float(np.abs(np.diff(u)).max() / dt) if u.size > 1 else 0.0
-        ok = bool(lim["min"] <= u.min() and u.max() <= lim["max"] and vmax <= lim["max_velocity"])
-        out[cfg] = {"range": [float(u.min()), float(u.max())], "limits": [lim["min"], lim["max"]],
-                    "max_velocity": vmax, "velocity_limit": lim["max_velocity"], "within": ok}
-    return out
 
 
 def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRecord], None]] = None,
@@ -787,51 +740,57 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
 
     ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
     receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
-    the whole run; on a deadline or cancel the best feasible trajectory so far is returned.
+    the whole run; on a deadline or cancel the best trajectory so far is returned (satisfying the
+    constraints as soon as one iterate did; ``summary['constraints_satisfied']`` says whether it does).
     """
     t_start = time.perf_counter()
     say = log or (lambda msg: None)
     problem = build_problem(spec, model)
     model, system = problem.model, problem.system
+    rows = sum(len(c) for c in problem.constraints)
     say(f"model '{model.name}': {model.nx} states, {model.nU} inputs; {problem.N} steps of {spec.dt} s; initial "
-        f"trajectory by {spec.initial.method}")
+        f"trajectory by {spec.initial.method}; "
+        + (f"{rows} constraints ({', '.join(sorted({r.family for c in problem.constraints for r in c.rows}))})"
+           if rows else "no inequality constraints"))
 
     def remaining():
         return None if spec.deadline is None else spec.deadline - (time.perf_counter() - t_start)
 
-    X, U, stages = initial_trajectory(problem, callback, should_stop, remaining(), say)
-    cost = problem.cost
-    initial_cost = float(cost.value(X, U))
-    say(f"initial trajectory cost {initial_cost:.6g}")
+    X, U, stages = initial_trajectory(spec, problem, callback, should_stop, remaining(), say)
+    opt = ProjectionOptimizer(system, problem.cost, problem.options)
+    initial_cost, violation = opt.evaluate(X, U)
+    say(f"initial trajectory cost {initial_cost:.6g}" + (f", largest constraint violation {violation:.3g}"
+                                                         if rows else ""))
     rem = remaining()
-    opts = spec.optimizer if rem is None else dataclasses.replace(spec.optimizer, deadline=max(rem, 1e-3))
-    opt = ProjectionOptimizer(system, cost, opts)
+    if rem is not None:
+        opt.options = dataclasses.replace(problem.options, deadline=max(rem, 1e-3))
     cb = None if callback is None else (lambda rec: callback("optimization", rec))
     result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
-    traj = trajectory_with_gains(system, result.X, result.U, problem.gain_Q, problem.gain_R, t0=float(problem.t[0]))
+    traj = problem.with_gains(result.X, result.U)
     elapsed = time.perf_counter() - t_start
 
-    limits = actuator_limits(spec.model)
+    constraints = result_info(problem, result)
     summary = {
         "cost": float(result.cost), "initial_cost": initial_cost, "iterations": result.iterations,
         "converged": bool(result.converged), "reason": result.reason, "elapsed": elapsed,
         "optimization_elapsed": float(result.elapsed),
         "iterations_total": result.iterations + sum(s.result.iterations for s in stages),
-        "tracking_errors": tracking_errors(problem, result.X),
+        "tracking_errors": problem.tracking_errors(result.X),
         "input_ranges": input_ranges(model, result.U),
-        "actuator_limits": check_limits(model, result.U, spec.dt, limits),
+        "constraints_satisfied": bool(result.feasible), "max_violation": float(result.violation),
     }
     info = {
         "summary": summary,
         "cost": summary["cost"], "iterations": result.iterations, "converged": summary["converged"],
         "reason": result.reason, "elapsed": elapsed,
-        "history": [_record(r) for r in result.history],
-        "stages": [dict(s.summary(), history=[_record(r) for r in s.result.history]) for s in stages],
+        "history": [record_dict(r) for r in result.history],
+        "stages": [dict(s.summary(), history=[record_dict(r) for r in s.result.history]) for s in stages],
         "weights": {"state": problem.Q.tolist(), "input": problem.R.tolist(), "terminal": problem.Qf.tolist()},
         "tracking_gains": {"state": problem.gain_Q.tolist(), "input": problem.gain_R.tolist()},
         "desired": {"configs": list(model.config_names), "q": problem.Xd[:, :model.nq].tolist(),
                     "tracked": problem.tracked},
         "config_units": config_units(model),
+        "constraints": constraints,
         "spec": {"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
         "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
                       "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},

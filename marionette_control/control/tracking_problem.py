@@ -67,7 +67,15 @@ INTERPOLATIONS = ("clamped", "natural", "not-a-knot", "linear", "cosine")
 
 
 class ProblemError(ValueError):
-    """An optimization problem cannot be set up; the message says what was wrong and what was expected."""
+    """An optimization problem cannot be set up; the message says what was wrong and what was expected.
+
+    ``key`` (optional) names the offending option in the problem description's vocabulary
+    (``constraints.min_tension``, ``weights.input``), for front ends to word in their own terms.
+    """
+
+    def __init__(self, message: str, key: Optional[str] = None):
+        super().__init__(message)
+        self.key = key
 
 
 class UnknownWeightName(ProblemError):
@@ -144,6 +152,12 @@ class GainWeights:
         return Q, np.full(model.nU, self.input)
 
 
+def _default_constraints():
+    from marionette_control.control.problem import ConstraintOptions
+
+    return ConstraintOptions()
+
+
 def default_motion_directories() -> list[Path]:
     """The package's ``config/motions`` (source tree or ``<prefix>/share``), if it exists."""
     from marionette_control.models.marionette_arm import config_path
@@ -159,7 +173,8 @@ class ProblemDefaults:
     """What a front end leaves open (see the module docstring).
 
     ``max_steps`` bounds the N a request may ask for; ``motion_directories`` is the motion
-    library (default: :func:`default_motion_directories`).
+    library (default: :func:`default_motion_directories`); ``constraints`` the inequality
+    constraints a request gets unless it says otherwise (:class:`~.problem.ConstraintOptions`).
     """
 
     dt: float = 0.01
@@ -170,6 +185,7 @@ class ProblemDefaults:
     deadline: Optional[float] = None
     max_steps: int = 20000
     motion_directories: Sequence = ()
+    constraints: object = field(default_factory=lambda: _default_constraints())
 
     def __post_init__(self):
         if not (isinstance(self.dt, (int, float)) and math.isfinite(self.dt) and self.dt > 0):

@@ -17,6 +17,21 @@ array      shape                 meaning
 
 Loading validates shapes and names against each other and, given a model,
 refuses a trajectory made for another model (different name, hash or names).
+
+Optimization results (``marionette-optimize``, the optimizer node) record in ``info``, besides
+the optimizer's statistics, ``constraints``: the inequality constraints the trajectory was
+optimized under and how it meets them —
+
+* ``feasible`` (bool: every constraint satisfied within the feasibility tolerance) and
+  ``violation`` (the largest normalized violation, 0 when feasible);
+* ``set``: ``options`` (enabled, families, min_tension, margins, barrier_weight, tolerance),
+  ``limits`` (the limits enforced: ``drives`` {configuration: {min, max, max_velocity,
+  max_acceleration}} and ``min_tension`` {string: N}) and ``rows`` (family, component, side,
+  limit, unit of every constraint);
+* ``margins``: per row the worst margin and where (``margin`` in the limit's unit,
+  ``normalized``, ``step``, ``time``), ``satisfied``, ``active_steps`` and ``active_intervals``
+  ([t_from, t_to] where the trajectory rides the limit) —
+  :func:`marionette_control.control.problem.constraint_report`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ a worked example)::
       - {name: hook, parent: link1, translation: [0, 0.1, -0.9],     # constant SE(3) offset,
          rpy: [0, 0, 0]}                                              # R = Rz Ry Rx (URDF)
     strings:                             # distance constraints |p_from - p_to| = length
-      - {name: string, from: hook, to: carriage, length: string_length}  # kinematic length
+      - {name: string, from: hook, to: carriage, length: string_length,  # kinematic length
+         min_tension: 0.5}                                                # N (default 0.5; optimizer
+                                                                          # constraint T >= min_tension)
       - {name: rod, from: a, to: b, length: 0.5}                          # fixed length
     springs:                             # V = 1/2 k (|p1 - p2| - rest_length)^2
       - {name: s1, frame1: a, frame2: b, stiffness: 10.0, rest_length: 0.2}
@@ -54,6 +56,7 @@ import yaml
 
 from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.limits import ActuatorLimits
 from marionette_control.model.urdf import UrdfError, UrdfRobot, add_urdf, parse_urdf
 
 
@@ -181,19 +184,7 @@ class StringSpec:
     frame1: str
     frame2: str
     length: float | str
-
-
-@dataclass(frozen=True)
-class ActuatorLimits:
-    """Range and rate limits of a prescribed (kinematic) configuration, SI units."""
-
-    min: float
-    max: float
-    max_velocity: float
-    max_acceleration: float | None = None
-
-    def contains(self, value: float) -> bool:
-        return self.min <= value <= self.max
+    min_tension: float | None = None
 
 
 @dataclass
@@ -370,7 +361,7 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
 
     for i, s in enumerate(c.list(data.get("strings", []), "strings")):
         key = f"strings[{i}]"
-        c.mapping(s, key, required=("name", "from", "to", "length"))
+        c.mapping(s, key, required=("name", "from", "to", "length"), optional=("min_tension",))
         sname = c.name(s["name"], f"{key}.name")
         unique(sname, f"{key}.name")
         f1 = frame_ref(s["from"], f"{key}.from")
@@ -387,8 +378,14 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
                 kinematic.add(length)
         else:
             length = c.number(length, f"{key}.length", positive=True)
+        min_tension = None
+        if "min_tension" in s:
+            if not isinstance(length, str):
+                c.fail(f"{key}.min_tension", "a minimum tension applies to a string whose length is a kinematic "
+                                             "configuration (a fixed-length link can push as well as pull)")
+            min_tension = c.number(s["min_tension"], f"{key}.min_tension", minimum=0.0)
         b.distance_constraint(f1, f2, length, name=sname)
-        strings.append(StringSpec(sname, f1, f2, length))
+        strings.append(StringSpec(sname, f1, f2, length, min_tension))
 
     # kinematic names that nothing introduced are declared configurations of their own (allowed: an input)
     for k in kinematic:

@@ -1,9 +1,12 @@
 """marionette_optimizer: projection-operator trajectory optimization on request (ROS 2 node).
 
-A thin adapter around the control layer: requests are turned into optimization problems by
-:mod:`marionette_control.control.problem` (which validates them), solved by
+A thin adapter around the control layer: requests are turned into optimization problems
+(:class:`~marionette_control.control.problem.Problem`) by :mod:`marionette_control.control.request`
+(which validates them), solved by
 :class:`~marionette_control.control.optimizer.ProjectionOptimizer`, and answered with the
-feasible trajectory, its time-varying LQR tracking gains and the convergence history.
+feasible trajectory, its time-varying LQR tracking gains, the convergence history and a report
+of every inequality constraint (drive range, speed and acceleration, string tension: by default
+the model file's limits are enforced): its worst margin, where it occurs and where it is active.
 
 Interfaces (with the default node name)
 ---------------------------------------
@@ -85,18 +88,19 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
-from marionette_interfaces.msg import ConvergenceData, TrackedTrajectory
+from marionette_interfaces.msg import ConstraintReport, ConvergenceData, TrackedTrajectory
 from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
 from marionette_control import models
 from marionette_control.control.optimizer import METHODS, IterationRecord, ProjectionOptimizer
-from marionette_control.control.problem import (
+from marionette_control.control.problem import ConstraintOptions, Problem
+from marionette_control.control.request import (
     ConvergenceHistory,
     DesiredMotion,
-    OptimizationProblem,
     RequestOptions,
     build_problem,
     convergence_history,
+    request_limits,
     tracked_trajectory,
 )
 from marionette_control.control.tracking_problem import GainWeights, ProblemDefaults, ProblemError, WeightDefaults
@@ -163,9 +167,13 @@ def _model_check(v) -> Optional[str]:
     return None if v in models.available() else f"unknown model '{v}'; available: {', '.join(models.available())}"
 
 
+def _fraction(v) -> Optional[str]:
+    return None if 0.0 <= v < 1.0 else f"must be a fraction in [0, 1), got {v}"
+
+
 def parameter_specs() -> list[ParamSpec]:
     """Every parameter of the node (see also config/optimizer.yaml)."""
-    w, g, d = WeightDefaults(), GainWeights(), ProblemDefaults()
+    w, g, d, c = WeightDefaults(), GainWeights(), ProblemDefaults(), ConstraintOptions()
     return [
         ParamSpec("model", "marionette_arm", "Model (model-library name) requests optimize for when their model_id "
                   "is empty; built at start-up.", check=_model_check, read_only=True),
@@ -195,6 +203,18 @@ def parameter_specs() -> list[ParamSpec]:
         ParamSpec("max_iterations", d.max_iterations, "Default cap on the number of iterations.", minimum=1),
         ParamSpec("deadline_s", 0.0, "Default wall-clock budget of one optimization [s] (0: none); at the deadline "
                   "the best feasible trajectory so far is returned.", check=_non_negative),
+        ParamSpec("constraints.enabled", c.enabled, "Enforce the model file's limits (drive range, speed, "
+                  "acceleration; string tension >= its minimum) unless a request says otherwise."),
+        ParamSpec("constraints.min_tension", 0.0, "Default minimum string tension [N] for every string (0: the "
+                  "model file's).", check=_non_negative),
+        ParamSpec("constraints.range_margin", 0.0, "Default fraction of each drive's range width kept off each "
+                  "end.", check=_fraction),
+        ParamSpec("constraints.speed_margin", 0.0, "Default fraction of each drive's speed limit kept in "
+                  "reserve.", check=_fraction),
+        ParamSpec("constraints.acceleration_margin", 0.0, "Default fraction of each drive's acceleration limit "
+                  "kept in reserve.", check=_fraction),
+        ParamSpec("constraints.barrier_weight", c.barrier_weight, "Default final weight of the constraint "
+                  "barrier per constraint and second.", check=_positive),
         ParamSpec("tracking_gains.configuration", g.configuration, "LQR state weight of configurations for the "
                   "tracking gains (thesis: Q = I).", check=_positive),
         ParamSpec("tracking_gains.momentum", g.momentum, "LQR state weight of momenta for the tracking gains.",
@@ -227,6 +247,7 @@ class Outcome:
     message: str
     trajectory: Optional[TrackedTrajectory] = None
     history: Optional[ConvergenceHistory] = None
+    constraints: Optional[dict] = None       # problem.result_info of the result
 
 
 @dataclass
@@ -234,8 +255,7 @@ class Job:
     """One optimization handed to the worker thread."""
 
     label: str
-    problem: OptimizationProblem
-    gains: GainWeights
+    problem: Problem
     save_path: Optional[Path]
     should_stop: Callable[[], bool]
     on_iteration: Optional[Callable[[IterationRecord], None]] = None
@@ -253,10 +273,25 @@ def _convergence_msg(h: Optional[ConvergenceHistory]) -> ConvergenceData:
     m.descent_norms = [float(c) for c in h.descent_norms]
     m.step_lengths = [float(c) for c in h.step_lengths]
     m.methods = list(h.methods)
+    m.violations = [float(v) for v in h.violations]
     m.elapsed_s = float(h.elapsed)
     m.converged = h.converged
     m.termination_reason = h.reason
     return m
+
+
+def constraint_reports(margins: list) -> list:
+    """ConstraintReport messages of :func:`~marionette_control.control.problem.constraint_report` rows."""
+    out = []
+    for r in margins:
+        m = ConstraintReport(family=r["family"], component=r["component"], side=r["side"], limit=float(r["limit"]),
+                             unit=r["unit"], label=r["label"], worst_margin=float(r["margin"]),
+                             normalized_margin=float(r["normalized"]), step=int(r["step"]), time_s=float(r["time"]),
+                             satisfied=bool(r["satisfied"]), active_steps=int(r["active_steps"]))
+        m.active_from_s = [float(a) for a, _ in r["active_intervals"]]
+        m.active_to_s = [float(b) for _, b in r["active_intervals"]]
+        out.append(m)
+    return out
 
 
 def _fill(response, outcome: Outcome):
@@ -266,10 +301,28 @@ def _fill(response, outcome: Outcome):
     if outcome.trajectory is not None:
         response.trajectory = outcome.trajectory
     response.convergence = _convergence_msg(outcome.history)
+    c = outcome.constraints
+    if c is not None:
+        response.constraints_satisfied = bool(c["feasible"])
+        response.max_violation = float(c["violation"])
+        response.constraints = constraint_reports(c["margins"])
     return response
 
 
-def _describe(problem: OptimizationProblem, h: ConvergenceHistory, cost: float, deadline) -> str:
+def _constraint_summary(c: dict) -> str:
+    """A sentence on the constraints of a result: satisfied or not, and the ones it rides."""
+    rows = c["margins"]
+    if not rows:
+        return "no inequality constraints"
+    if not c["feasible"]:
+        bad = [r["label"] for r in rows if not r["satisfied"]]
+        return (f"NO constraint-satisfying trajectory found yet: {', '.join(bad)} violated (largest normalized "
+                f"violation {c['violation']:.3g})")
+    active = [f"{r['label']} ({r['active_steps']} steps)" for r in rows if r["active_steps"]]
+    return (f"all {len(rows)} constraints satisfied" + (f"; active: {', '.join(active)}" if active else ""))
+
+
+def _describe(problem: Problem, h: ConvergenceHistory, cost: float, deadline) -> str:
     iters = f"{h.iterations} iteration{'s' if h.iterations != 1 else ''}"
     costs = f"cost {problem.initial_cost:.6g} -> {cost:.6g}"
     tol = problem.options.tolerance
@@ -282,6 +335,7 @@ def _describe(problem: OptimizationProblem, h: ConvergenceHistory, cost: float, 
         "canceled": f"canceled after {iters}: best feasible trajectory so far ({costs})",
         "line_search_failed": f"the line search found no decrease after {iters}: best feasible trajectory so far "
                               f"({costs})",
+        "infeasible": f"no trajectory satisfying the constraints was found after {iters} ({costs})",
     }.get(h.reason, f"stopped after {iters} without a descent direction: best feasible trajectory so far ({costs})")
     return (f"{head} in {h.elapsed:.3g} s; {problem.source}, {problem.N} steps of dt = {problem.dt:g} s on model "
             f"'{problem.model.name}'")
@@ -340,22 +394,31 @@ class OptimizerNode(Node):
         return ProblemDefaults(dt=float(v["dt"]), weights=weights, schedule=parse_schedule(v["schedule"]),
                                tolerance=float(v["tolerance"]), max_iterations=int(v["max_iterations"]),
                                deadline=float(v["deadline_s"]) or None, max_steps=int(v["max_steps"]),
-                               motion_directories=[directory] if directory else ())
+                               motion_directories=[directory] if directory else (), constraints=self._constraints(v))
 
     def _gains(self) -> GainWeights:
         v = self._values
         return GainWeights(*(float(v[f"tracking_gains.{k}"]) for k in (
             "configuration", "momentum", "kinematic_velocity", "input")))
 
+    def _constraints(self, v: dict) -> ConstraintOptions:
+        margins = {f: float(v[f"constraints.{f}_margin"]) for f in ("range", "speed", "acceleration")
+                   if float(v[f"constraints.{f}_margin"]) > 0}
+        return ConstraintOptions(enabled=bool(v["constraints.enabled"]), margins=margins,
+                                 min_tension=float(v["constraints.min_tension"]) or None,
+                                 barrier_weight=float(v["constraints.barrier_weight"]))
+
     # -- requests ------------------------------------------------------------------------------------
 
     def _model(self, name: str):
+        """(model, limits) of a model-library name, built once."""
         with self._models_lock:
             if name not in self._models:
                 if name not in models.available():
                     raise ProblemError(f"unknown model '{name}'; available: {', '.join(models.available())}")
                 try:
-                    self._models[name] = models.get(name)
+                    model = models.get(name)
+                    self._models[name] = (model, request_limits(model))
                 except Exception as e:  # a model file that does not load is the request's problem to hear about
                     raise ProblemError(f"model '{name}' cannot be built: {e}") from None
             return self._models[name]
@@ -383,16 +446,19 @@ class OptimizerNode(Node):
             raise ProblemError(f"save_path {str(path)!r}: directory {str(path.parent)!r} is not writable")
         return path
 
-    def prepare(self, request) -> tuple[OptimizationProblem, Optional[Path]]:
+    def prepare(self, request) -> tuple[Problem, Optional[Path]]:
         """Validates a request (service request or action goal) and builds its problem; raises ProblemError."""
-        model = self._model(request.model_id or self.default_model)
+        model, limits = self._model(request.model_id or self.default_model)
         o = request.options
         options = RequestOptions(
             state_weight_names=list(o.state_weight_names), state_weights=list(o.state_weights),
             input_weight_names=list(o.input_weight_names), input_weights=list(o.input_weights),
             terminal_weight_names=list(o.terminal_weight_names), terminal_weights=list(o.terminal_weights),
             methods=list(o.methods), method_iterations=list(o.method_iterations), tolerance=o.tolerance,
-            max_iterations=o.max_iterations, deadline_s=o.deadline_s, dt=o.dt)
+            max_iterations=o.max_iterations, deadline_s=o.deadline_s, dt=o.dt, constraints=o.constraints,
+            constraint_families=list(o.constraint_families), min_tension=o.min_tension,
+            range_margin=o.range_margin, speed_margin=o.speed_margin, acceleration_margin=o.acceleration_margin,
+            barrier_weight=o.barrier_weight)
         desired = None
         if not request.motion_name:
             d = request.desired
@@ -400,7 +466,8 @@ class OptimizerNode(Node):
                 joint_names=list(d.joint_names),
                 times=[p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec for p in d.points],
                 positions=[list(p.positions) for p in d.points])
-        problem = build_problem(model, request.motion_name, desired, options, self._defaults())
+        problem = build_problem(model, request.motion_name, desired, options, self._defaults(), self._gains(),
+                                limits)
         return problem, self._save_path(request.save_path, model.name)
 
     def _reserve(self) -> bool:
@@ -443,7 +510,7 @@ class OptimizerNode(Node):
             self.get_logger().warning(f"request refused: {self._busy_message()}")
             return _fill(response, Outcome(False, self._busy_message()))
         try:
-            job = Job("service request", problem, self._gains(), save, self._stopping.is_set)
+            job = Job("service request", problem, save, self._stopping.is_set)
             return _fill(response, self._run_job(job))
         finally:
             self._release()
@@ -480,6 +547,8 @@ class OptimizerNode(Node):
                     return
                 fb = OptimizeAction.Feedback(iteration=record.iteration + 1, cost=float(record.cost),
                                              descent_norm=float(record.descent_norm),
+                                             violation=float(record.violation),
+                                             barrier_weight=float(record.barrier_weight),
                                              step_length=float(record.step_length), method=record.method,
                                              elapsed_s=time.monotonic() - accepted)
                 goal_handle.publish_feedback(fb)
@@ -487,7 +556,7 @@ class OptimizerNode(Node):
             def should_stop() -> bool:
                 return self._stopping.is_set() or goal_handle.is_cancel_requested
 
-            outcome = self._run_job(Job("goal", problem, self._gains(), save, should_stop, feedback))
+            outcome = self._run_job(Job("goal", problem, save, should_stop, feedback))
             _fill(result, outcome)
             stopped = outcome.history is not None and outcome.history.reason == ConvergenceData.REASON_CANCELED
             if stopped and goal_handle.is_cancel_requested:
@@ -521,13 +590,15 @@ class OptimizerNode(Node):
             return Outcome(False, "the optimizer node is shutting down; the request was not run")
         self.get_logger().info(f"{job.label}: optimizing {p.source} on model '{p.model.name}' ({p.N} steps of "
                                f"{p.dt:g} s)")
-        result = ProjectionOptimizer(p.system, p.cost, p.options).optimize(p.X0, p.U0, callback=job.on_iteration,
-                                                                           should_stop=job.should_stop)
-        history = convergence_history(result, p.initial_cost)
-        traj = tracked_trajectory(p, result, job.gains)
+        opt = ProjectionOptimizer(p.system, p.cost, p.options)
+        initial_violation = opt.evaluate(p.X0, p.U0)[1]
+        result = opt.optimize(p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
+        history = convergence_history(result, p.initial_cost, initial_violation)
+        traj = tracked_trajectory(p, result)
+        constraints = traj.info["constraints"]
         # header.stamp stays zero: "start when the receiver starts it" (TrackedTrajectory.msg).
         msg = trajectory_to_msg(traj, TrackedTrajectory, list(p.model.config_names))
-        message = _describe(p, history, float(result.cost), p.options.deadline)
+        message = f"{_describe(p, history, float(result.cost), p.options.deadline)}; {_constraint_summary(constraints)}"
         if self._stopping.is_set() and history.reason == ConvergenceData.REASON_CANCELED:
             message += " (the node is shutting down)"
         if job.save_path is not None:
@@ -541,7 +612,7 @@ class OptimizerNode(Node):
             self._publisher.publish(msg)
             message += f"; published on {self._publisher.topic_name}"
         self.get_logger().info(f"{job.label}: {message}")
-        return Outcome(True, message, msg, history)
+        return Outcome(True, message, msg, history, constraints)
 
     @property
     def in_flight(self) -> int:

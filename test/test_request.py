@@ -1,4 +1,4 @@
-"""Request → optimization problem (control/problem.py), without ROS."""
+"""Request → optimization problem (control/request.py), without ROS."""
 
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from marionette_control import models
-from marionette_control.control import problem as P
+from marionette_control.control import request as P
 from marionette_control.control.optimizer import IterationRecord, OptimizationResult, ProjectionOptimizer
-from marionette_control.control.problem import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
+from marionette_control.control.request import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
 
 SEED_COST = 13297.3789  # seed 001 §VIII-A (reference/pendulum-vectors.md)
 
@@ -32,9 +32,10 @@ def test_seed_001_swing_up_through_the_builder(pendulum):
     p = P.build_problem(pendulum, desired=swing_up(), options=RequestOptions(input_weight_names=["torque"],
                                                                               input_weights=[50.0]))
     assert p.dt == pytest.approx(0.1) and p.N == 100 and p.source == "desired"
-    np.testing.assert_array_equal(np.diag(p.cost.Q), [1000.0, 1.0])
-    np.testing.assert_array_equal(p.cost.R, [[50.0]])
-    np.testing.assert_array_equal(p.cost.Qf, p.cost.Q)
+    np.testing.assert_array_equal(p.Q, [1000.0, 1.0])
+    np.testing.assert_array_equal(p.R, [50.0])
+    np.testing.assert_array_equal(p.Qf, p.Q)
+    assert [t.name for t in p.cost.terms] == ["state", "input", "terminal"]   # no limits: no constraint
     np.testing.assert_array_equal(p.X0, 0.0)  # hanging at rest is an equilibrium
     r = ProjectionOptimizer(p.system, p.cost, p.options).optimize(p.X0, p.U0)
     assert r.converged and r.cost == pytest.approx(SEED_COST, rel=1e-8)
@@ -43,7 +44,7 @@ def test_seed_001_swing_up_through_the_builder(pendulum):
     assert len(h.costs) == len(h.descent_norms) == len(h.step_lengths) == len(h.methods) == h.iterations + 1
     assert h.costs[0] == pytest.approx(p.initial_cost) and h.costs[-1] == pytest.approx(r.cost)
     assert h.descent_norms[-1] < p.options.tolerance and h.methods[0] == "" and h.step_lengths[0] == 0.0
-    traj = P.tracked_trajectory(p, r, P.GainWeights())
+    traj = P.tracked_trajectory(p, r)
     traj.check_model(pendulum)
     assert traj.K.shape == (100, 1, 2) and traj.info["termination_reason"] == "converged"
 
@@ -66,8 +67,8 @@ def test_arm_wave_problem(arm):
     p = P.build_problem(arm, motion_name="wave")
     assert p.N == 800 and p.dt == 0.01 and p.named == ["shoulder", "elbow"] and p.source == "motion 'wave'"
     # Weights by kind (thesis §6.7.2: only the arm angles weighted heavily).
-    np.testing.assert_array_equal(np.diag(p.cost.Q), [1000, 1000, 0, 0, 1, 1, 0.01, 0.01])
-    np.testing.assert_array_equal(np.diag(p.cost.R), [0.01, 0.01])
+    np.testing.assert_array_equal(p.Q, [1000, 1000, 0, 0, 1, 1, 0.01, 0.01])
+    np.testing.assert_array_equal(p.R, [0.01, 0.01])
     np.testing.assert_allclose(p.Xd[0, :2], np.radians([0.0, 35.0]), atol=1e-12)
     np.testing.assert_array_equal(p.Xd[:, 2:], 0.0)
     # The initial trajectory: the desired initial angles with the string made taut, at the discrete rest
@@ -81,7 +82,7 @@ def test_arm_wave_problem(arm):
     assert np.abs(p.X0[:, :4] - p.X0[0, :4]).max() < 1e-6
     np.testing.assert_array_equal(p.U0, np.tile(p.X0[0, 2:4], (800, 1)))
     assert max(abs(arm.constraints(x[:arm.nq])[0][0]) for x in p.X0) < 1e-9
-    assert p.initial_cost == pytest.approx(p.cost.value(p.X0, p.U0))
+    assert p.initial_cost == pytest.approx(p.cost.without_barriers().value(p.X0, p.U0))
 
 
 def test_weights_by_name_override_the_defaults(arm):
