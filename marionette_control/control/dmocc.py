@@ -208,7 +208,11 @@ class DmoccSolver:
         p = ca.MX.sym("p", 0)
         ipopt = {"tol": opt.tolerance, "constr_viol_tol": opt.constraint_tolerance, "max_iter": opt.max_iterations,
                  "print_level": opt.print_level, "sb": "yes",
-                 "hessian_approximation": "exact" if opt.hessian == "exact" else "limited-memory"}
+                 "hessian_approximation": "limited-memory" if opt.hessian == "limited_memory" else "exact",
+                 # The start is a simulated (feasible) trajectory: IPOPT's least-squares multiplier estimate
+                 # there is the adjoint, large when the cost is; its default cap (1000) would zero it and
+                 # leave the first iterations without the dynamics' curvature.
+                 "constr_mult_init_max": 1e20}
         if opt.deadline is not None:
             ipopt["max_wall_time"] = float(opt.deadline)
         ipopt.update(dict(opt.ipopt))
