@@ -102,6 +102,29 @@ class DmoccOptions:
             raise ValueError(f"dmocc ipopt options must be a mapping of option names to values, got {self.ipopt!r}")
 
 
+    #: Keys of a spec's ``dmocc`` section (everything but ``final_state``: the spec's x^N is its desired final state).
+    SPEC_KEYS = ("tolerance", "constraint_tolerance", "max_iterations", "final", "hessian", "print_level", "ipopt")
+
+    @classmethod
+    def from_mapping(cls, data, key: str = "dmocc") -> "DmoccOptions":
+        """Options from a spec's ``dmocc`` mapping; ValueError names the offending ``key.entry``."""
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{key}: expected a mapping of {', '.join(cls.SPEC_KEYS)}, got {data!r}")
+        unknown = [k for k in data if k not in cls.SPEC_KEYS]
+        if unknown:
+            raise ValueError(f"{key}.{unknown[0]}: unknown key (keys: {', '.join(cls.SPEC_KEYS)})")
+        try:
+            return cls(**{k: v for k, v in data.items() if v is not None})
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{key}: {str(e).replace('dmocc ', '')}") from None
+
+
+#: The optimization methods a spec or request can name: the projection operator (thesis ch. 6) or DMOCC.
+OPTIMIZATION_METHODS = ("projection", "dmocc")
+
+
 @dataclass
 class DmoccResult(OptimizationResult):
     """An :class:`~.optimizer.OptimizationResult` with the solver's statistics.
@@ -365,4 +388,4 @@ def solve_problem(problem, X0: np.ndarray, U0: np.ndarray, options: Optional[Dmo
     return DmoccSolver(nlp, options).solve(X0, U0, callback=callback, should_stop=should_stop)
 
 
-__all__ = ["DmoccOptions", "DmoccResult", "DmoccSolver", "DmoccUnavailable", "solve_problem", "HESSIANS"]
+__all__ = ["OPTIMIZATION_METHODS", "DmoccOptions", "DmoccResult", "DmoccSolver", "DmoccUnavailable", "solve_problem", "HESSIANS"]
