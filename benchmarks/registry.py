@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 # Modules whose import registers groups (later issues append theirs).
-GROUP_MODULES = ["benchmarks.core", "benchmarks.ros", "benchmarks.optimizer"]
+GROUP_MODULES = ["benchmarks.core", "benchmarks.ros", "benchmarks.optimizer", "benchmarks.constraints"]
 
 
 @dataclass

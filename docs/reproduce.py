@@ -3,6 +3,7 @@
     .venv/bin/python docs/reproduce.py swing-up        # seed 001 §VIII-A, Fig. 3 (about 10 s)
     .venv/bin/python docs/reproduce.py stabilization   # seed 001 §VIII-B, Figs. 6-7 (about 15 s)
     .venv/bin/python docs/reproduce.py tracking [--steps 1000]   # thesis §6.7.3.1 (about 30 s)
+    .venv/bin/python docs/reproduce.py wave            # thesis §6.7.2 with and without constraints (about 10 s)
     .venv/bin/python docs/reproduce.py all
 
 Each writes PNG figures to docs/img/ and a JSON summary to out/reproductions/<name>.json
@@ -160,6 +161,7 @@ def tracking(img: Path, steps: int) -> dict:
     from benchmarks.optimizer import humanoid_tracking_problem, iteration_seconds
 
     ds, cost, X0, U0 = humanoid_tracking_problem(steps)
+    Xd = cost.reference()[0]
     m = ds.model
     opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=60))
     t = time.perf_counter()
@@ -172,8 +174,8 @@ def tracking(img: Path, steps: int) -> dict:
     nw = [s for h, s in per if h.method == "newton" and h.step_length > 0]
     fb = [s for h, s in per if h.requested == "newton" and h.method == "quasi_newton"]
     q_idx = [m.config_index(c) for c in m.config_names[:m.nd]]
-    err_start = np.sqrt(np.mean((X0[:, q_idx] - cost.Xd[:, q_idx]) ** 2))
-    err_final = np.sqrt(np.mean((r.X[:, q_idx] - cost.Xd[:, q_idx]) ** 2))
+    err_start = np.sqrt(np.mean((X0[:, q_idx] - Xd[:, q_idx]) ** 2))
+    err_final = np.sqrt(np.mean((r.X[:, q_idx] - Xd[:, q_idx]) ** 2))
     out = {"N": steps, "dt": ds.dt, "reason": r.reason, "converged": r.converged, "steps": r.steps,
            "direction_evaluations": r.iterations, "start_cost": opt.objective(X0, U0), "cost": r.cost,
            "final_descent_norm": r.history[-1].descent_norm, "seconds": total,
@@ -197,7 +199,7 @@ def tracking(img: Path, steps: int) -> dict:
     tt = ds.dt * np.arange(steps + 1)
     for c, col in (("lknee_rx", "C0"), ("rhip_rx", "C1"), ("torso_rx", "C2")):
         i = m.config_index(c)
-        ax[1].plot(tt, cost.Xd[:, i], col + "--", lw=1)
+        ax[1].plot(tt, Xd[:, i], col + "--", lw=1)
         ax[1].plot(tt, r.X[:, i], col, label=c)
     ax[1].set_xlabel("t [s]")
     ax[1].set_ylabel("rad (dashed: desired)")
@@ -217,9 +219,103 @@ def tracking(img: Path, steps: int) -> dict:
     return out
 
 
+# ------------------------------------------------------------------ thesis §6.7.2 with the drives' limits
+
+
+def wave(img: Path) -> dict:
+    """The wave spec with and without its model file's limits, at the animated speed and at twice it:
+    angles, inputs, drive accelerations and string tension side by side."""
+    import math
+
+    from marionette_control.cli.plot import drive_motion, string_tensions
+    from marionette_control.control.spec import load_spec, parse_spec, solve
+
+    import yaml
+
+    spec_path = ROOT / "config" / "optimize" / "marionette_arm_wave.yaml"
+    wave_motion = yaml.safe_load((ROOT / "config" / "motions" / "wave.yaml").read_text())
+    data = yaml.safe_load(spec_path.read_text())
+    data.pop("output")
+    fast = dict(data, motion={"joints": wave_motion["joints"], "angle_unit": "deg", "interpolation": "clamped",
+                              "keyframes": [[t / 2.0] + v for t, *v in wave_motion["keyframes"]]})
+    runs, out = {}, {}
+    for speed, base in (("1x", data), ("2x", fast)):
+        for label, enabled in (("unconstrained", False), ("constrained", True)):
+            spec = parse_spec(dict(base, constraints={"enabled": enabled}), str(spec_path))
+            t = time.perf_counter()
+            res = solve(spec)
+            wall = time.perf_counter() - t
+            tr = res.trajectory
+            motion = drive_motion(tr)
+            tension = string_tensions(tr, res.problem.model)["string"]
+            key = f"{speed} {label}"
+            runs[key] = (tr, motion, tension, res)
+            s = res.summary
+            out[key] = {"iterations": s["iterations"], "cost": s["cost"], "optimization_s": s["optimization_elapsed"],
+                        "wall_s": wall, "converged": s["converged"],
+                        "rms_deg": {k: math.degrees(e["rms"]) for k, e in s["tracking_errors"].items()},
+                        "max_abs_acceleration": {k: float(np.abs(a).max()) for k, (_, a) in motion.items()},
+                        "first_step_acceleration": {k: float(a[0]) for k, (_, a) in motion.items()},
+                        "max_abs_speed": {k: float(np.abs(v).max()) for k, (v, _) in motion.items()},
+                        "input_range": s["input_ranges"], "min_tension": float(tension.min()),
+                        "constraints_satisfied": s["constraints_satisfied"],
+                        "active": sorted(r["label"] for r in tr.info["constraints"]["margins"] if r["active_steps"])}
+            say(f"{key}: {s['iterations']} iterations, {s['optimization_elapsed']:.2f} s, cost {s['cost']:.6f}, RMS "
+                f"{out[key]['rms_deg']} deg, max |a| {out[key]['max_abs_acceleration']}, first-step a "
+                f"{out[key]['first_step_acceleration']}, min tension {tension.min():.3f} N, active {out[key]['active']}")
+    plt = pyplot()
+    fig, axes = plt.subplots(5, 2, figsize=(13, 14), sharex="col")
+    colors = {"unconstrained": "C3", "constrained": "C0"}
+    lim = runs["1x constrained"][3].problem.limits
+    for col, speed in enumerate(("1x", "2x")):
+        tr0 = runs[f"{speed} constrained"][0]
+        Qd = np.asarray(tr0.info["desired"]["q"])
+        t = tr0.t
+        for j, name in enumerate(("shoulder", "elbow")):
+            axes[0, col].plot(t, np.degrees(Qd[:, j]), "k--", lw=1, label="desired" if j == 0 else None)
+        for label, c in colors.items():
+            tr, motion, tension, res = runs[f"{speed} {label}"]
+            for j, ls in ((0, "-"), (1, ":")):
+                axes[0, col].plot(t, np.degrees(tr.X[:, j]), c, ls=ls, lw=1,
+                                  label=f"{label} ({'shoulder' if j == 0 else 'elbow'})")
+            axes[1, col].plot(t[1:], tr.U[:, 0], c, lw=1, label=f"carriage, {label}")
+            axes[1, col].plot(t[1:], tr.U[:, 1], c, ls=":", lw=1, label=f"string length, {label}")
+            axes[2, col].plot(t[:-1], motion["carriage"][1], c, lw=1, label=label)
+            axes[3, col].plot(t[:-1], motion["string_length"][1], c, lw=1, label=label)
+            axes[4, col].plot(t[:-1], tension, c, lw=1, label=label)
+        for v in (lim.lower[1], lim.upper[1], lim.upper[0]):
+            axes[1, col].axhline(v, color="r", ls=":", lw=0.8)
+        for row, i in ((2, 0), (3, 1)):
+            for v in (-lim.max_acceleration[i], lim.max_acceleration[i]):
+                axes[row, col].axhline(v, color="r", ls=":", lw=0.8)
+        axes[4, col].axhline(lim.min_tension[0], color="r", ls=":", lw=0.8)
+        axes[4, col].axhline(0.0, color="k", lw=0.6)
+        axes[0, col].set_title(f"wave at {speed} speed: constrained {out[speed + ' constrained']['iterations']} it, "
+                               f"{out[speed + ' constrained']['optimization_s']:.2f} s; unconstrained "
+                               f"{out[speed + ' unconstrained']['iterations']} it, "
+                               f"{out[speed + ' unconstrained']['optimization_s']:.2f} s", fontsize=9)
+        axes[-1, col].set_xlabel("t [s]")
+    for row, lab in enumerate(("angle [deg]", "inputs [m]", "carriage accel. [m/s²]", "string accel. [m/s²]",
+                               "string tension [N]")):
+        axes[row, 0].set_ylabel(lab)
+        for col in (0, 1):
+            axes[row, col].grid(True, alpha=0.3)
+    axes[0, 0].legend(fontsize=7, ncol=2)
+    axes[2, 0].legend(fontsize=7)
+    axes[1, 0].legend(fontsize=6, ncol=2)
+    for col in (0, 1):
+        axes[2, col].set_ylim(-4 * lim.max_acceleration[0], 4 * lim.max_acceleration[0])
+        axes[3, col].set_ylim(-4 * lim.max_acceleration[1], 4 * lim.max_acceleration[1])
+    fig.suptitle("Marionette arm wave with and without the drives' and string's limits (red dotted: limits)")
+    fig.tight_layout()
+    fig.savefig(img / "wave_constraints.png", dpi=90)
+    plt.close(fig)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["swing-up", "stabilization", "tracking", "all"])
+    ap.add_argument("what", choices=["swing-up", "stabilization", "tracking", "wave", "all"])
     ap.add_argument("--steps", type=int, default=1000, help="tracking horizon N (default 1000 = the thesis's 10 s)")
     ap.add_argument("--img-dir", type=Path, default=ROOT / "docs" / "img")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "out" / "reproductions")
@@ -227,7 +323,7 @@ def main(argv=None) -> int:
     a.img_dir.mkdir(parents=True, exist_ok=True)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     jobs = {"swing-up": lambda: swing_up(a.img_dir), "stabilization": lambda: stabilization(a.img_dir),
-            "tracking": lambda: tracking(a.img_dir, a.steps)}
+            "tracking": lambda: tracking(a.img_dir, a.steps), "wave": lambda: wave(a.img_dir)}
     for name in (jobs if a.what == "all" else [a.what]):
         res = jobs[name]()
         (a.out_dir / f"{name}.json").write_text(json.dumps(res, indent=1, default=float))

@@ -213,3 +213,34 @@ def test_parse_set_reads_yaml_values():
         "a.b": 1e-3, "c": [1, 2], "d": None, "e": "text"}
     with pytest.raises(ValueError, match="bad key"):
         optimize.parse_set(["a..b=1"])
+
+
+def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path):
+    """marionette-optimize on the wave (constraints on by default): progress lines carry the violation next to
+    the cost, the summary lists every constraint's worst margin; marionette-plot draws the drives' speed and
+    acceleration and the string tension (recomputed from the model: at least the 0.5 N minimum)."""
+    from marionette_control.control.spec import config_dir
+
+    out = tmp_path / "wave.npz"
+    buf = io.StringIO()
+    from contextlib import redirect_stdout
+
+    with redirect_stdout(buf):
+        code = optimize.main([str(config_dir() / "optimize" / "marionette_arm_wave.yaml"), "-o", str(out),
+                              "--progress", "plain"])
+    text = buf.getvalue()
+    assert code == 0, text
+    iters = [line for line in text.splitlines() if "optimization  iter" in line]
+    assert iters and all(" viol 0.0e+00 " in line and " mu " in line for line in iters)
+    assert "constraints: all satisfied" in text
+    assert "carriage acceleration >= -15 m/s^2: worst margin" in text and "string tension >= 0.5 N" in text
+    tr = Trajectory.load(out, models.get("marionette_arm"))
+    assert tr.info["constraints"]["feasible"] and len(tr.info["constraints"]["margins"]) == 13
+    assert tr.info["constraints"]["set"]["limits"]["min_tension"] == {"string": 0.5}
+    tension = plot.string_tensions(tr)["string"]
+    assert tension.shape == (tr.N,) and tension.min() >= 0.5 - 1e-6
+    speed, acc = plot.drive_motion(tr)["carriage"]
+    assert np.abs(acc).max() <= 15.0 * (1 + 1e-6) and np.abs(speed).max() <= 2.0
+    assert plot.main([str(out), "-o", str(tmp_path)]) == 0
+    for name in ("convergence", "configurations", "inputs", "drives", "tension"):
+        assert (tmp_path / f"wave_{name}.png").stat().st_size > 10_000, name

@@ -332,7 +332,7 @@ class BarrierTerm(Term):
 
     def calc(self, data, point):
         C = self._normalized(point)
-        used = np.isfinite(C) | (C == -np.inf)
+        used = C != np.inf
         v = np.zeros_like(C)
         v[used] = barrier(C[used], self.delta)
         data.value = self.weight * self.dt * float(v.sum())

@@ -26,6 +26,13 @@ String relaxation (§6.6.2, strings as applied forces)
     the hook-to-control-point distance, so h(q) = 0 exactly at every step. The transformed
     trajectory is projected onto the constrained system.
 
+Constraint penalty (§6.6.2, internal closed chains)
+    Constraints that model the structure (a closed kinematic chain) rather than an actuator are
+    removed and replaced by the cost term ½ w Σ h(q)² (:class:`~.terms.ConstraintPenalty`); the
+    relaxed model is optimized round after round with w raised until the constraint error is
+    negligible, and the result is projected onto the constrained model
+    (:func:`run_constraint_penalty`).
+
 Variants are built from the model's own description (:meth:`SystemBuilder.from_model
 <marionette_control.model.SystemBuilder.from_model>`): forces are added to it and string
 constraints removed, so every model can be varied, however it was described (builder, YAML,
@@ -247,6 +254,7 @@ class StageResult:
     result: OptimizationResult
     extra_weight: Optional[float] = None
     max_extra: Optional[float] = None
+    max_constraint_error: Optional[float] = None
 
     def summary(self) -> dict:
         r = self.result
@@ -256,6 +264,8 @@ class StageResult:
             d["extra_weight"] = float(self.extra_weight)
         if self.max_extra is not None:
             d["max_extra_input"] = float(self.max_extra)
+        if self.max_constraint_error is not None:
+            d["max_constraint_error"] = float(self.max_constraint_error)
         return d
 
 
@@ -659,3 +669,83 @@ def run_string_relaxation(relaxation: Relaxation, dt: float, cost: Cost, x0: np.
     sys_c = _core.DiscreteSystem(relaxation.original, dt)
     Xp, Up = project_onto(sys_c, x0, Xc, Uc, "the restored string trajectory")
     return InitialTrajectory(Xp, Up, stages, True, "strings restored")
+
+
+# --------------------------------------------------------------------------------------------- h² penalty
+
+
+@dataclass
+class PenaltyOptions:
+    """Settings of :func:`run_constraint_penalty`.
+
+    weights : penalty weights w of the successive rounds, rising (the run stops after the first round
+        whose max |h| ≤ ``tolerance``).
+    tolerance : constraint error counted as negligible (the constraint's units: m² for a distance).
+    optimizer : options of every round.
+    """
+
+    weights: Sequence[float] = (1e2, 1e4, 1e6)
+    tolerance: float = 1e-6
+    optimizer: OptimizerOptions = field(default_factory=lambda: OptimizerOptions(max_iterations=40))
+
+    def __post_init__(self):
+        w = [float(v) for v in self.weights]
+        if not w or not all(np.isfinite(v) and v > 0 for v in w) or any(b <= a for a, b in zip(w, w[1:])):
+            raise ValueError(f"penalty weights must be positive and increase from round to round, got {self.weights}")
+        self.weights = tuple(w)
+        if not (np.isfinite(self.tolerance) and self.tolerance > 0):
+            raise ValueError(f"the penalty tolerance must be > 0, got {self.tolerance}")
+
+
+def remove_constraints(model: "_core.Model", names: Sequence[str]) -> "_core.Model":
+    """``model`` without the holonomic constraints ``names`` (same configurations, states and inputs)."""
+    missing = sorted(set(names) - set(model.constraint_names))
+    if missing or not names:
+        raise EmbeddingError(f"model '{model.name}' has no constraint named {', '.join(missing) or '(none given)'} "
+                             f"(constraints: {', '.join(model.constraint_names) or 'none'})")
+    b = SystemBuilder.from_model(model)
+    for n in names:
+        b.remove_constraint(n)
+    return _build(b, f"model '{model.name}' without {', '.join(names)}")
+
+
+def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt: float, cost: Cost, x0: np.ndarray,
+                           options: Optional[PenaltyOptions] = None, callback: Optional[StageCallback] = None,
+                           should_stop: Optional[Callable[[], bool]] = None,
+                           deadline: Optional[float] = None) -> InitialTrajectory:
+    """Constraint relaxation by penalty (thesis §6.6.2, for internal closed chains).
+
+    The constraints ``constraints`` are removed from ``model`` and replaced by the cost term
+    ½ w Σ h(q_k)² (:class:`~.terms.ConstraintPenalty`); the relaxed model is optimized from the desired
+    trajectory projected onto it, round after round with w raised (``options.weights``) until
+    max |h| ≤ ``options.tolerance``; the result is projected onto ``model`` from ``x0`` (nx,).
+    """
+    from marionette_control.control.terms import ConstraintPenalty
+
+    options = options or PenaltyOptions()
+    clock = _Clock(deadline)
+    relaxed = remove_constraints(model, constraints)
+    sys_r = _core.DiscreteSystem(relaxed, dt)
+    base = cost.without_barriers()
+    X, U = desired_projection(sys_r, x0, *base.reference())
+    stages, reason = [], "rounds exhausted"
+    penalty = ConstraintPenalty(model, constraints, options.weights[0])
+    for i, w in enumerate(options.weights):
+        if clock.expired() or (should_stop is not None and should_stop()):
+            reason = "deadline" if clock.expired() else "cancelled"
+            break
+        stage = f"penalty {i + 1}/{len(options.weights)} (weight {w:g})"
+        penalty = ConstraintPenalty(model, constraints, w)
+        res = _run_stage(sys_r, base.replaced([penalty]), options.optimizer, X, U, stage, callback, should_stop,
+                         clock)
+        X, U = res.X, res.U
+        hmax = float(np.abs(penalty.residuals(X)).max())
+        stages.append(StageResult(stage, res, w, max_constraint_error=hmax))
+        if res.reason in ("deadline", "cancelled"):
+            reason = res.reason
+            break
+        if hmax <= options.tolerance:
+            reason = "constraint error negligible"
+            break
+    Xp, Up = project_onto(_core.DiscreteSystem(model, dt), x0, X, U, "the penalized trajectory")
+    return InitialTrajectory(Xp, Up, stages, reason == "constraint error negligible", reason)

@@ -26,9 +26,12 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
     problems h + μ_s Δt Σ β(c): the barrier weight starts at ``barrier_start`` times the
-    terms' own (final) weight μ and is multiplied by ``barrier_decrease`` whenever the
-    current problem is solved to |Dg∘ζ| < max(tolerance, ``barrier_centering`` μ_s Δt), until it
-    reaches μ; the last problem is solved to ``tolerance``. The iterate carries over from
+    terms' own (final) weight μ (by default scaled to the start's cost) and is multiplied by
+    ``barrier_decrease`` whenever the current problem is solved to |Dg∘ζ| <
+    max(tolerance, ``barrier_centering`` μ_s Δt), until it reaches μ; the last problem is solved
+    to ``tolerance``. The schedule's Newton iterations are quasi-Newton before the last problem.
+    If the line search stalls against a limit, the weight is raised again (at most
+    ``MAX_RETREATS`` times in a row). The iterate carries over from
     problem to problem. While the iterate violates a constraint the barrier is Hauser and
     Saccon's quadratic extension below ``barrier_delta`` (finite for infeasible trajectories,
     so the optimizer can start outside); once it satisfies every constraint (normalized
@@ -71,6 +74,15 @@ from marionette_control.control.terms import InitialState, Point
 METHODS = ("steepest", "quasi_newton", "newton")
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
+
+
+class OptionError(ValueError):
+    """An invalid optimizer option; ``option`` names it (``tolerance``, ``schedule[1]``) for front ends to word
+    the error in their own terms (a spec key, a request field)."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass
@@ -132,16 +144,19 @@ class OptimizerOptions:
             try:
                 method, count = entry
             except (TypeError, ValueError):
-                raise ValueError(f"schedule entry {i} must be (method, iterations), got {entry!r}") from None
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i} must be (method, iterations), got {entry!r}") \
+                    from None
             if method not in METHODS:
-                raise ValueError(f"schedule entry {i}: unknown method {method!r}; use one of {', '.join(METHODS)}")
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: unknown method {method!r}; use one of "
+                                                    f"{', '.join(METHODS)}")
             if count is not None and (isinstance(count, bool) or int(count) != count or count < 0):
-                raise ValueError(f"schedule entry {i}: iterations must be a non-negative integer or None")
+                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: iterations must be a non-negative integer "
+                                                    "or None")
             if count is None and i != len(self.schedule) - 1:
-                raise ValueError("only the last schedule entry may run until convergence (None)")
+                raise OptionError(f"schedule[{i}]", "only the last schedule entry may run until convergence (None)")
             sched.append((method, None if count is None else int(count)))
         if not sched:
-            raise ValueError("the method schedule is empty")
+            raise OptionError("schedule", "the method schedule is empty")
         self.schedule = tuple(sched)
         for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
                      "feasibility_tolerance"):
@@ -587,6 +602,11 @@ class ProjectionOptimizer:
                 A, B, point = self._linearized(it.X, it.U)
                 K = self.projection_gains(A, B)
                 requested = opt.method_at(i)
+                if requested == "newton" and stage < len(factors) - 1:
+                    # Before the last barrier problem the adjoint carries large barrier gradients and the
+                    # Newton model is rarely positive definite (measured on the wave: 7 of 7 fell back):
+                    # quasi-Newton, without the wasted second-order evaluation.
+                    requested = "quasi_newton"
                 while True:
                     Z, V, slope, method = self.descent_direction(requested, it.X, it.U, A, B, K, point, cost)
                     last = stage == len(factors) - 1

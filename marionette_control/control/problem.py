@@ -32,6 +32,7 @@ could not be followed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
@@ -149,9 +150,9 @@ class ConstraintOptions:
             finite = np.isfinite(shrink)
             lo[finite] += shrink[finite]
             hi[finite] -= shrink[finite]
-            out = _replace(out, lower=lo, upper=hi,
-                           max_velocity=out.max_velocity * (1.0 - m.get("speed", 0.0)),
-                           max_acceleration=out.max_acceleration * (1.0 - m.get("acceleration", 0.0)))
+            out = dataclasses.replace(out, lower=lo, upper=hi,
+                                      max_velocity=out.max_velocity * (1.0 - m.get("speed", 0.0)),
+                                      max_acceleration=out.max_acceleration * (1.0 - m.get("acceleration", 0.0)))
         if self.joint_limits is not None:
             lo, hi = np.full(model.nq, -np.inf), np.full(model.nq, np.inf)
             for name, (a, b) in self.joint_limits.items():
@@ -178,12 +179,6 @@ class ConstraintOptions:
                 "min_tension": self.min_tension if not isinstance(self.min_tension, Mapping)
                 else dict(self.min_tension), "margins": dict(self.margins),
                 "barrier_weight": self.barrier_weight, "tolerance": self.tolerance}
-
-
-def _replace(limits: ModelLimits, **changes) -> ModelLimits:
-    import dataclasses
-
-    return dataclasses.replace(limits, **changes)
 
 
 def _number(value, key: str, minimum: Optional[float] = None, positive: bool = False, what: str = "a number"):
@@ -380,19 +375,13 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     for i, c in enumerate(sets):
         terms.append(BarrierTerm(c, constraints.barrier_weight, 0.0, dt))
     cost = Cost(terms, model.nx, model.nU, N)
-    options = _with_tolerance(options, constraints.tolerance)
+    options = dataclasses.replace(options, feasibility_tolerance=constraints.tolerance)
     problem = Problem(model, system, np.asarray(t, float), Xd, Ud, np.asarray(x0, float), Q, R, Qf, cost, sets,
                       constraints, effective, options, np.asarray(gain_Q, float), np.asarray(gain_R, float),
                       list(tracked), source)
     if sets:
         _check_initial_state(problem)
     return problem
-
-
-def _with_tolerance(options: OptimizerOptions, tolerance: float) -> OptimizerOptions:
-    import dataclasses
-
-    return dataclasses.replace(options, feasibility_tolerance=tolerance)
 
 
 def _check_initial_state(problem: Problem) -> None:

@@ -33,7 +33,8 @@ are required)::
     initial_trajectory:             # how the first feasible trajectory is found
       method: simulate              #   simulate (constant inputs), desired (the desired trajectory
                                     #   projected with LQR feedback), embedding (§6.6.1),
-                                    #   relaxation (strings as forces, §6.6.2), file (warm start)
+                                    #   relaxation (strings as forces, §6.6.2), penalty (closed
+                                    #   chains as the cost 1/2 w |h|^2, §6.6.2), file (warm start)
       inputs: {cart_next: 0.0}      #   simulate, embedding: constant inputs (default 0 forces,
                                     #   kinematic configurations held at x(0))
       file: previous.npz            #   file: a trajectory of this model
@@ -49,6 +50,11 @@ are required)::
         force_weight: 1.0e-2        #   weight of the replacing force inputs
         embedding: false            #   embed the relaxed system too
         max_iterations: 40
+      penalty:                      #   penalty
+        constraints: [rod]          #   the constraints relaxed (required)
+        weights: [1.0e+2, 1.0e+4, 1.0e+6]   # penalty weights, rising round after round
+        error_tolerance: 1.0e-6     #   max |h| counted as negligible
+        max_iterations: 40          #   per round
     weights:                        # cost weights (diagonal), by name; glob patterns allowed;
       state: {default: 0.01, theta: 100}   # 'default' for every entry not named (without it: the
       input: {default: 0.01}               # defaults by kind, tracking_problem.py); exact names
@@ -117,17 +123,19 @@ from marionette_control import _core
 from marionette_control.control.embedding import (
     EmbeddingError,
     EmbeddingOptions,
+    PenaltyOptions,
     RelaxationOptions,
     desired_projection,
     embed,
     relax_strings,
+    run_constraint_penalty,
     run_dynamic_embedding,
     run_string_relaxation,
 )
 from marionette_control.control.dmocc import OPTIMIZATION_METHODS, DmoccOptions, solve_problem as solve_dmocc
 from marionette_control.control.optimizer import (
-    METHODS,
     IterationRecord,
+    OptionError,
     OptimizationResult,
     OptimizerOptions,
     ProjectionOptimizer,
@@ -160,7 +168,7 @@ from marionette_control.model.motion import MotionError
 from marionette_control.model.yaml_model import Checker, read_yaml
 from marionette_control.models.source import ModelSource
 
-INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "file")
+INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "penalty", "file")
 _TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
         "tracking_gains", "output", "description", "method", "dmocc")
 DEFAULTS = ProblemDefaults()
@@ -199,6 +207,8 @@ class InitialSpec:
     embedding: Optional[EmbeddingOptions] = None
     relaxation: Optional[RelaxationOptions] = None
     relax_strings: Optional[list] = None
+    penalty: Optional[PenaltyOptions] = None
+    penalty_constraints: Optional[list] = None
 
 
 @dataclass
@@ -245,26 +255,18 @@ def _resolve(base: str, p: str) -> str:
 
 
 def _schedule(c: Checker, value, key: str):
+    """A schedule's YAML shape ([method, iterations] or {method, iterations} entries); its rules are
+    OptimizerOptions' (checked when the options are built)."""
     entries = []
     for i, e in enumerate(c.list(value, key)):
         k = f"{key}[{i}]"
         if isinstance(e, dict):
             c.mapping(e, k, required=("method",), optional=("iterations",))
-            method, count = e["method"], e.get("iterations")
+            entries.append((e["method"], e.get("iterations")))
         elif isinstance(e, list) and len(e) in (1, 2):
-            method, count = e[0], (e[1] if len(e) == 2 else None)
+            entries.append((e[0], e[1] if len(e) == 2 else None))
         else:
             c.fail(k, f"expected [method, iterations] or {{method: ..., iterations: ...}}, got {e!r}")
-        if method not in METHODS:
-            c.fail(k, f"unknown method {method!r} (methods: {', '.join(METHODS)})")
-        if count is not None:
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                c.fail(k, f"iterations must be a non-negative integer or null, got {count!r}")
-        elif i != len(value) - 1:
-            c.fail(k, "only the last entry may run until convergence (iterations: null)")
-        entries.append((method, count))
-    if not entries:
-        c.fail(key, "the schedule is empty")
     return tuple(entries)
 
 
@@ -301,6 +303,8 @@ def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
             kw["projection_R"] = c.number(p["input"], f"{key}.projection.input", positive=True)
     try:
         return dataclasses.replace(base, **kw)
+    except OptionError as e:
+        c.fail(f"{key}.{e.option}", str(e))
     except ValueError as e:
         c.fail(key, str(e))
 
@@ -427,14 +431,14 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
     equilibrium = c.boolean(ist.get("equilibrium", False), "initial_state.equilibrium")
 
     it = c.mapping(data.get("initial_trajectory") or {}, "initial_trajectory",
-                   optional=("method", "inputs", "file", "embedding", "relaxation"))
+                   optional=("method", "inputs", "file", "embedding", "relaxation", "penalty"))
     it = {k: v for k, v in it.items() if v is not None}       # null = absent (handy with --set)
     method = it.get("method", "simulate")
     if method not in INITIAL_METHODS:
         c.fail("initial_trajectory.method", f"expected one of {', '.join(INITIAL_METHODS)}, got {method!r}")
-    for k in ("inputs", "file", "embedding", "relaxation"):
+    for k in ("inputs", "file", "embedding", "relaxation", "penalty"):
         users = {"inputs": ("simulate", "embedding"), "file": ("file",), "embedding": ("embedding", "relaxation"),
-                 "relaxation": ("relaxation",)}[k]
+                 "relaxation": ("relaxation",), "penalty": ("penalty",)}[k]
         if k in it and method not in users:
             c.fail(f"initial_trajectory.{k}", f"only used with method {' or '.join(users)} (method is {method})")
     init = InitialSpec(method)
@@ -462,6 +466,23 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
         opts = _optimizer_options(c, r, "initial_trajectory.relaxation", OptimizerOptions(max_iterations=40))
         fw = c.number(r.get("force_weight", 1e-2), "initial_trajectory.relaxation.force_weight", positive=True)
         init.relaxation = RelaxationOptions(force_weight=fw, optimizer=opts, embedding=init.embedding)
+    if method == "penalty":
+        key = "initial_trajectory.penalty"
+        pen = c.mapping(it.get("penalty") or {}, key, required=("constraints",),
+                        optional=("constraints", "weights", "error_tolerance", "max_iterations", "schedule",
+                                  "tolerance"))
+        init.penalty_constraints = [c.name(n, f"{key}.constraints[{i}]")
+                                    for i, n in enumerate(c.list(pen["constraints"], f"{key}.constraints"))]
+        kw = {"optimizer": _optimizer_options(c, pen, key, OptimizerOptions(max_iterations=40))}
+        if "weights" in pen:
+            kw["weights"] = [c.number(v, f"{key}.weights[{i}]", positive=True)
+                             for i, v in enumerate(c.list(pen["weights"], f"{key}.weights"))]
+        if "error_tolerance" in pen:
+            kw["tolerance"] = c.number(pen["error_tolerance"], f"{key}.error_tolerance", positive=True)
+        try:
+            init.penalty = PenaltyOptions(**kw)
+        except ValueError as err:
+            c.fail(key, str(err))
     if "embedding" in it and method == "relaxation" and init.embedding is None:
         c.fail("initial_trajectory.embedding", "set relaxation.embedding: true to embed the relaxed system")
 
@@ -717,6 +738,13 @@ def initial_trajectory(spec: OptimizationSpec, problem: Problem, callback=None, 
             init = run_dynamic_embedding(emb, spec.dt, problem.cost, problem.x0, spec.initial.embedding, U=U0,
                                          callback=callback, should_stop=should_stop, deadline=deadline)
             say(f"dynamic embedding: {init.reason}; forces removed and projected onto '{model.name}'")
+            return init.X, init.U, init.stages
+        if method == "penalty":
+            names = spec.initial.penalty_constraints
+            say(f"constraint penalty: {', '.join(names)} replaced by the cost 1/2 w |h|^2")
+            init = run_constraint_penalty(model, names, spec.dt, problem.cost, problem.x0, spec.initial.penalty,
+                                          callback, should_stop, deadline)
+            say(f"constraint penalty: {init.reason}; projected onto '{model.name}'")
             return init.X, init.U, init.stages
         # relaxation
         rel = relax_strings(model, spec.initial.relax_strings)

@@ -1,11 +1,12 @@
 """The trajectory-tracking problem (thesis §6.7.2): the steps and defaults both front ends share.
 
-Two front ends turn a desired motion, weights and options into a problem for
-:class:`~marionette_control.control.optimizer.ProjectionOptimizer`: optimization requests
-(:mod:`.problem`, used by the optimizer node) and YAML specs (:mod:`.spec`, used by
-``marionette-optimize``). Each checks its own input and words its errors in its own terms
-(request fields, spec keys); the steps below and their defaults are common, and this is the one
-place that documents them.
+Two front ends turn a desired motion, weights and options into the one problem description,
+:class:`~marionette_control.control.problem.Problem`: optimization requests (:mod:`.request`, used
+by the optimizer node) and YAML specs (:mod:`.spec`, used by ``marionette-optimize``). Each
+checks its own input's shape and words its errors in its own terms (request fields, spec keys);
+the steps below and their defaults are common, and this is the one place that documents them (the
+rules of constraints and optimizer options are checked in :mod:`.problem` and
+:class:`~.optimizer.OptimizerOptions`).
 
 Desired trajectory
     The configurations the desired motion names follow it, sampled at t_k = k dt, k = 0..N (the
