@@ -1,7 +1,7 @@
 """The whole-trajectory loops of the core allocate nothing per step.
 
 Every batch entry point, with and without the constraint forces (Lam, Lam_x, Lam_u, the
-covectors W of lambda). A tiny malloc-counting shim (compiled here, loaded with LD_PRELOAD) counts
+covectors W of lambda), and the DEL residuals, Jacobians and Hessians of direct transcription. A tiny malloc-counting shim (compiled here, loaded with LD_PRELOAD) counts
 every malloc/calloc/realloc/posix_memalign of the process. Each batch entry
 point is called with a short and a long horizon; the number of allocations
 must not grow with the number of steps (the output arrays are allocated once
@@ -56,6 +56,10 @@ PROBE = textwrap.dedent("""
     K = np.zeros((140, m.nU, m.nx))
     Z = np.ones((140, m.nx))
     W = np.ones((140, m.nc))
+    _, _, Lam = ds.simulate(x0, U, constraint_forces=True)
+    p0, Q, Uf = x0[m.nq:m.nq + m.nd], X[:, :m.nq], U[:, :m.nu]
+    Y = np.ones((140, m.nd + m.nc))
+    P = np.ones((140, m.nd))
     calls = {
         "simulate": lambda n: ds.simulate(x0, U[:n]),
         "linearize_trajectory": lambda n: ds.linearize_trajectory(X[:n + 1], U[:n]),
@@ -67,6 +71,9 @@ PROBE = textwrap.dedent("""
             lambda n: ds.linearize_trajectory(X[:n + 1], U[:n], constraint_forces=True),
         "second_order_trajectory+W": lambda n: ds.second_order_trajectory(X[:n + 1], U[:n], Z[:n], W[:n]),
         "project+constraint_forces": lambda n: ds.project(x0, X[:n + 1], U[:n], K[:n], constraint_forces=True),
+        "del_residual": lambda n: ds.del_residual(p0, Q[:n + 1], Uf[:n], Lam[:n]),
+        "del_residual+jacobian": lambda n: ds.del_residual(p0, Q[:n + 1], Uf[:n], Lam[:n], jacobian=True),
+        "del_hessian": lambda n: ds.del_hessian(Q[:n + 1], Uf[:n], Lam[:n], Y[:n], P[:n]),
     }
     out = {}
     for name, f in calls.items():

@@ -45,6 +45,20 @@ long horizon(const Model& m, const Arr& U) {
   return U.shape(0);
 }
 
+/// N of a configuration trajectory Q (N+1, nq), N >= 1.
+long del_horizon(const Model& m, const Arr& Q) {
+  check_array(Q, {-1, m.nq()}, "Q (configurations q_0..q_N, one row per node, model '" + m.name + "')",
+              config_names(m));
+  if (Q.shape(0) < 2) throw py::value_error("Q needs at least 2 rows (q_0 and q_1), got " + std::to_string(Q.shape(0)));
+  return Q.shape(0) - 1;
+}
+
+std::vector<std::string> dynamic_names(const Model& m) {
+  std::vector<std::string> out;
+  for (int i = 0; i < m.nd; ++i) out.push_back(m.configs[i].name);
+  return out;
+}
+
 void check_states(const Model& m, const Arr& X, long N) {
   check_array(X, {N + 1, m.nx()}, "X (states, N+1 rows for N input rows, model '" + m.name + "')", state_names(m));
 }
@@ -312,6 +326,66 @@ void bind_discrete_system(py::module_& m) {
           "Projection operator (thesis (6.10)): the feasible trajectory (X, U) that tracks (Xbar, Ubar) with "
           "u = ubar - K (x - xbar) from x0; with constraint_forces=True also Lam (N, m), the multipliers "
           "lambda_k of its steps (see constraint_forces).")
+      .def(
+          "del_residual",
+          [](DiscreteSystem& s, const Arr& p0, const Arr& Q, const Arr& Uf, const Arr& Lam,
+             bool jacobian) -> py::object {
+            const Model& M = s.model();
+            const long n = M.nq(), nd = M.nd, nu = M.nu(), m = M.nc();
+            const long N = del_horizon(M, Q);
+            check_array(p0, {nd}, "p0 (initial momentum, one entry per dynamic configuration)", dynamic_names(M));
+            check_array(Uf, {N, nu}, "Uf (force inputs, one row per step)", M.inputs);
+            check_array(Lam, {N, m}, "Lam (multipliers, one row per step)", constraint_names(M));
+            auto R = empty({N, nd + m});
+            auto P = empty({N, nd});
+            auto J = optional_output(jacobian, {N, nd + m, 3 * n + nu + m});
+            auto JP = optional_output(jacobian, {N, nd, 2 * n});
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> g(s.mutex());
+              s.del_residual(p0.data(), Q.data(), Uf.data(), Lam.data(), static_cast<int>(N), R.mutable_data(),
+                             P.mutable_data(), data(J), data(JP));
+            }
+            if (!jacobian) return py::make_tuple(R, P);
+            return py::make_tuple(R, P, *J, *JP);
+          },
+          py::arg("p0"), py::arg("Q"), py::arg("Uf"), py::arg("Lam"), py::arg("jacobian") = false,
+          "The forced constrained discrete Euler-Lagrange equations of a configuration trajectory as residuals "
+          "(seed 002 (3.6) with the midpoint L_d, f- = dt F, f+ = 0; the equality constraints of direct "
+          "transcription, docs/dmocc.md). p0 (nd,) initial momentum, Q (N+1, nq) configurations q_0..q_N "
+          "(kinematic columns included), Uf (N, nu) force inputs, Lam (N, m) multipliers lambda_k.\n"
+          "Returns R (N, nd + m), row k = [p_k + D1 Ld(q_k, q_{k+1}) + dt F_k - Dh(q_k)^T lambda_k (dynamic rows); "
+          "h(q_{k+1})] with p_0 = p0 and p_k = P[k-1], and P (N, nd), P[k] = p_{k+1} = D2 Ld(q_k, q_{k+1}) (the "
+          "discrete Legendre transform). R = 0 is exactly what simulate's steps solve. With jacobian=True also "
+          "J (N, nd + m, 3 nq + nu + m): dR[k]/d(q_{k-1} | q_k | q_{k+1} | u_k | lambda_k) (the q_{-1} block is "
+          "zero), and JP (N, nd, 2 nq): dP[k]/d(q_k | q_{k+1}).")
+      .def(
+          "del_hessian",
+          [](DiscreteSystem& s, const Arr& Q, const Arr& Uf, const Arr& Lam, const Arr& Y, const py::object& Z) {
+            const Model& M = s.model();
+            const long n = M.nq(), nd = M.nd, nu = M.nu(), m = M.nc();
+            const long N = del_horizon(M, Q);
+            check_array(Uf, {N, nu}, "Uf (force inputs, one row per step)", M.inputs);
+            check_array(Lam, {N, m}, "Lam (multipliers, one row per step)", constraint_names(M));
+            check_array(Y, {N, nd + m}, "Y (covectors of the DEL residual rows R[k], one row per step)");
+            const Arr Za = optional_array(Z, {N, nd}, "Z (covectors of the momenta P[k], one row per step)",
+                                          dynamic_names(M));
+            const long nN = 2 * n + nu + m;
+            auto H = empty({N, nN, nN});
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> g(s.mutex());
+              s.del_hessian(Q.data(), Uf.data(), Lam.data(), Y.data(), Z.is_none() ? nullptr : Za.data(),
+                            static_cast<int>(N), H.mutable_data());
+            }
+            return H;
+          },
+          py::arg("Q"), py::arg("Uf"), py::arg("Lam"), py::arg("Y"), py::arg("Z") = py::none(),
+          "Hessian of sum_k Y[k].R[k] + Z[k].P[k] (R, P of del_residual; Y (N, nd + m), Z (N, nd) or None) as "
+          "interval blocks H (N, 2 nq + nu + m, 2 nq + nu + m) over (q_j | q_{j+1} | u_j | lambda_j): the full "
+          "Hessian is the sum of the blocks, each placed at its interval's variables (neighbouring blocks share "
+          "q_{j+1}). p0 enters linearly and has no block. Only third derivatives of L and h contracted with one "
+          "vector are formed (as in second_order_contracted).")
       .def(
           "discrete_momentum",
           [](DiscreteSystem& s, const Arr& q_prev, const Arr& q) {

@@ -12,6 +12,11 @@ DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions opt
   xu_.setZero(z_.nx, z_.nU);
   uu_.setZero(z_.nU, z_.nU);
   dx_.setZero(z_.nx);
+  a_.setZero(z_.nd);
+  b_.setZero(z_.nd);
+  c_.setZero(z_.m);
+  alpha_.setZero(z_.n);
+  beta_.setZero(z_.n);
 }
 
 void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index) {
@@ -161,6 +166,60 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
     midpoint_step(*model_, opt_, s_, k);
     store_next_state(*model_, opt_, s_, X + kx + nx);
     if (Lam) store_lambda(Lam + static_cast<long>(k) * z_.m);
+  }
+}
+
+void DiscreteSystem::del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N,
+                                  double* R, double* P, double* J, double* JP) {
+  const int n = z_.n, nd = z_.nd, nu = z_.nu, m = z_.m;
+  const int nr = nd + m, nc = 3 * n + nu + m;
+  const int order = J != nullptr ? 1 : 0;
+  if (J != nullptr) std::fill(J, J + static_cast<long>(N) * nr * nc, 0.0);
+  for (int k = 0; k < N; ++k) {
+    load_interval(*model_, opt_, s_, Q + static_cast<long>(k) * n, Q + static_cast<long>(k + 1) * n,
+                  Uf + static_cast<long>(k) * nu, Lam + static_cast<long>(k) * m, order);
+    interval_residual(*model_, opt_, s_, a_, b_, c_);
+    // r_k = p_k + a_k with p_k = P[k-1] = b_{k-1} (k >= 1) or p0; then P[k] = b_k.
+    Eigen::Map<VecX> r(R + static_cast<long>(k) * nr, nr);
+    r.head(nd) = a_ + (k == 0 ? Eigen::Map<const VecX>(p0, nd) : Eigen::Map<const VecX>(P + static_cast<long>(k - 1) * nd, nd));
+    r.tail(m) = c_;
+    Eigen::Map<VecX>(P + static_cast<long>(k) * nd, nd) = b_;
+    if (J == nullptr) continue;
+    interval_jacobian_blocks(*model_, opt_, s_);
+    RowMap Jk(J + static_cast<long>(k) * nr * nc, nr, nc);
+    Jk.block(0, n, nd, n) += s_.S11.topRows(nd) - s_.Hz.topLeftCorner(nd, n);
+    Jk.block(0, 2 * n, nd, n) = s_.S12.topRows(nd);
+    Jk.block(0, 3 * n, nd, nu) = opt_.dt * s_.F.Fu.topRows(nd);
+    if (m > 0) {
+      Jk.block(0, 3 * n + nu, nd, m) = -s_.h1.Dh.leftCols(nd).transpose();
+      Jk.block(nd, 2 * n, m, n) = s_.h2.Dh;
+    }
+    RowMap JPk(JP + static_cast<long>(k) * nd * 2 * n, nd, 2 * n);
+    JPk.leftCols(n) = s_.S21.topRows(nd);
+    JPk.rightCols(n) = s_.S22.topRows(nd);
+    if (k + 1 < N) {  // b_k is p_{k+1} in node k+1's residual: its (q_k | q_{k+1}) columns
+      RowMap Jn(J + static_cast<long>(k + 1) * nr * nc, nr, nc);
+      Jn.block(0, 0, nd, n) = s_.S21.topRows(nd);
+      Jn.block(0, n, nd, n) += s_.S22.topRows(nd);
+    }
+  }
+}
+
+void DiscreteSystem::del_hessian(const double* Q, const double* Uf, const double* Lam, const double* Y, const double* Z,
+                                 int N, double* H) {
+  const int n = z_.n, nd = z_.nd, nu = z_.nu, m = z_.m;
+  const int nr = nd + m, nN = 2 * n + nu + m;
+  for (int j = 0; j < N; ++j) {
+    load_interval(*model_, opt_, s_, Q + static_cast<long>(j) * n, Q + static_cast<long>(j + 1) * n,
+                  Uf + static_cast<long>(j) * nu, Lam + static_cast<long>(j) * m, 2);
+    // Weights: alpha = Y_j on a_j; beta = Y_{j+1} + Z_j on b_j = p_{j+1}; gamma = Y_j's h rows on c_j.
+    const double* yj = Y + static_cast<long>(j) * nr;
+    alpha_.head(nd) = Eigen::Map<const VecX>(yj, nd);
+    beta_.head(nd).setZero();
+    if (j + 1 < N) beta_.head(nd) = Eigen::Map<const VecX>(yj + nr, nd);
+    if (Z != nullptr) beta_.head(nd) += Eigen::Map<const VecX>(Z + static_cast<long>(j) * nd, nd);
+    interval_weighted_hessian(*model_, opt_, s_, alpha_, beta_, yj + nd, s_.Psi);
+    RowMap(H + static_cast<long>(j) * nN * nN, nN, nN) = s_.Psi;
   }
 }
 

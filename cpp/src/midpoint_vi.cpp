@@ -1,21 +1,14 @@
 // Midpoint variational integrator step and its exact derivatives (see midpoint_vi.hpp).
 #include "marionette/midpoint_vi.hpp"
 
+#include "marionette/del_equations.hpp"
+
 #include <cmath>
 #include <sstream>
 
 namespace mc {
 
 namespace {
-
-/// dt C_a^T [[Hqq, Hqv], [Hvq, Hvv]] C_b with s_1 = -1, s_2 = +1.
-template <typename A, typename B, typename C, typename D>
-void slot_matrix(double dt, int sa, int sb, const A& Hqq, const B& Hqv, const C& Hvq, const D& Hvv, MatX& out) {
-  out.noalias() = (0.25 * dt) * Hqq;
-  out.noalias() += (0.5 * sb) * Hqv;
-  out.noalias() += (0.5 * sa) * Hvq;
-  out.noalias() += (sa * sb / dt) * Hvv;
-}
 
 std::string fmt(double v) {
   std::ostringstream s;
@@ -210,16 +203,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
     compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 1, s.F);
   }
   compute_constraints(model, s.at1, s.q1.data(), 2, s.h1);
-  const auto Lvq = s.L.Lqv.transpose();
-  slot_matrix(dt, -1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S11);
-  slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S12);
-  slot_matrix(dt, 1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S22);
-  slot_matrix(dt, 1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S21);
-  // Forcing f- = dt F(qbar, qdot, u) enters the slot-1 (E) rows only.
-  s.S11.noalias() += (0.5 * dt) * s.F.Fq;
-  s.S11 -= s.F.Fv;
-  s.S12.noalias() += (0.5 * dt) * s.F.Fq;
-  s.S12 += s.F.Fv;
+  interval_jacobian_blocks(model, opt, s);  // S11, S12, S21, S22 and Hz = sum lambda_i D2h_i(q1)
 
   factorize_newton_matrix(model, s, -1);  // at the solution
   s.have_lu_t = false;  // factorized by the second-order forms when asked for
@@ -229,8 +213,6 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.Gw.setZero();
   s.Gw.block(0, cq, nd, n) = s.S11.topRows(nd);
   if (m > 0) {
-    s.Hz.topLeftCorner(n, n).setZero();
-    constraint_weighted_hessian(s.h1, s.lambda.data(), s.Hz);
     s.Gw.block(0, cq, nd, n) -= s.Hz.topLeftCorner(nd, n);
     s.Gw.block(nd, cr, m, nk) = s.h2.Dh.rightCols(nk);
   }
@@ -294,7 +276,6 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   if (!s.have_first) throw std::logic_error("step_second_contracted needs step_first_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
-  const double dt = opt.dt;
   ensure_second_order_caches(model, s);
   const auto z_qd = zc.head(nd);
   const auto z_p = zc.segment(n, nd);
@@ -314,48 +295,9 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   s.cvec.head(nd) = s.mu.head(nd);
   s.evec.setZero();
   s.evec.head(nd) = z_p;
-  // Psi = Hessian of z_p^T P + mu^T G over N = (q1, q2, u, lambda); the
-  // Lagrangian part is dt [C1 C2]^T (L3 . eta) [C1 C2] with eta = C1 c + C2 e.
-  s.eta.head(n) = 0.5 * (s.cvec + s.evec);
-  s.eta.tail(n) = (s.evec - s.cvec) / dt;
-  s.Hz.setZero();
-  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
-  s.Fqq.setZero();
-  s.Fqu.setZero();
-  force_weighted_hessian(model, s.mid, s.u.data(), s.cvec, s.Fqq, s.Fqu);
-  s.Hz.topLeftCorner(n, n) += s.Fqq;  // dt c^T F(qbar, ...) contributes dt C_a^T [[Fqq, 0], [0, 0]] C_b
-  s.Psi.setZero();
-  {
-    const auto Hqq = s.Hz.topLeftCorner(n, n);
-    const auto Hqv = s.Hz.topRightCorner(n, n);
-    const auto Hvq = s.Hz.bottomLeftCorner(n, n);
-    const auto Hvv = s.Hz.bottomRightCorner(n, n);
-    MatX& blk = s.scratch;
-    const int sgn[2] = {-1, 1};
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b) {
-        slot_matrix(dt, sgn[a], sgn[b], Hqq, Hqv, Hvq, Hvv, blk);
-        s.Psi.block(a * n, b * n, n, n) = blk;
-      }
-  }
-  // Force inputs: d2(c^T dt F)/dq_a du = dt * 1/2 Fqu.
-  for (int a = 0; a < 2; ++a) {
-    s.Psi.block(a * n, 2 * n, n, nu) = (0.5 * dt) * s.Fqu;
-    s.Psi.block(2 * n, a * n, nu, n) = (0.5 * dt) * s.Fqu.transpose();
-  }
-  if (m > 0) {
-    // -mu1^T Dh(q1)^T lambda and mu2^T h(q2).
-    MatX& blk = s.scratch;
-    blk.setZero();
-    constraint_weighted_third(s.h1, s.lambda.data(), s.cvec, blk);
-    s.Psi.topLeftCorner(n, n) -= blk;
-    constraint_hessian_times(s.h1, s.cvec, s.hc);
-    s.Psi.block(0, 2 * n + nu, n, m) -= s.hc.transpose();
-    s.Psi.block(2 * n + nu, 0, m, n) -= s.hc;
-    blk.setZero();
-    constraint_weighted_hessian(s.h2, s.mu.data() + nd, blk);
-    s.Psi.block(n, n, n, n) += blk;
-  }
+  // Psi = Hessian of z_p^T P + mu^T G over N = (q1, q2, u, lambda): the DEL interval's weighted
+  // Hessian with the weights mu_dyn on G1, z_p on P = D_2 L_d and mu_h on G2 = h(q2).
+  interval_weighted_hessian(model, opt, s, s.cvec, s.evec, s.mu.data() + nd, s.Psi);
   build_D(z, s);
   s.HD.noalias() = s.Psi * s.D;
   s.Hw.noalias() = s.D.transpose() * s.HD;

@@ -265,6 +265,7 @@ class Problem:
     X0: Optional[np.ndarray] = None          # a feasible initial trajectory, when the front end made one
     U0: Optional[np.ndarray] = None
     initial_cost: float = math.nan
+    method: str = "projection"               # or "dmocc" (control/dmocc.py): which optimizer solves it
 
     @property
     def N(self) -> int:

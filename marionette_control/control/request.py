@@ -260,6 +260,11 @@ def weight_vectors(model, named: Sequence[str], defaults: WeightDefaults, option
 def optimizer_options(options: RequestOptions, defaults: ProblemDefaults) -> OptimizerOptions:
     """OptimizerOptions from the request's schedule, tolerance, iteration cap and deadline (0/empty: defaults)."""
     methods, counts = list(options.methods), list(options.method_iterations)
+    if methods == ["dmocc"]:   # DMOCC (control/dmocc.py): no schedule; its iteration cap is max_iterations
+        methods, counts = [], []
+    elif "dmocc" in methods:
+        raise ProblemError("options.methods: 'dmocc' is a method of its own, not a schedule entry: send "
+                           "methods ['dmocc'] alone")
     if len(methods) != len(counts):
         raise ProblemError(f"options.methods has {len(methods)} entries but options.method_iterations has "
                            f"{len(counts)}: they must have the same length")
@@ -379,6 +384,8 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
     problem.U0 = hold_inputs(model, x0, t.size - 1)
     problem.X0 = initial_trajectory(system, x0, problem.U0)
     problem.initial_cost = float(problem.cost.without_barriers().value(problem.X0, problem.U0))
+    if list(options.methods) == ["dmocc"]:
+        problem.method = "dmocc"
     return problem
 
 

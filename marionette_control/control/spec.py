@@ -76,6 +76,13 @@ are required)::
       force_bounds: {torque: [-2, 2]}            # with family force
       barrier_weight: 1.0e-3        #   final barrier weight μ (per constraint and second)
       tolerance: 1.0e-6             #   feasibility tolerance on normalized margins
+    method: projection              # projection (thesis ch. 6, default) or dmocc (direct transcription
+                                    # solved by IPOPT, seed 002 §3; control/dmocc.py, docs/dmocc.md),
+                                    # started from the same initial trajectory
+    dmocc:                          # with method dmocc (DmoccOptions): IPOPT tolerance, constraint
+      final: free                   #   tolerance, max_iterations, hessian (exact, limited_memory),
+      tolerance: 1.0e-8             #   print_level, ipopt (further IPOPT options); final: free,
+                                    #   configuration, state or rest (x^N = the desired final state)
     tracking_gains: {state: {default: 1.0}, input: {default: 1.0}}   # controller's DLQR weights
     output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
 
@@ -125,6 +132,7 @@ from marionette_control.control.embedding import (
     run_dynamic_embedding,
     run_string_relaxation,
 )
+from marionette_control.control.dmocc import OPTIMIZATION_METHODS, DmoccOptions, solve_problem as solve_dmocc
 from marionette_control.control.optimizer import (
     IterationRecord,
     OptionError,
@@ -162,7 +170,7 @@ from marionette_control.models.source import ModelSource
 
 INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "penalty", "file")
 _TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
-        "tracking_gains", "output", "description")
+        "tracking_gains", "output", "description", "method", "dmocc")
 DEFAULTS = ProblemDefaults()
 
 
@@ -222,6 +230,8 @@ class OptimizationSpec:
     gains: dict
     output: Optional[str]
     constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
+    method: str = "projection"
+    dmocc: DmoccOptions = field(default_factory=DmoccOptions)
 
     def fail(self, key: str, problem: str):
         raise SpecError(f"{self.path}: {key}: {problem}")
@@ -495,8 +505,17 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
     if data.get("output") is not None:
         output = c.name(data["output"], "output")
     constraints = _constraint_options(c, data.get("constraints"))
+    method = data.get("method", "projection")
+    if method not in OPTIMIZATION_METHODS:
+        c.fail("method", f"expected one of {', '.join(OPTIMIZATION_METHODS)}, got {method!r}")
+    if data.get("dmocc") is not None and method != "dmocc":
+        c.fail("dmocc", f"only used with method dmocc (method is {method})")
+    try:
+        dmocc = DmoccOptions.from_mapping(data.get("dmocc"))
+    except ValueError as e:
+        raise SpecError(f"{path}: {e}") from None
     return OptimizationSpec(path, data, source, dt, motion, configs, consistent, equilibrium, init, weights,
-                            options, deadline, gains, output, constraints)
+                            options, deadline, gains, output, constraints, method, dmocc)
 
 
 def _constraint_options(c: Checker, value) -> ConstraintOptions:
@@ -793,7 +812,11 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
     if rem is not None:
         opt.options = dataclasses.replace(problem.options, deadline=max(rem, 1e-3))
     cb = None if callback is None else (lambda rec: callback("optimization", rec))
-    result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
+    if spec.method == "dmocc":
+        say(f"DMOCC (IPOPT), final condition {spec.dmocc.final}")
+        result = solve_dmocc(problem, X, U, dataclasses.replace(spec.dmocc, deadline=None if rem is None else max(rem, 1e-3)), cb, should_stop)
+    else:
+        result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
     traj = problem.with_gains(result.X, result.U)
     elapsed = time.perf_counter() - t_start
 
@@ -823,7 +846,11 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
         "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
                       "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},
         "model_source": spec.model.to_dict(),
+        "method": spec.method,
     }
+    if spec.method == "dmocc":
+        info["dmocc"] = result.info()
+        summary.update(del_residual=result.del_residual, final_error=result.final_error)
     traj.info.update(info)
     return SolveResult(traj, result, problem, stages, initial_cost)
 

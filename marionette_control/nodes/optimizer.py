@@ -92,6 +92,7 @@ from marionette_interfaces.msg import ConstraintReport, ConvergenceData, Tracked
 from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
 from marionette_control import models
+from marionette_control.control.dmocc import DmoccOptions, solve_problem as solve_dmocc
 from marionette_control.control.optimizer import METHODS, IterationRecord, ProjectionOptimizer
 from marionette_control.control.problem import ConstraintOptions, Problem
 from marionette_control.control.request import (
@@ -592,7 +593,12 @@ class OptimizerNode(Node):
                                f"{p.dt:g} s)")
         opt = ProjectionOptimizer(p.system, p.cost, p.options)
         initial_violation = opt.evaluate(p.X0, p.U0)[1]
-        result = opt.optimize(p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
+        if p.method == "dmocc":   # direct transcription by IPOPT (control/dmocc.py), from the same start
+            result = solve_dmocc(p, p.X0, p.U0, DmoccOptions(max_iterations=p.options.max_iterations,
+                                                             deadline=p.options.deadline),
+                                 callback=job.on_iteration, should_stop=job.should_stop)
+        else:
+            result = opt.optimize(p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
         history = convergence_history(result, p.initial_cost, initial_violation)
         traj = tracked_trajectory(p, result)
         constraints = traj.info["constraints"]

@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 
-#include "marionette/midpoint_vi.hpp"
+#include "marionette/del_equations.hpp"
 
 namespace mc {
 
@@ -62,6 +62,21 @@ class DiscreteSystem {
   void project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N, double* X, double* U,
                double* Lam = nullptr);
 
+  /// The forced constrained DEL equations of a configuration trajectory as residuals
+  /// (del_equations.hpp; seed 002 (3.6), the equality constraints of direct transcription).
+  /// p0 (nd) initial momentum, Q (N+1, n) configurations q_0..q_N (kinematic columns included),
+  /// Uf (N, nu) force inputs, Lam (N, m) multipliers. Writes R (N, nd + m): row k = [r_k; h(q_{k+1})],
+  /// and P (N, nd): P[k] = p_{k+1} = [D_2 L_d(q_k, q_{k+1})]_dyn. Unless J is null also the Jacobians
+  /// J (N, nd + m, 3n + nu + m) of row k with respect to (q_{k-1} | q_k | q_{k+1} | u_k | lambda_k)
+  /// (q_{-1} columns zero) and JP (N, nd, 2n) of P[k] with respect to (q_k | q_{k+1}).
+  void del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N, double* R,
+                    double* P, double* J = nullptr, double* JP = nullptr);
+  /// Hessian of sum_k Y[k].R[k] + Z[k].P[k] (Y (N, nd + m), Z (N, nd) or null) as interval blocks
+  /// H (N, 2n + nu + m, 2n + nu + m) over (q_j | q_{j+1} | u_j | lambda_j): the full Hessian is their
+  /// sum, each placed at its interval's variables (blocks of neighbouring intervals overlap in q).
+  void del_hessian(const double* Q, const double* Uf, const double* Lam, const double* Y, const double* Z, int N,
+                   double* H);
+
   /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
   void discrete_momentum(const double* q_prev, const double* q, double* p);
   /// Full state from two consecutive configurations: [q; p(q_prev, q); (rho - rho_prev)/dt].
@@ -79,6 +94,7 @@ class DiscreteSystem {
   StepData s_;
   MatX A_, B_, xx_, xu_, uu_;
   VecX dx_;  ///< x - xbar in the projection loop
+  VecX a_, b_, c_, alpha_, beta_;  ///< DEL interval functions and Hessian weights
   std::mutex mutex_;
 };
 
