@@ -223,8 +223,6 @@ try:  # the core tests above run without ROS; those below need rclpy (and then t
     import rclpy
 except ImportError:
     rclpy = None
-needs_ros = pytest.mark.skipif(rclpy is None, reason="ROS 2 Python stack not installed (requirements/ros.txt or a "
-                                                     "ROS install)")
 if rclpy is not None:
     from diagnostic_msgs.msg import DiagnosticArray
     from rcl_interfaces.msg import Parameter as ParameterMsg
@@ -243,7 +241,7 @@ if rclpy is not None:
     from marionette_interfaces.msg import TrackedTrajectory
 
 
-@needs_ros
+@pytest.mark.ros
 def test_joint_state_parser_reads_what_rclpy_deserializes():
     """The controller's raw-subscription parser against rclpy's deserializer (little endian, as rclpy writes)
     and rosbags' big-endian CDR; other encapsulations and unreadable bytes go to the fallback."""
@@ -294,7 +292,7 @@ def test_joint_state_parser_reads_what_rclpy_deserializes():
         JointStateParser().parse(other)
 
 
-@needs_ros
+@pytest.mark.ros
 def test_command_order_follows_command_joints(arm):
     from marionette_control.nodes.controller import command_permutation
     from marionette_control.nodes.params import ParameterError
@@ -431,7 +429,7 @@ def check_alive_then_stop(proc, log):
     assert code == 0 and time.monotonic() - t < 5.0, f"controller exit code {code}; log:\n{log.read_text()}"
 
 
-@needs_ros
+@pytest.mark.ros
 @pytest.mark.parametrize("executor", ["events", "single_threaded"])
 def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_start_stop(
         arm, rig_env, node_processes, tmp_path, executor):
@@ -491,7 +489,7 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
     assert ("realtime_priority:" in log.read_text()) == bool(rt)
 
 
-@needs_ros
+@pytest.mark.ros
 def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, node_processes, tmp_path):
     rig, env = rig_env
     pend = models.get("pendulum")
@@ -523,7 +521,7 @@ def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, 
     assert "refused trajectory" in text and "made for model 'pendulum', not 'marionette_arm'" in text
 
 
-@needs_ros
+@pytest.mark.ros
 def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tmp_path):
     """Each joint-state fault → hold command + diagnostics fault → recovery; everything on /clock."""
     rig, env = rig_env
@@ -615,7 +613,7 @@ def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tm
         assert f"joint-state fault {kind}" in text, kind
 
 
-@needs_ros
+@pytest.mark.ros
 def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env, node_processes, tmp_path):
     """Under use_sim_time the node's clock reads 0 until its first /clock message; joint states that come
     first (separate topics, delivered independently) are counted, not judged: no future_stamp fault."""
