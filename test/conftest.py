@@ -10,8 +10,8 @@ Markers (registered here, so ``--strict-markers`` accepts them; select with ``-m
     rclpy but without the interfaces the build is broken and the imports fail loudly). Tests in other modules that need ROS say ``@pytest.mark.ros`` (or the module sets
     ``pytestmark = pytest.mark.ros``) and are skipped the same way.
 ``slow``
-    The test takes more than about 10 s on the project's 2-core machine (several node processes,
-    long optimizations).
+    The test starts a complete system (bringup's node set, one or two of them, or the main job) or
+    runs a motion in real time: 5 to 20 s each on the project's 2-core machine.
 
 Examples: ``./run tests -m "not slow"`` (a quick pass), ``./run tests -m "ros and not slow"``,
 ``./run tests -m "not ros"`` (what runs without a ROS installation).
@@ -37,8 +37,8 @@ ROS_MODULE_SUFFIXES = ("_msgs", "_srvs")
 def pytest_configure(config):
     config.addinivalue_line("markers", "ros: needs the ROS 2 Python stack (rclpy, built marionette_interfaces); "
                                        "skipped where it is missing")
-    config.addinivalue_line("markers", "slow: takes more than about 10 s on the 2-core machine "
-                                       "(deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "slow: starts a complete system or runs a motion in real time, 5-20 s "
+                                       "each (deselect with -m 'not slow')")
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,9 +59,12 @@ def _is_ros_module_name(name: str) -> bool:
 
 
 def imports_ros(path: Path) -> bool:
-    """True when the module's body (not a function, not a guarded ``try``) imports a ROS module or calls
-    ``pytest.importorskip`` on one: the module cannot be imported without ROS."""
+    """True when the module's body (not a function, not a guarded ``try``) imports a ROS module: it cannot be
+    imported without ROS. A launch test (a module-level ``generate_test_description``) is left to
+    launch_testing's own collector."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    if any(isinstance(n, ast.FunctionDef) and n.name == "generate_test_description" for n in tree.body):
+        return False
     for node in tree.body:
         if isinstance(node, ast.Import) and any(_is_ros_module_name(a.name) for a in node.names):
             return True

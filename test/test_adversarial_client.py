@@ -208,7 +208,6 @@ def start_running(peer):
     return handle
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("optimizer, waiting", POLICIES, indirect=["optimizer"], ids=["reject", "queue"])
 def test_every_concurrent_service_request_is_answered(optimizer, waiting):
     """FLOOD clients call at once while an optimization runs: the policy's waiting places are taken, every
@@ -226,7 +225,6 @@ def test_every_concurrent_service_request_is_answered(optimizer, waiting):
     assert peer.result(running.get_result_async()).result.success
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("optimizer, waiting", POLICIES, indirect=["optimizer"], ids=["reject", "queue"])
 def test_every_concurrent_action_goal_gets_a_response_and_each_accepted_one_a_result(optimizer, waiting):
     peer, _, _ = optimizer

@@ -621,13 +621,18 @@ def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true")
     rig.connect(log, sim_time=True)
     t0 = 50 * NS
-    for i in range(5):  # the simulator's stamps, its /clock not (yet) seen
-        rig.send(measured(arm.traj, i), t0 + i * DT_NS)
-        rig.settle(0.02)
-    rig.diag_until(lambda lvl, msg, v: v.get("samples_before_clock") == "5", what="samples counted before the clock")
+    counted = lambda: int(rig.last_diag()[2].get("samples_before_clock", 0))  # noqa: E731
+    sent = 0
+    # the simulator's stamps, its /clock not (yet) seen. Joint states are best effort: one sent before the
+    # controller's reader has matched the rig's writer is dropped, so send until five were counted.
+    while counted() < 5 and sent < 50:
+        rig.send(measured(arm.traj, sent), t0 + sent * DT_NS)
+        sent += 1
+        rig.settle(0.05)
+    assert counted() >= 5, f"{counted()} of {sent} joint states counted before the clock"
     level, message, values = rig.last_diag()
     assert values["fault"] == "" and values["samples_received"] == "0" and level != ERROR, message
-    for i in range(5, 8):  # with the clock: received and checked as usual
+    for i in range(sent, sent + 3):  # with the clock: received and checked as usual
         rig.clock(t0 + i * DT_NS)
         rig.send(measured(arm.traj, i), t0 + i * DT_NS)
         rig.settle(0.02)

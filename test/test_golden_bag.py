@@ -157,6 +157,7 @@ def _live_run(env, node_processes, tmp_path, traj_path, offset_ns, attempt):
     return np.array(got_cmds), got_ticks, out, logs[-1].read_text()
 
 
+@pytest.mark.slow
 def test_live_replay_into_a_controller_process_reproduces_the_recorded_commands(golden, node_processes, tmp_path):
     """The live controller reproduces the recorded command sequence.
 
