@@ -193,18 +193,27 @@ def test_service_reproduces_seed_001_swing_up_cost(optimizer):
 
 def test_action_publishes_feedback_and_returns_the_result(optimizer):
     client, _ = optimizer
-    feedback = []
-    handle = client.send_goal(pendulum_request(OptimizeAction.Goal), feedback=lambda m: feedback.append(m.feedback))
-    assert handle.accepted
-    res = client.wait(handle.get_result_async(), 30.0)
-    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
-    result = res.result
-    assert result.success and result.convergence.converged
-    check_feasible(result.trajectory, "pendulum")
-    # One message per iteration, in order, matching the result's history. The pendulum's iterations
-    # take milliseconds, so a busy client may lose some (feedback is volatile, KEEP_LAST 10).
-    n = result.convergence.iterations
-    assert client.spin_until(lambda: feedback and feedback[-1].iteration == n, 5.0)  # may trail the result
+    # The feedback topic itself, subscribed before the goal is sent: the pendulum's iterations take
+    # milliseconds, and an ActionClient drops feedback that arrives before it has processed the goal's
+    # acceptance (under load, all of it).
+    messages = []
+    sub = client.node.create_subscription(OptimizeAction.Impl.FeedbackMessage, FEEDBACK_TOPIC, messages.append, 100)
+    try:
+        handle = client.send_goal(pendulum_request(OptimizeAction.Goal))
+        assert handle.accepted
+        res = client.wait(handle.get_result_async(), 30.0)
+        assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+        result = res.result
+        assert result.success and result.convergence.converged
+        check_feasible(result.trajectory, "pendulum")
+        # One message per iteration, in order, matching the result's history (volatile, KEEP_LAST 10 on the
+        # server: a busy client may lose some, never the last).
+        n = result.convergence.iterations
+        ours = lambda: [m.feedback for m in messages if bytes(m.goal_id.uuid) == bytes(handle.goal_id.uuid)]  # noqa: E731
+        assert client.spin_until(lambda: ours() and ours()[-1].iteration == n, 10.0)  # may trail the result
+    finally:
+        client.node.destroy_subscription(sub)
+    feedback = ours()
     its = [f.iteration for f in feedback]
     assert its == sorted(set(its)) and its[0] >= 1 and len(its) >= min(n, 5)
     for f in feedback:

@@ -26,8 +26,8 @@ ROSDEP_KEYS = {
     "rich": None,  # cli.progress draws its table with rich when installed, plain lines otherwise
 }
 #: ROS packages are their own keys
-ROS_PACKAGES = ("rclpy", "launch", "launch_ros", "ament_index_python", "marionette_interfaces", "rcl_interfaces",
-                "builtin_interfaces", "rosgraph_msgs", "action_msgs")
+ROS_PACKAGES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python",
+                "marionette_interfaces", "rcl_interfaces", "builtin_interfaces", "rosgraph_msgs", "action_msgs")
 LOCAL = {"marionette_control", "ros_helpers", "physics_helpers", "random_trees", "conftest", "benchmarks"}
 
 

@@ -6,7 +6,7 @@ A thin adapter around the control layer: requests are turned into optimization p
 feasible trajectory, its time-varying LQR tracking gains and the convergence history.
 
 Interfaces (with the default node name, in the root namespace)
----------------------------------------
+--------------------------------------------------------------
 ``/marionette_optimizer/optimize`` (service, marionette_interfaces/srv/OptimizeTrajectory)
     Optimizes and answers when done. Invalid requests are answered at once with
     ``success = false`` and a message naming what is wrong.
