@@ -1,11 +1,15 @@
-"""The marionette arm on the hardware: marionette_optimizer + marionette_controller.
+"""The marionette arm on the hardware: marionette_optimizer + marionette_controller + robot_state_publisher.
 
-    ros2 launch marionette_control marionette_arm.launch.py [log_level:=info]
+    ros2 launch marionette_control marionette_arm.launch.py [namespace:=arm1] [use_sim_time:=false]
+        [autostart:=false] [robot_state_publisher:=true] [rviz:=false] [optimizer_params_file:=FILE]
+        [controller_params_file:=FILE] [log_level:=info]
 
-The arm's ros2_control driver (joint_state_broadcaster and a forward position controller,
-whose commands the controller publishes) is started separately. The node set, parameter
-files and remappings come from marionette_control.system_description.node_set("hardware"),
-which marionette_bringup --hardware starts the same way on machines without ros2 launch.
+The arm's ros2_control driver (joint_state_broadcaster and a forward position controller, whose
+commands the controller publishes: config/ros2_controllers.yaml) is started separately;
+use_sim_time:=true when a simulator such as Gazebo with gz_ros2_control publishes /clock. The
+node set, parameter files and arguments come from
+marionette_control.system_description (ARGUMENTS, node_set("hardware", ...)), which
+marionette_bringup --hardware starts the same way on machines without ros2 launch.
 """
 
 from marionette_control import system_description

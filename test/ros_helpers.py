@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -80,6 +81,16 @@ def start_node(module: str, args: list[str], env: dict, log_path) -> subprocess.
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:
     """Stops a process started by start_node (SIGINT, SIGTERM, SIGKILL); returns its exit code."""
     return stop_process_group(proc, timeout)
+
+
+def interrupt(proc: subprocess.Popen, hang: float = 30.0) -> int | None:
+    """Sends SIGINT only and returns the exit code, or None when the process did not exit on it within ``hang``
+    seconds (a hang guard, not a timing requirement); the caller's fixture still stops it then."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(hang)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 @pytest.fixture

@@ -100,6 +100,7 @@ def track(node_processes, env, traj_file, sim_model, steps):
     return k, err
 
 
+@pytest.mark.slow
 def test_closed_loop_error_far_below_open_loop_on_a_mismatched_arm(trajectories, node_processes):
     closed, opened, heavier, X = trajectories
     results = {}

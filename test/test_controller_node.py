@@ -223,8 +223,6 @@ try:  # the core tests above run without ROS; those below need rclpy (and then t
     import rclpy
 except ImportError:
     rclpy = None
-needs_ros = pytest.mark.skipif(rclpy is None, reason="ROS 2 Python stack not installed (requirements/ros.txt or a "
-                                                     "ROS install)")
 if rclpy is not None:
     from diagnostic_msgs.msg import DiagnosticArray
     from rcl_interfaces.msg import Parameter as ParameterMsg
@@ -238,12 +236,12 @@ if rclpy is not None:
     from std_srvs.srv import Trigger
 
     from marionette_control.nodes.convert import trajectory_to_msg
-    from ros_helpers import isolated_ros, node_processes, stop, wait_for  # noqa: F401
+    from ros_helpers import interrupt, isolated_ros, node_processes, stop, wait_for  # noqa: F401
 
     from marionette_interfaces.msg import TrackedTrajectory
 
 
-@needs_ros
+@pytest.mark.ros
 def test_joint_state_parser_reads_what_rclpy_deserializes():
     """The controller's raw-subscription parser against rclpy's deserializer (little endian, as rclpy writes)
     and rosbags' big-endian CDR; other encapsulations and unreadable bytes go to the fallback."""
@@ -294,7 +292,7 @@ def test_joint_state_parser_reads_what_rclpy_deserializes():
         JointStateParser().parse(other)
 
 
-@needs_ros
+@pytest.mark.ros
 def test_command_order_follows_command_joints(arm):
     from marionette_control.nodes.controller import command_permutation
     from marionette_control.nodes.params import ParameterError
@@ -424,14 +422,13 @@ def controller(node_processes, env, tmp_path, **params):
 
 
 def check_alive_then_stop(proc, log):
-    """The node is still running and exits cleanly on SIGINT."""
+    """The node is still running and exits cleanly on SIGINT (alone: no SIGTERM or SIGKILL needed)."""
     assert proc.poll() is None, f"controller died; log:\n{log.read_text()}"
-    t = time.monotonic()
-    code = stop(proc)
-    assert code == 0 and time.monotonic() - t < 5.0, f"controller exit code {code}; log:\n{log.read_text()}"
+    code = interrupt(proc)
+    assert code == 0, f"controller exit code {code} after SIGINT; log:\n{log.read_text()}"
 
 
-@needs_ros
+@pytest.mark.ros
 @pytest.mark.parametrize("executor", ["events", "single_threaded"])
 def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_start_stop(
         arm, rig_env, node_processes, tmp_path, executor):
@@ -491,7 +488,7 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
     assert ("realtime_priority:" in log.read_text()) == bool(rt)
 
 
-@needs_ros
+@pytest.mark.ros
 def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, node_processes, tmp_path):
     rig, env = rig_env
     pend = models.get("pendulum")
@@ -523,7 +520,7 @@ def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, 
     assert "refused trajectory" in text and "made for model 'pendulum', not 'marionette_arm'" in text
 
 
-@needs_ros
+@pytest.mark.ros
 def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tmp_path):
     """Each joint-state fault → hold command + diagnostics fault → recovery; everything on /clock."""
     rig, env = rig_env
@@ -615,7 +612,7 @@ def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tm
         assert f"joint-state fault {kind}" in text, kind
 
 
-@needs_ros
+@pytest.mark.ros
 def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env, node_processes, tmp_path):
     """Under use_sim_time the node's clock reads 0 until its first /clock message; joint states that come
     first (separate topics, delivered independently) are counted, not judged: no future_stamp fault."""
@@ -624,13 +621,18 @@ def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true")
     rig.connect(log, sim_time=True)
     t0 = 50 * NS
-    for i in range(5):  # the simulator's stamps, its /clock not (yet) seen
-        rig.send(measured(arm.traj, i), t0 + i * DT_NS)
-        rig.settle(0.02)
-    rig.diag_until(lambda lvl, msg, v: v.get("samples_before_clock") == "5", what="samples counted before the clock")
+    counted = lambda: int(rig.last_diag()[2].get("samples_before_clock", 0))  # noqa: E731
+    sent = 0
+    # the simulator's stamps, its /clock not (yet) seen. Joint states are best effort: one sent before the
+    # controller's reader has matched the rig's writer is dropped, so send until five were counted.
+    while counted() < 5 and sent < 50:
+        rig.send(measured(arm.traj, sent), t0 + sent * DT_NS)
+        sent += 1
+        rig.settle(0.05)
+    assert counted() >= 5, f"{counted()} of {sent} joint states counted before the clock"
     level, message, values = rig.last_diag()
     assert values["fault"] == "" and values["samples_received"] == "0" and level != ERROR, message
-    for i in range(5, 8):  # with the clock: received and checked as usual
+    for i in range(sent, sent + 3):  # with the clock: received and checked as usual
         rig.clock(t0 + i * DT_NS)
         rig.send(measured(arm.traj, i), t0 + i * DT_NS)
         rig.settle(0.02)

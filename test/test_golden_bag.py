@@ -99,7 +99,7 @@ def test_changed_gains_fail_the_comparison(golden):
 
 # --------------------------------------------------------------------------------------------- live replay
 
-rclpy = pytest.importorskip("rclpy", reason="ROS 2 Python stack not installed (requirements/ros.txt or a ROS install)")
+import rclpy  # noqa: E402
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
@@ -157,6 +157,7 @@ def _live_run(env, node_processes, tmp_path, traj_path, offset_ns, attempt):
     return np.array(got_cmds), got_ticks, out, logs[-1].read_text()
 
 
+@pytest.mark.slow
 def test_live_replay_into_a_controller_process_reproduces_the_recorded_commands(golden, node_processes, tmp_path):
     """The live controller reproduces the recorded command sequence.
 

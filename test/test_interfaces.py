@@ -17,9 +17,7 @@ import time
 import numpy as np
 import pytest
 
-rclpy = pytest.importorskip(
-    "rclpy", reason="ROS 2 Python stack not installed (requirements/ros.txt or a ROS install)"
-)
+import rclpy
 
 from builtin_interfaces.msg import Duration  # noqa: E402
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402

@@ -4,7 +4,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ros_helpers import ros_env
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]  # the whole loop as separate processes, the wave in real time
 
 
 def test_main_job_tracks_the_wave_and_writes_the_report(tmp_path):

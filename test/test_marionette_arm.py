@@ -60,10 +60,17 @@ def test_hardware_joint_names_default_and_configurable(description):
         arm.load_description(hardware={"joint_names": {k: v for k, v in names.items() if v != "string_length"}})
 
 
-def test_urdf_and_yaml_agree_on_the_carriage(description):
-    limits = parse_urdf(arm.config_path("marionette_arm.urdf")).joint("carriage").limits
-    act = description.actuators["carriage"]
+@pytest.mark.parametrize("joint", ["carriage", "string_length"])
+def test_urdf_and_yaml_agree_on_the_actuators(description, joint):
+    limits = parse_urdf(arm.config_path("marionette_arm.urdf")).joint(joint).limits
+    act = description.actuators[joint]
     assert (limits["lower"], limits["upper"], limits["velocity"]) == (act.min, act.max, act.max_velocity)
+
+
+def test_every_joint_state_name_is_a_urdf_joint(description):
+    """robot_state_publisher and ros2_control look every /joint_states name up in the URDF."""
+    robot = parse_urdf(arm.config_path("marionette_arm.urdf"))
+    assert set(description.hardware_joints) == set(robot.moving_joints)
 
 
 def test_consistent_configuration_satisfies_the_string(model):

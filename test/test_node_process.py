@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-rclpy = pytest.importorskip("rclpy", reason="ROS 2 Python stack not installed (requirements/ros.txt or a ROS install)")
+import rclpy  # noqa: E402
 
 from ros_helpers import ros_env  # noqa: E402
 

@@ -233,7 +233,9 @@ def test_deadline_returns_best_feasible_trajectory():
     assert r.cost == pytest.approx(opt.objective(r.X, r.U), rel=1e-15)
     assert r.cost == pytest.approx(r.history[-1].cost, rel=1e-15)  # the best so far is the last iterate
     assert r.cost < opt.objective(ds.simulate(X0[0], U0)[0], U0)
-    assert r.elapsed < 2.0
+    # stopped by the deadline on the optimizer's own clock, long before the iteration cap
+    assert r.elapsed >= 0.05 and r.iterations < 10000
+    assert all(h.elapsed <= r.elapsed for h in r.history)
 
 
 def test_cancel_returns_feasible_trajectory():

@@ -12,7 +12,7 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.model import rotation_rpy
-from marionette_control.model.urdf import UrdfError, load_urdf, parse_urdf
+from marionette_control.model.urdf import UrdfError, load_urdf, parse_urdf, without_length_joint
 
 
 def robot(body: str, name: str = "r") -> str:
@@ -153,9 +153,23 @@ def test_file_path_and_arm_urdf():
 
     r = parse_urdf(config_path("marionette_arm.urdf"))
     assert r.name == "marionette_arm"
-    assert r.moving_joints == ["shoulder", "elbow", "carriage"]
-    m = load_urdf(config_path("marionette_arm.urdf"), kinematic=["carriage"])
-    assert m.config_names == ["shoulder", "elbow", "carriage"]
+    assert r.moving_joints == ["shoulder", "elbow", "carriage", "string_length"]
+    m = load_urdf(config_path("marionette_arm.urdf"), kinematic=["carriage", "string_length"])
+    assert m.config_names == ["shoulder", "elbow", "carriage", "string_length"]
+    tree = without_length_joint(r, "string_length")
+    assert tree.moving_joints == ["shoulder", "elbow", "carriage"] and "string_end" not in tree.links
+    assert set(tree.links) == set(r.links) - {"string_end"}
+
+
+@pytest.mark.parametrize("body, message", [
+    (joint("winch", "revolute", child="end") + link("end"), "must be prismatic"),
+    (joint("winch", "prismatic", child="end", axis="0 0 -1") + link("end", inertial()), "must carry no mass"),
+    (joint("winch", "prismatic", child="end", axis="0 0 -1") + link("end")
+     + joint("j", parent="end", child="a") + link("a", inertial()), "must be a leaf, but joints j hang from it"),
+])
+def test_a_length_joint_is_a_massless_prismatic_leaf(body, message):
+    with pytest.raises(UrdfError, match=rf"joint 'winch' \(the length of a string\).*{message}"):
+        without_length_joint(parse_urdf(robot(body)), "winch")
 
 
 def test_axis_tolerance_accepts_rounding_noise_only():

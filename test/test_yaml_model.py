@@ -240,6 +240,28 @@ def test_arm_file_errors_name_urdf(tmp_path):
         load_model(p)
 
 
+def test_the_winch_joint_of_the_urdf_is_the_string_length_not_a_tree_joint(tmp_path):
+    """config/marionette_arm.urdf has a joint string_length (so every /joint_states name is a URDF joint); the
+    model is the one built from the URDF without it: same frames, configurations and hash."""
+    urdf = config_path("marionette_arm.urdf").read_text()
+    start, end = urdf.index('  <joint name="string_length"'), urdf.index('<link name="string_end"/>')
+    (tmp_path / "no_winch.urdf").write_text(urdf[:start] + urdf[end + len('<link name="string_end"/>'):])
+    text = config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: no_winch.urdf")
+    without = load_model_file(write(tmp_path, text, "no_winch.yaml"))
+    shipped = load_model_file(config_path("marionette_arm.yaml"))
+    assert "string_length" in shipped.urdf.moving_joints and "string_length" not in without.urdf.moving_joints
+    assert shipped.model.hash == without.model.hash
+    assert shipped.model.frame_names == without.model.frame_names and "string_end" not in shipped.model.frame_names
+    assert shipped.model.config_names == without.model.config_names
+    assert shipped.model.kinematic == without.model.kinematic
+    # a winch joint that carries something is refused, naming the joint
+    (tmp_path / "heavy.urdf").write_text(urdf.replace('<link name="string_end"/>', '<link name="string_end"><inertial>'
+                                                      '<mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4"/>'
+                                                      '</inertial></link>'))
+    with pytest.raises(ModelFileError, match=r"joint 'string_length' \(the length of a string\).*no mass"):
+        load_model_file(write(tmp_path, text.replace("no_winch.urdf", "heavy.urdf"), "heavy.yaml"))
+
+
 # ----------------------------------------------------------------------------------------------- variants: base + overrides
 
 

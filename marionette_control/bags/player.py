@@ -71,10 +71,13 @@ def parse_remap(items: Iterable[str]) -> dict:
 
 @dataclass
 class PlayStats:
-    """What a playback did: messages per (output) topic, clock messages, lateness (s) of every message."""
+    """What a playback did: messages per (output) topic, clock messages, and per message its scheduled time
+    (``schedule``: wall seconds after the start of playback, (log time − bag start)/rate plus the loops before)
+    and its lateness (s, how long after that it went out)."""
 
     counts: dict = field(default_factory=dict)
     clock_messages: int = 0
+    schedule: list = field(default_factory=list)
     lateness: list = field(default_factory=list)
     loops: int = 0
     stopped: bool = False
@@ -222,6 +225,7 @@ class Player:
                     self._publish_clock(m.log_time, stats)
                 out, pub = self.publishers[m.topic]
                 pub.publish(m.raw)
+                stats.schedule.append(target - t0)
                 stats.lateness.append(time.monotonic() - target)
                 stats.counts[out] += 1
             if should_stop():

@@ -1,14 +1,22 @@
 """``marionette_bringup``: start the node set as separate processes where ``ros2 launch`` is unavailable.
 
-    python -m marionette_control.cli.bringup [--sim | --hardware] [--sim-time] [--real-time-factor X]
-        [--only NODE ...] [-p NODE:NAME:=VALUE ...] [-r NODE:FROM:=TO ...] [--params-file FILE ...]
-        [--log-level LEVEL] [--stop-timeout S] [--dry-run]
+    python -m marionette_control.cli.bringup [--sim | --hardware] [--namespace NS] [--use-sim-time]
+        [--real-time-factor X] [--autostart] [--no-robot-state-publisher] [--rviz]
+        [--simulator-params-file FILE] [--optimizer-params-file FILE] [--controller-params-file FILE]
+        [--log-level LEVEL] [--only NODE ...] [-p NODE:NAME:=VALUE ...] [-r NODE:FROM:=TO ...]
+        [--params-file FILE ...] [--stop-timeout S] [--dry-run]
 
-The nodes, their executables, parameter files and remappings come from
-:func:`marionette_control.system_description.node_set`, the same function the launch files
-call. Each node runs as ``<this Python> -c 'from <module> import <function>; ...' --ros-args ...``
-(the entry point of its console script), in its own process group, so only this supervisor
-signals it; on Linux a child also gets SIGTERM if the supervisor dies (``PR_SET_PDEATHSIG``).
+Every launch argument of the launch files is an option here (``name:=value`` ↔
+``--name-with-dashes``, both from :data:`marionette_control.system_description.ARGUMENTS`;
+``--sim-time`` is the short form of ``--use-sim-time``). The nodes, their executables, parameter
+files and remappings come from :func:`marionette_control.system_description.node_set`, the same
+function the launch files call. Each node of this package runs as ``<this Python> -c 'from
+<module> import <function>; ...' --ros-args ...`` (the entry point of its console script);
+robot_state_publisher and rviz2 run from their packages' executables (ament index), and where
+robot_state_publisher is not installed (a PyPI-only machine) it is left out with a notice (asking
+for ``--rviz`` there is an error). Each child runs in its own process group, so only this
+supervisor signals it; on Linux a child also gets SIGTERM if the supervisor dies
+(``PR_SET_PDEATHSIG``).
 
 * Child output is printed line by line with the node's name as prefix (``[marionette_simulator] ...``);
   the supervisor's own lines start with ``[bringup]`` and name each child's pid.
@@ -20,7 +28,7 @@ signals it; on Linux a child also gets SIGTERM if the supervisor dies (``PR_SET_
 
 Overrides (``--ros-args``-like): ``-p marionette_simulator:profile:=perfect`` sets a parameter of one
 node (after its files), ``-r marionette_controller:joint_states:=/arm/joint_states`` remaps for one
-node, ``--params-file FILE`` adds a parameter file to every node (files are keyed by node name).
+node, ``--params-file FILE`` adds a parameter file to every node (keyed ``/**`` or by node name).
 """
 
 from __future__ import annotations
@@ -235,11 +243,15 @@ def _split_override(text: str, option: str) -> tuple[str, str, str]:
     return node, name, value
 
 
+def _option(argument: sd.Argument) -> str:
+    return "--" + argument.name.replace("_", "-")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="marionette_bringup",
-        description="Start the marionette_control nodes as separate processes (the launch files' node set, "
-                    "for machines without ros2 launch).",
+        description="Start the marionette_control nodes as separate processes (the launch files' node set and "
+                    "arguments, for machines without ros2 launch).",
         epilog="Parameter overrides use ROS syntax for the value: -p marionette_simulator:profile:=perfect")
     variant = p.add_mutually_exclusive_group()
     variant.add_argument("--sim", dest="variant", action="store_const", const="sim",
@@ -247,10 +259,17 @@ def build_parser() -> argparse.ArgumentParser:
     variant.add_argument("--hardware", dest="variant", action="store_const", const="hardware",
                          help="optimizer + controller; the arm's driver runs elsewhere")
     p.set_defaults(variant="sim")
-    p.add_argument("--sim-time", action="store_true",
-                   help="the simulator publishes /clock and every node uses it (sim only)")
-    p.add_argument("--real-time-factor", type=float, default=1.0, metavar="X",
-                   help="simulated seconds per wall second (needs --sim-time; default 1)")
+    for a in sd.ARGUMENTS:  # the launch arguments, one option each
+        only = "" if a.variants == sd.VARIANTS else f" ({' and '.join(a.variants)} only)"
+        default = sd.parse_argument(a, a.default)
+        if a.kind == "bool":
+            flags = [_option(a)] + (["--sim-time"] if a.name == "use_sim_time" else [])
+            p.add_argument(*flags, dest=a.name, action=argparse.BooleanOptionalAction, default=default,
+                           help=a.description + only)
+        else:
+            kind = {"float": float, "level": str}.get(a.kind, str)
+            p.add_argument(_option(a), dest=a.name, type=kind, default=default, metavar=a.kind.upper(),
+                           choices=sd.LOG_LEVELS if a.kind == "level" else None, help=a.description + only)
     p.add_argument("--only", nargs="+", metavar="NODE", default=None,
                    help="start only these nodes of the set (by node name)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NODE:NAME:=VALUE",
@@ -259,16 +278,34 @@ def build_parser() -> argparse.ArgumentParser:
                    type=lambda t: _split_override(t, "-r"), help="remap a name for one node")
     p.add_argument("--params-file", action="append", default=[], metavar="FILE",
                    help="extra parameter file for every node (applied after the node's own files)")
-    p.add_argument("--log-level", default=None, choices=sd.LOG_LEVELS, help="ROS log level of every node")
     p.add_argument("--stop-timeout", type=float, default=10.0, metavar="S",
                    help="seconds from SIGINT to SIGTERM when stopping (default 10)")
     p.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     return p
 
 
-def child_specs(args: argparse.Namespace) -> list[ChildSpec]:
+def node_options(args: argparse.Namespace) -> dict:
+    """The node_set keyword arguments of parsed options (the variant's launch arguments)."""
+    names = {a.name for a in sd.arguments(args.variant)}
+    given = {a.name: getattr(args, a.name) for a in sd.ARGUMENTS}
+    other = [_option(a) for a in sd.ARGUMENTS
+             if a.name not in names and given[a.name] != sd.parse_argument(a, a.default)]
+    if other:
+        raise sd.DescriptionError(f"{', '.join(other)} do(es) not apply to the {args.variant} variant")
+    return {name: value for name, value in given.items() if name in names}
+
+
+@dataclass
+class Plan:
+    """What bringup starts (``specs``) and what it leaves out, with the reason (``skipped``: name -> reason)."""
+
+    specs: list
+    skipped: dict
+
+
+def child_specs(args: argparse.Namespace) -> Plan:
     """The processes for parsed arguments; raises DescriptionError/FileNotFoundError on bad input."""
-    nodes = sd.node_set(args.variant, use_sim_time=args.sim_time, real_time_factor=args.real_time_factor)
+    nodes = sd.node_set(args.variant, **node_options(args))
     names = [n.name for n in nodes]
     for what, items in (("-p", args.param), ("-r", args.remap)):
         for node, _, _ in items:
@@ -289,9 +326,23 @@ def child_specs(args: argparse.Namespace) -> list[ChildSpec]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("RCUTILS_LOGGING_BUFFERED_STREAM", "0")
-    specs = []
+    plan = Plan([], {})
     for node in nodes:
-        ros_args = sd.ros_arguments(node, log_level=args.log_level)
+        if node.entry_point is None:
+            executable = sd.find_executable(node)
+            if executable is None:
+                reason = (f"{node.package} is not installed (no {node.executable} in the ament index; a ROS install "
+                          f"has it: rosdep installs it from package.xml)")
+                if node.package == sd.RVIZ.package:
+                    raise sd.DescriptionError(f"--rviz: {reason}")
+                plan.skipped[node.name] = reason
+                continue
+            command = [executable, *node.arguments]
+        else:
+            code = (f"import sys; from {node.module} import {node.function} as main; "
+                    f"sys.argv[0] = {node.executable!r}; sys.exit(main())")
+            command = [sys.executable, "-c", code]
+        ros_args = sd.ros_arguments(node)
         for f in extra_files:
             ros_args += ["--params-file", f]
         for n, name, value in args.param:
@@ -300,28 +351,31 @@ def child_specs(args: argparse.Namespace) -> list[ChildSpec]:
         for n, src, dst in args.remap:
             if n == node.name:
                 ros_args += ["-r", f"{src}:={dst}"]
-        code = (f"import sys; from {node.module} import {node.function} as main; "
-                f"sys.argv[0] = {node.executable!r}; sys.exit(main())")
-        specs.append(ChildSpec(node.name, [sys.executable, "-c", code, *ros_args], env))
-    return specs
+        plan.specs.append(ChildSpec(node.name, [*command, *ros_args], env))
+    return plan
 
 
 def main(argv: Optional[list] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        specs = child_specs(args)
+        plan = child_specs(args)
     except (sd.DescriptionError, FileNotFoundError) as e:
         parser.error(str(e))
     if args.dry_run:
         import shlex
 
-        for s in specs:
+        for s in plan.specs:
             print(f"{s.name}: {shlex.join(s.argv)}")
+        for name, reason in plan.skipped.items():
+            print(f"{name}: not started: {reason}")
         return 0
-    sup = Supervisor(specs, stop_timeout=args.stop_timeout)
-    sup.say(f"{args.variant} node set: {', '.join(s.name for s in specs)}"
-            + (f" on simulated time (real-time factor {args.real_time_factor:g})" if args.sim_time else ""))
+    sup = Supervisor(plan.specs, stop_timeout=args.stop_timeout)
+    sup.say(f"{args.variant} node set: {', '.join(s.name for s in plan.specs)}"
+            + (f" in namespace {sd.normalize_namespace(args.namespace)}" if args.namespace else "")
+            + (f" on simulated time (real-time factor {args.real_time_factor:g})" if args.use_sim_time else ""))
+    for name, reason in plan.skipped.items():
+        sup.say(f"{name} not started: {reason}")
     return sup.run()
 
 

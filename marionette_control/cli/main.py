@@ -224,8 +224,11 @@ def run(args) -> dict:
     report = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "files": {}}
     try:
         say("starting simulator, optimizer and controller (bringup --sim) ...")
+        # the optimizer saves only inside its save_directory: this run's output directory
         procs.append(_start(["marionette_control.cli.bringup", "--sim", "-p",
-                             f"marionette_simulator:profile:={args.profile}"], out / "logs" / "bringup.log", env))
+                             f"marionette_simulator:profile:={args.profile}", "-p",
+                             f"marionette_optimizer:save_directory:={out.resolve()}"], out / "logs" / "bringup.log",
+                            env))
         report["simulated_hardware"] = HardwareProfile.named(args.profile).as_dict()
         if not args.no_bag:
             bag = out / "bag"
@@ -234,8 +237,7 @@ def run(args) -> dict:
             report["files"]["bag"] = str(bag)
         obs = Observer()
         t0 = time.monotonic()
-        req = OptimizeTrajectory.Request(motion_name=args.motion, model_id=model.name,
-                                         save_path=str((out / "trajectory.npz").resolve()))
+        req = OptimizeTrajectory.Request(motion_name=args.motion, model_id=model.name, save_path="trajectory.npz")
         say(f"requesting the '{args.motion}' optimization from /marionette_optimizer/optimize ...")
         res = obs.call(obs.optimize, req, args.timeout, "optimization",
                        progress=lambda: say(f"  optimizing ... {time.monotonic() - t0:.0f} s"))

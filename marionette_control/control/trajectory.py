@@ -145,16 +145,21 @@ class Trajectory:
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        with open(tmp, "wb") as f:
+            self.write(f)
+        tmp.replace(path)
+        return path
+
+    def write(self, file) -> None:
+        """Writes the ``.npz`` content (see module docstring) to an open binary file."""
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "dt": self.dt, "t0": self.t0,
                 "model_name": self.model_name, "model_hash": self.model_hash, "state_names": self.state_names,
                 "input_names": self.input_names, "info": self.info}
         arrays = {"t": self.t, "X": self.X, "U": self.U, "meta": np.array(json.dumps(meta))}
         if self.K is not None:
             arrays["K"] = self.K
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        tmp.replace(path)
-        return path
+        np.savez_compressed(file, **arrays)
 
     @classmethod
     def load(cls, path, model=None) -> "Trajectory":

@@ -40,6 +40,7 @@ Gravity: URDF carries none; the default is (0, 0, -9.81), the value ROS tools an
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -414,10 +415,32 @@ def load_urdf(source: str | os.PathLike, kinematic: Iterable[str] = (), rename: 
         raise UrdfError(f"{robot.source}: {e}") from e
 
 
+def without_length_joint(robot: UrdfRobot, name: str) -> UrdfRobot:
+    """The robot without the prismatic joint ``name`` and its child link: a joint that stands for a length
+    outside the tree (a winch's string length, which closes a chain) rather than a motion of it.
+
+    The child must be a leaf without mass, so that removing it changes no frame, mass or configuration of the
+    tree; raises UrdfError naming the joint otherwise.
+    """
+    joint = robot.joint(name)
+    where = f"{robot.source}: joint '{name}' (the length of a string)"
+    if joint.type != "prismatic":
+        raise UrdfError(f"{where} must be prismatic (a length in m), got type {joint.type}")
+    inertial = robot.links[joint.child].inertial
+    if inertial is not None and inertial.mass > 0:
+        raise UrdfError(f"{where}: its child link '{joint.child}' must carry no mass (it marks the string's end)")
+    children = [j.name for j in robot.joints if j.parent == joint.child]
+    if children:
+        raise UrdfError(f"{where}: its child link '{joint.child}' must be a leaf, but joints {', '.join(children)} "
+                        "hang from it")
+    links = {k: v for k, v in robot.links.items() if k != joint.child}
+    return dataclasses.replace(robot, links=links, joints=[j for j in robot.joints if j.name != name])
+
+
 def joint_limits(robot: UrdfRobot) -> dict[str, dict]:
     """{joint name: <limit> attributes} of the moving joints that have limits."""
     return {j.name: dict(j.limits) for j in robot.joints if j.type != "fixed" and j.limits}
 
 
 __all__ = ["UrdfError", "UrdfRobot", "UrdfJoint", "UrdfLink", "Inertial", "parse_urdf", "add_urdf", "load_urdf",
-           "joint_limits", "SUPPORTED_JOINTS", "AXIS_TOLERANCE"]
+           "without_length_joint", "joint_limits", "SUPPORTED_JOINTS", "AXIS_TOLERANCE"]

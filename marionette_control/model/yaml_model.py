@@ -55,7 +55,10 @@ Overrides change numbers only, never the structure (frames, configurations, cons
 names stay those of the base), and every name they use must exist.
 
 A string whose ``length`` names a configuration declares it kinematic (a string length has no
-inertia). Numbers may be written ``1e-3`` as well as ``1.0e-3``. Units are SI.
+inertia). A URDF joint of that name (after ``urdf.rename``) is the string's length too, not a tree
+joint: a prismatic joint to a massless leaf link, which the URDF carries so that every
+``/joint_states`` name exists there (the winch of ``config/marionette_arm.urdf``); the model is the
+same with or without it. Numbers may be written ``1e-3`` as well as ``1.0e-3``. Units are SI.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ import yaml
 from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits
-from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf
+from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf, without_length_joint
 
 
 class ModelFileError(ValueError):
@@ -456,11 +459,23 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
                     c.fail(f"urdf.rename.{j}", f"'{j}' is not a moving joint of {ufile} (moving joints: "
                                                f"{', '.join(moving)})")
             joint_config = {j: rename.get(j, j) for j in moving}
-            kin_joints = [j for j in moving if joint_config[j] in kinematic]
             robot = patch.apply_urdf(robot, joint_config)
+            # A joint named like a string's kinematic length is that length (the winch), not a tree joint: the
+            # URDF has it so that every /joint_states name exists there (robot_state_publisher, ros2_control);
+            # the string below declares the configuration, as without it.
+            strings_entry = data.get("strings")
+            lengths = {s.get("length") for s in strings_entry if isinstance(s, dict)} if isinstance(
+                strings_entry, list) else set()
+            tree = robot
+            for j in moving:
+                if joint_config[j] in lengths:
+                    tree = without_length_joint(tree, j)
+            tree_joints = tree.moving_joints
+            kin_joints = [j for j in tree_joints if joint_config[j] in kinematic]
             # add_urdf reports frame collisions; every URDF link becomes a frame of that name
             created: set[str] = set()
-            mapping = add_urdf(b, robot, kinematic=kin_joints, rename=rename, created=created)
+            mapping = add_urdf(b, tree, kinematic=kin_joints, rename={j: c for j, c in rename.items()
+                                                                        if j in tree_joints}, created=created)
         except UrdfError as e:
             raise ModelFileError(f"{path}: urdf: {e}") from None
         for j, cname in mapping.items():

@@ -66,10 +66,10 @@ import numpy as np
 from marionette_control.control.controller_core import ControllerCore, TickResult, actuator_limits
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 from marionette_control.nodes.convert import JointStateParser, JointStateReader, trajectory_from_msg
+from marionette_control.nodes.names import status_name
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 
 NODE_NAME = "marionette_controller"
-STATUS_NAME = f"{NODE_NAME}: tracking"
 NS = 1_000_000_000
 DIAGNOSTICS_MIN_INTERVAL = 0.1  # s between event-driven diagnostics messages
 
@@ -86,11 +86,12 @@ PARAMS = [
               "the actuator limits (actuators); the same file the simulator uses", read_only=True),
     ParamSpec("trajectory_file", "", "Trajectory file (.npz, Trajectory.save) loaded at start-up and whenever the "
               "parameter is set; refused (and reported) when made for another model or without gains; empty = none"),
-    ParamSpec("trajectory_topic", "/marionette_optimizer/trajectory",
+    # topic names are relative: a namespaced node (two arms on one graph) finds its own optimizer and hardware
+    ParamSpec("trajectory_topic", "marionette_optimizer/trajectory",
               "TrackedTrajectory topic of the optimizer (reliable, transient local)", read_only=True),
-    ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic (sensor-data QoS)",
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState topic (sensor-data QoS)",
               read_only=True),
-    ParamSpec("command_topic", "/forward_position_controller/commands",
+    ParamSpec("command_topic", "forward_position_controller/commands",
               "std_msgs/Float64MultiArray command topic (ros2_control forward position controller)", read_only=True),
     ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
               "configurations in the order of the command's data (the forward position controller's 'joints')",
@@ -226,7 +227,8 @@ def make_node_class():
             self._parse_joint_state = JointStateParser(
                 lambda data: deserialize_message(data, r["JointState"])).parse
             from marionette_interfaces.msg import TrackedTrajectory
-            self.create_subscription(TrackedTrajectory, p["trajectory_topic"], self._on_trajectory_msg, latched)
+            self._trajectory_sub = self.create_subscription(TrackedTrajectory, p["trajectory_topic"],
+                                                            self._on_trajectory_msg, latched)
             self.create_service(r["Trigger"], "~/start", self._on_start)
             self.create_service(r["Trigger"], "~/stop", self._on_stop)
             self.create_timer(p["watchdog_period"], self._on_watchdog)
@@ -336,7 +338,7 @@ def make_node_class():
             level, message, values = self.core.status()
             if self.samples_before_clock:
                 values.append(("samples_before_clock", str(self.samples_before_clock)))
-            st = r["DiagnosticStatus"](level=bytes([level]), name=STATUS_NAME, message=message,
+            st = r["DiagnosticStatus"](level=bytes([level]), name=status_name(self, "tracking"), message=message,
                                        hardware_id=self.model.name,
                                        values=[r["KeyValue"](key=k, value=v) for k, v in values])
             arr = r["DiagnosticArray"](status=[st])
@@ -374,7 +376,7 @@ def make_node_class():
             return self._install(traj, path)
 
         def _on_trajectory_msg(self, msg) -> None:
-            source = f"from {self.p['trajectory_topic']}"
+            source = f"from {self._trajectory_sub.topic_name}"
             try:
                 traj = trajectory_from_msg(msg)
             except (TrajectoryError, ValueError) as e:

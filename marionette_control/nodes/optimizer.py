@@ -8,8 +8,8 @@ feasible trajectory, its time-varying LQR tracking gains, the convergence histor
 of every inequality constraint (drive range, speed and acceleration, string tension: by default
 the model file's limits are enforced): its worst margin, where it occurs and where it is active.
 
-Interfaces (with the default node name)
----------------------------------------
+Interfaces (with the default node name, in the root namespace)
+--------------------------------------------------------------
 ``/marionette_optimizer/optimize`` (service, marionette_interfaces/srv/OptimizeTrajectory)
     Optimizes and answers when done. Invalid requests are answered at once with
     ``success = false`` and a message naming what is wrong.
@@ -48,12 +48,25 @@ Service and action callbacks live in a reentrant callback group on a multi-threa
 with one thread per request the policy admits plus three spare, so cancel requests, parameter
 services and refusals are processed while requests wait for the worker.
 
+Every request is answered
+-------------------------
+Requests that arrive while the callbacks are busy wait in the middleware's queues, whose depths
+are the parameters ``qos_depth.service`` (the service's requests and responses) and
+``qos_depth.action`` (the action's goal, cancel and result services); the defaults (100) hold a
+burst far beyond the largest ``queue_size``. A request the concurrency policy cannot admit gets
+an explicit answer ("busy", a rejected goal), never silence. Only a burst deeper than the queue
+can still lose requests in the middleware, unseen by the node.
+
 Saving
 ------
-``save_path`` in a request saves that result (the package's ``.npz`` trajectory format; a
-relative path is taken relative to ``save_directory``, or the working directory when that is
-empty; the directory is checked before the run). With ``save_directory`` set, results of
-requests without ``save_path`` are saved there as ``<model>_<UTC time>.npz``.
+``save_path`` in a request saves that result (the package's ``.npz`` trajectory format), confined
+to ``save_directory`` (:mod:`marionette_control.nodes.save_path`: relative paths only, resolved
+inside that directory; absolute paths only into ``allowed_save_directories``; an existing file
+only with the request's ``overwrite``; directories created only inside; checked before the run,
+each refusal answered with its reason). With ``save_directory`` empty nothing is saved and a
+request with a ``save_path`` is refused. With ``save_directory`` set, results of requests without
+``save_path`` are saved there as ``<model>_<UTC time>.npz``. Both parameters are read-only, so no
+peer can widen them at run time.
 
 Shutdown
 --------
@@ -70,14 +83,12 @@ model:=pendulum``.
 from __future__ import annotations
 
 import math
-import os
 import queue
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable, Optional
 
 import rclpy
@@ -108,6 +119,7 @@ from marionette_control.control.tracking_problem import GainWeights, ProblemDefa
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 from marionette_control.nodes.process import StopFlag, run_node
+from marionette_control.nodes.save_path import SavePathError, SavePolicy, SaveTarget, write_file
 
 NODE_NAME = "marionette_optimizer"
 SERVICE = "~/optimize"
@@ -226,15 +238,30 @@ def parameter_specs() -> list[ParamSpec]:
                   check=_positive),
         ParamSpec("trajectory_topic", "~/trajectory", "Topic of the latest result (TrackedTrajectory, reliable, "
                   "transient-local, depth 1).", check=lambda v: None if v else "must not be empty", read_only=True),
-        ParamSpec("save_directory", "", "Directory for result files: relative request save_paths are taken "
-                  "relative to it, and results of requests without save_path are saved there (empty: only "
-                  "save_path, relative to the working directory)."),
+        ParamSpec("save_directory", "", "Directory for result files (created at start-up if missing): a request's "
+                  "save_path is taken relative to it and must resolve inside it; results of requests without "
+                  "save_path are saved there too. Empty: nothing is saved and requests with a save_path are refused.",
+                  read_only=True),
+        ParamSpec("allowed_save_directories", [], "Absolute directories an absolute save_path may point into "
+                  "(resolved, symbolic links included); empty: absolute save_paths are refused.", read_only=True),
         ParamSpec("concurrency", "reject", "Policy for requests while an optimization runs: 'reject' (answer busy / "
                   "reject the goal) or 'queue' (wait in order, up to queue_size).",
                   check=lambda v: None if v in POLICIES else f"must be one of {', '.join(POLICIES)}", read_only=True),
         ParamSpec("queue_size", 4, "With concurrency 'queue': how many requests may wait.", minimum=1, maximum=64,
                   read_only=True),
+        ParamSpec("qos_depth.service", 100, "History depth of the optimize service's request and response queues: "
+                  "requests arriving in one burst while the callbacks are busy (more than 1 + queue_size; a deeper "
+                  "burst loses the oldest unseen requests in the middleware).", minimum=2, maximum=10000,
+                  read_only=True),
+        ParamSpec("qos_depth.action", 100, "History depth of the optimize action's goal, cancel and result service "
+                  "queues (as qos_depth.service).", minimum=2, maximum=10000, read_only=True),
     ]
+
+
+def request_qos(depth: int) -> QoSProfile:
+    """Reliable, volatile, keep-last ``depth``: the service default with a queue deep enough for a burst."""
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
 
 
 # --------------------------------------------------------------------------------------------- jobs
@@ -257,7 +284,7 @@ class Job:
 
     label: str
     problem: Problem
-    save_path: Optional[Path]
+    save: Optional[SaveTarget]
     should_stop: Callable[[], bool]
     on_iteration: Optional[Callable[[IterationRecord], None]] = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -360,6 +387,15 @@ class OptimizerNode(Node):
             raise ParameterError(f"parameter 'model': {e}") from None
         self.policy = self._values["concurrency"]
         self.capacity = 1 if self.policy == "reject" else 1 + int(self._values["queue_size"])
+        for name in ("qos_depth.service", "qos_depth.action"):
+            if self._values[name] <= self.capacity:
+                raise ParameterError(f"parameter '{name}' ({self._values[name]}) must exceed the {self.capacity} "
+                                     f"request(s) concurrency '{self.policy}' admits at once, so a refusal still fits")
+        try:
+            self.save_policy = SavePolicy.from_parameters(self._values["save_directory"],
+                                                          self._values["allowed_save_directories"])
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
         self._reserved = 0
         self._slots_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -367,16 +403,21 @@ class OptimizerNode(Node):
 
         group = ReentrantCallbackGroup()
         self._publisher = self.create_publisher(TrackedTrajectory, self._values["trajectory_topic"], TRAJECTORY_QOS)
-        self._service = self.create_service(OptimizeService, SERVICE, self._on_service, callback_group=group)
+        self._service = self.create_service(OptimizeService, SERVICE, self._on_service, callback_group=group,
+                                            qos_profile=request_qos(self._values["qos_depth.service"]))
+        action_qos = request_qos(self._values["qos_depth.action"])
         self._action = ActionServer(self, OptimizeAction, ACTION, execute_callback=self._on_execute,
                                     goal_callback=self._on_goal, cancel_callback=self._on_cancel,
-                                    callback_group=group)
+                                    callback_group=group, goal_service_qos_profile=action_qos,
+                                    result_service_qos_profile=action_qos, cancel_service_qos_profile=action_qos)
         self._worker = threading.Thread(target=self._work, name="optimizer-worker", daemon=True)
         self._worker.start()
         self.get_logger().info(
             f"ready: model '{self.default_model}', service {self.resolve_service_name(SERVICE)}, action "
             f"{self.resolve_service_name(ACTION)}, results on {self._publisher.topic_name} (transient-local), "
-            f"concurrency '{self.policy}'")
+            f"concurrency '{self.policy}'; "
+            + (f"results saved only inside {self.save_policy.directory}" if self.save_policy.directory else
+               "saving disabled (save_directory empty)"))
 
     @property
     def executor_threads(self) -> int:
@@ -424,30 +465,14 @@ class OptimizerNode(Node):
                     raise ProblemError(f"model '{name}' cannot be built: {e}") from None
             return self._models[name]
 
-    def _save_path(self, requested: str, model_name: str) -> Optional[Path]:
-        directory = self._values["save_directory"]
-        if requested:
-            path = Path(requested).expanduser()
-            if not path.is_absolute():
-                path = Path(directory or os.getcwd()) / path
-        elif directory:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
-            path = Path(directory) / f"{model_name}_{stamp}.npz"
-        else:
-            return None
-        if path.suffix != ".npz":
-            path = path.with_suffix(".npz")
+    def _save_target(self, request, model_name: str) -> Optional[SaveTarget]:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ProblemError(f"save_path {str(path)!r}: cannot create its directory ({e.strerror})") from None
-        if path.is_dir():
-            raise ProblemError(f"save_path {str(path)!r} is a directory; give a file name")
-        if not os.access(path.parent, os.W_OK):
-            raise ProblemError(f"save_path {str(path)!r}: directory {str(path.parent)!r} is not writable")
-        return path
+            return self.save_policy.target(request.save_path, request.overwrite, f"{model_name}_{stamp}.npz")
+        except SavePathError as e:
+            raise ProblemError(str(e)) from None
 
-    def prepare(self, request) -> tuple[Problem, Optional[Path]]:
+    def prepare(self, request) -> tuple[Problem, Optional[SaveTarget]]:
         """Validates a request (service request or action goal) and builds its problem; raises ProblemError."""
         model, limits = self._model(request.model_id or self.default_model)
         o = request.options
@@ -469,7 +494,7 @@ class OptimizerNode(Node):
                 positions=[list(p.positions) for p in d.points])
         problem = build_problem(model, request.motion_name, desired, options, self._defaults(), self._gains(),
                                 limits)
-        return problem, self._save_path(request.save_path, model.name)
+        return problem, self._save_target(request, model.name)
 
     def _reserve(self) -> bool:
         with self._slots_lock:
@@ -607,13 +632,13 @@ class OptimizerNode(Node):
         message = f"{_describe(p, history, float(result.cost), p.options.deadline)}; {_constraint_summary(constraints)}"
         if self._stopping.is_set() and history.reason == ConvergenceData.REASON_CANCELED:
             message += " (the node is shutting down)"
-        if job.save_path is not None:
+        if job.save is not None:
             try:
-                path = traj.save(job.save_path)
+                path = write_file(job.save, traj.write)
                 message += f"; saved to {path}"
-            except OSError as e:
-                message += f"; NOT saved to {job.save_path}: {e}"
-                self.get_logger().error(f"could not save the result to {job.save_path}: {e}")
+            except (OSError, SavePathError) as e:
+                message += f"; NOT saved to {job.save.path}: {e}"
+                self.get_logger().error(f"could not save the result to {job.save.path}: {e}")
         if history.reason != ConvergenceData.REASON_CANCELED:
             self._publisher.publish(msg)
             message += f"; published on {self._publisher.topic_name}"

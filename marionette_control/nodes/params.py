@@ -88,10 +88,17 @@ def declare(node, specs: list[ParamSpec], on_change: Optional[Callable[[str, Any
         try:
             if isinstance(default, list) and not default:
                 # rclpy cannot infer a type from an empty list: empty defaults are string arrays,
-                # declared by type and initialized to [] unless an override gave a value.
-                param = node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, s.descriptor())
+                # declared by type and initialized to [] unless an override gave a value (which a
+                # read-only descriptor would refuse, so read-only is applied after that).
+                descriptor = s.descriptor()
+                descriptor.read_only = False
+                param = node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, descriptor)
                 if param.type_ == Parameter.Type.NOT_SET:
                     node.set_parameters([Parameter(s.name, Parameter.Type.STRING_ARRAY, [])])
+                if s.read_only:
+                    final = s.descriptor()
+                    final.type = descriptor.type
+                    node.set_descriptor(s.name, final)
                 value = list(node.get_parameter(s.name).value)
             else:
                 value = node.declare_parameter(s.name, default, s.descriptor()).value

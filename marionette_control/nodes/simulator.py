@@ -26,7 +26,7 @@ discrete Legendre transform bit for bit). A hardware parameter given explicitly 
 Command convention (the hardware driver's, ros2_control ``forward_command_controller``)
 ---------------------------------------------------------------------------------------
 ``std_msgs/Float64MultiArray`` on ``<controller_name>/commands`` (default
-``/forward_position_controller/commands``), ``data`` = one position per joint of the
+``forward_position_controller/commands``, in the node's namespace), ``data`` = one position per joint of the
 controller's ``joints`` list, in that order (parameter ``command_joints``, default
 ``[carriage, string_length]``). ``layout`` is ignored, as the forward command controller ignores
 it. A command received while step k is the current one is the drives' setpoint from step
@@ -76,13 +76,27 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Point, Vector3
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import JointState
+from std_msgs.msg import ColorRGBA, Float64MultiArray
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
 
+from marionette_interfaces.srv import Disturb
 from marionette_control.control.simulated_hardware import (
     DisturbanceError, DisturbanceLimits, HardwareProfile, MeasurementQueue, PROFILES, SimulatedArm, StepFault,
     check_profile_field, load_plant)
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.models import marionette_arm as arm
+from marionette_control.nodes.names import status_name
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 from marionette_control.nodes.process import run_node
 from marionette_control.system_description import config_file
@@ -429,24 +443,6 @@ def _initial_configuration(desc: ModelDescription, pose: str, values: list) -> n
 
 # ============================================================================ the node
 
-try:  # the node needs rclpy; the rest of this module does not
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-    from geometry_msgs.msg import Point, Vector3
-    from marionette_interfaces.srv import Disturb
-    from rclpy.clock import Clock, ClockType
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-    from rosgraph_msgs.msg import Clock as ClockMsg
-    from sensor_msgs.msg import JointState
-    from std_msgs.msg import ColorRGBA, Float64MultiArray
-    from std_srvs.srv import Trigger
-    from visualization_msgs.msg import Marker, MarkerArray
-except ImportError as _import_error:  # pragma: no cover - only without ROS
-    Node = object
-    _ROS_IMPORT_ERROR: Optional[ImportError] = _import_error
-else:
-    _ROS_IMPORT_ERROR = None
-
 
 _FAULT_ACTIONS = {
     "held": "held the drives where they are (the new setpoint)",
@@ -456,8 +452,6 @@ _FAULT_ACTIONS = {
 
 
 def _stamp(t_ns: int):
-    from builtin_interfaces.msg import Time
-
     return Time(sec=t_ns // NANOSECONDS, nanosec=t_ns % NANOSECONDS)
 
 
@@ -670,8 +664,6 @@ class SimulatorNode(Node):
     # ---------------------------------------------------------------- parameters
 
     def _check_runtime_rules(self, params):
-        from rcl_interfaces.msg import SetParametersResult
-
         for p in params:
             if p.name == "real_time_factor" and not self.values["publish_clock"] and p.value != 1.0:
                 return SetParametersResult(successful=False, reason="real_time_factor other than 1 needs "
@@ -735,7 +727,7 @@ class SimulatorNode(Node):
 
     def _publish_diagnostics(self) -> None:
         wall = time.monotonic() - self._wall_start
-        status = DiagnosticStatus(name=f"{self.get_name()}: simulation", hardware_id=self.sim.plant.model.name)
+        status = DiagnosticStatus(name=status_name(self, "simulation"), hardware_id=self.sim.plant.model.name)
         if self.last_fault is not None:
             status.level = DiagnosticStatus.WARN
             status.message = f"last integrator fault ({self.last_fault.action}): {self.last_fault.message}"
@@ -776,8 +768,6 @@ class SimulatorNode(Node):
 
 def main(args=None) -> int:
     """Entry point of ``marionette_simulator`` (``ros2 run marionette_control marionette_simulator``)."""
-    if _ROS_IMPORT_ERROR is not None:
-        raise SystemExit(f"{NODE_NAME} needs rclpy and the message packages: {_ROS_IMPORT_ERROR}")
     return run_node(NODE_NAME, SimulatorNode, args=args)
 
 
