@@ -1,0 +1,96 @@
+"""Commands in flight and the state at the time a command takes effect (delay compensation).
+
+With ros2_control the command computed from the joint state of cycle k is picked up by the
+forward position controller at its next update and written at cycle k+1: it moves the drives
+over step k+1 → k+2, i.e. it is the input u_{k+d} with d = ``command_delay_steps`` = 1
+(u_j = ρ_{j+1}, thesis §3.6). The input u_k that acts meanwhile was sent one tick earlier: it
+is *in flight*. :class:`CommandHistory` keeps the commands sent and answers which input is in
+effect over step j; :class:`DelayPredictor` steps the estimate x̂_k through the model with
+those inputs to x̂_{k+d} (thesis (4.36): the exact model is the predictor), the state the new
+command acts on, so the tracking law uses the reference and gains of index k+d.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+
+class CommandHistory:
+    """The commands sent, by tick slot, and the input in effect over each step.
+
+    A command sent at slot s (the tick index of the sample it answered, or the slot a hold command
+    fell in) is the input from step s + d on, until a later one replaces it (the forward position
+    controller keeps its last command). Before the first command of a run the drives hold
+    ``start``'s ρ. Keeps the last ``size`` commands (>= d + the longest gap bridged + 2).
+    """
+
+    def __init__(self, nU: int, delay_steps: int, size: int = 32):
+        if delay_steps < 0:
+            raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
+        if size < delay_steps + 2:
+            raise ValueError(f"command history size {size} is too small for a delay of {delay_steps} steps")
+        self.delay = int(delay_steps)
+        self._slots = [0] * size
+        self._cmds = [np.zeros(nU)] * size
+        self._n = 0
+        self._head = -1
+        self._initial = np.zeros(nU)
+
+    def start(self, hold: np.ndarray) -> None:
+        """Forgets every command; until the first one the drives hold ``hold`` (nU,)."""
+        self._n = 0
+        self._head = -1
+        self._initial = hold
+
+    def sent(self, slot: int, u: np.ndarray) -> None:
+        """Records command ``u`` (nU,; kept, not copied) sent at ``slot`` (slots never decrease)."""
+        size = len(self._slots)
+        if self._n and slot < self._slots[self._head]:
+            raise ValueError(f"command for slot {slot} after one for slot {self._slots[self._head]}")
+        h = (self._head + 1) % size
+        self._slots[h], self._cmds[h] = slot, u
+        self._head = h
+        self._n = min(self._n + 1, size)
+
+    def applied(self, j: int) -> np.ndarray:
+        """The input u_j (nU,) in effect over step j: the last command sent at a slot <= j − d."""
+        last = j - self.delay
+        size = len(self._slots)
+        i = self._head
+        for _ in range(self._n):
+            if self._slots[i] <= last:
+                return self._cmds[i]
+            i = (i - 1) % size
+        return self._initial
+
+    @property
+    def last_slot(self) -> Optional[int]:
+        """The slot of the last command sent, or None."""
+        return self._slots[self._head] if self._n else None
+
+    @property
+    def last(self):
+        """The last command sent (nU,), or None."""
+        return self._cmds[self._head] if self._n else None
+
+
+class DelayPredictor:
+    """x̂_{k+d} = f(…f(x̂_k, u_k)…, u_{k+d−1}) with the commands in flight (module docstring).
+
+    ``system`` : _core.DiscreteSystem (the model the trajectory and gains are for); ``delay_steps`` = d.
+    """
+
+    def __init__(self, system, delay_steps: int):
+        if delay_steps < 0:
+            raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
+        self.system = system
+        self.delay = int(delay_steps)
+
+    def predict(self, k: int, x_hat: np.ndarray, history: CommandHistory) -> np.ndarray:
+        """x̂_{k+d} (nx,) from x̂_k (nx,); raises ``_core.StepError`` when the model cannot take a step."""
+        x = x_hat
+        for j in range(k, k + self.delay):
+            x = self.system.step(x, history.applied(j))[0]
+        return x
