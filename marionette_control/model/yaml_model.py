@@ -37,12 +37,28 @@ a worked example)::
     actuators:                           # optional: limits of kinematic configurations
       carriage: {min: -0.3, max: 0.9, max_velocity: 1.0, max_acceleration: 5.0}
 
+A file may instead describe a variant of another one (e.g. the physical arm against the nominal
+model the optimizer uses)::
+
+    name: arm_as_built
+    base: arm.yaml                       # every key of arm.yaml not given here is taken from it
+    overrides:                           # physical parameters by name, replacing the base's
+      masses:                            #   URDF links with an <inertial>, or frames with a mass
+        forearm: {mass: 0.16, center_of_mass: [0, 0, -0.115], inertia: [8.6e-4, 8.6e-4, 1.8e-5]}
+      placements:                        #   URDF links (their joint's origin) or constant frames
+        hook: {translation: [0, 0.001, -0.202]}
+      damping: {shoulder: 0.03}          #   total viscous damping of a dynamic configuration
+
+Overrides change numbers only, never the structure (frames, configurations, constraints and
+names stay those of the base), and every name they use must exist.
+
 A string whose ``length`` names a configuration declares it kinematic (a string length has no
 inertia). Numbers may be written ``1e-3`` as well as ``1.0e-3``. Units are SI.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -54,7 +70,7 @@ import yaml
 
 from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
-from marionette_control.model.urdf import UrdfError, UrdfRobot, add_urdf, parse_urdf
+from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf
 
 
 class ModelFileError(ValueError):
@@ -196,6 +212,23 @@ class ActuatorLimits:
         return self.min <= value <= self.max
 
 
+@dataclass(frozen=True)
+class KinematicLimits:
+    """The ``actuators`` section as arrays over the kinematic configurations, shape (nk,) each, model order.
+
+    Configurations without an entry are unlimited (-inf/+inf); a missing ``max_acceleration`` is +inf.
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    max_velocity: np.ndarray
+    max_acceleration: np.ndarray
+
+    def saturate(self, rho: np.ndarray) -> np.ndarray:
+        """ρ (nk,) clipped to the position range."""
+        return np.clip(rho, self.lower, self.upper)
+
+
 @dataclass
 class ModelDescription:
     """A loaded model file: the core model plus what the core does not keep.
@@ -219,10 +252,192 @@ class ModelDescription:
     def config_to_hardware(self) -> dict[str, str]:
         return {v: k for k, v in self.hardware_joints.items()}
 
+    def kinematic_limits(self) -> KinematicLimits:
+        """The actuator limits of every kinematic configuration, as arrays (nk,) in the model's order."""
+        m = self.model
+        names = m.config_names[m.nd:]
+        lo, hi, vmax, amax = (np.full(len(names), v) for v in (-np.inf, np.inf, np.inf, np.inf))
+        for i, name in enumerate(names):
+            spec = self.actuators.get(name)
+            if spec is not None:
+                lo[i], hi[i], vmax[i] = spec.min, spec.max, spec.max_velocity
+                if spec.max_acceleration is not None:
+                    amax[i] = spec.max_acceleration
+        return KinematicLimits(lo, hi, vmax, amax)
+
 
 _TOP = ("name", "description", "gravity", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
-        "damping", "forces", "plane_constraints", "hardware", "actuators")
+        "damping", "forces", "plane_constraints", "hardware", "actuators", "base", "overrides")
 _AXIS = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
+#: Longest chain of ``base`` files (deeper is a mistake, usually a cycle).
+MAX_BASE_DEPTH = 8
+
+
+# --------------------------------------------------------------------------------------------- base and overrides
+
+
+def _read_with_base(path: str, chain: tuple = ()) -> tuple[dict, list]:
+    """The file's mapping with its ``base`` chain resolved, and the ``overrides`` of the chain (base first).
+
+    Keys of a file replace its base's; a relative ``urdf.file`` of a base stays relative to the base.
+    Returns (data without ``base``/``overrides``, [(Checker of the file, overrides mapping), ...]).
+    """
+    data = read_yaml(path, ModelFileError)
+    c = Checker(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        c.fail("", f"the file must contain a mapping, got {type(data).__name__}")
+    data = dict(data)
+    patches = []
+    if "base" in data:
+        base = c.name(data.pop("base"), "base")
+        bpath = base if os.path.isabs(base) else os.path.join(os.path.dirname(os.path.abspath(path)), base)
+        here = os.path.abspath(path)
+        if os.path.abspath(bpath) in chain + (here,):
+            c.fail("base", f"'{base}' is this file or one of its bases (a cycle)")
+        if len(chain) >= MAX_BASE_DEPTH:
+            c.fail("base", f"more than {MAX_BASE_DEPTH} nested base files")
+        merged, patches = _read_with_base(bpath, chain + (here,))
+        urdf = merged.get("urdf")
+        if isinstance(urdf, dict) and isinstance(urdf.get("file"), str) and not os.path.isabs(urdf["file"]):
+            merged["urdf"] = {**urdf, "file": os.path.join(os.path.dirname(os.path.abspath(bpath)), urdf["file"])}
+        merged.update(data)
+        data = merged
+    if "overrides" in data:
+        patches = patches + [(c, data.pop("overrides"))]
+    return data, patches
+
+
+class _Overrides:
+    """The ``overrides`` of a file and its bases, merged by name (later files win), applied while building.
+
+    masses : {body: {mass, center_of_mass, inertia}}, placements : {frame: {translation, rpy, value}},
+    damping : {configuration: coefficient}. Each entry remembers the key path that introduced it, for
+    errors; :meth:`check_used` reports every name that matched nothing.
+    """
+
+    def __init__(self, patches: list):
+        self.masses: dict[str, dict] = {}
+        self.placements: dict[str, dict] = {}
+        self.damping: dict[str, float] = {}
+        self.where: dict[tuple[str, str], tuple[Checker, str]] = {}
+        self.used: set[tuple[str, str]] = set()
+        for c, ov in patches:
+            c.mapping(ov, "overrides", optional=("masses", "placements", "damping"))
+            for name, spec in c.table(ov.get("masses", {}) or {}, "overrides.masses").items():
+                key = f"overrides.masses.{name}"
+                c.mapping(spec, key, optional=("mass", "center_of_mass", "inertia"))
+                entry = self.masses.setdefault(c.name(name, key), {})
+                if "mass" in spec:
+                    entry["mass"] = c.number(spec["mass"], f"{key}.mass", minimum=0.0)
+                if "center_of_mass" in spec:
+                    entry["center_of_mass"] = c.vector(spec["center_of_mass"], f"{key}.center_of_mass", 3)
+                if "inertia" in spec:
+                    n = len(spec["inertia"]) if isinstance(spec["inertia"], list) else 3
+                    entry["inertia"] = c.vector(spec["inertia"], f"{key}.inertia", 6 if n == 6 else 3)
+                self.where[("masses", name)] = (c, key)
+            for name, spec in c.table(ov.get("placements", {}) or {}, "overrides.placements").items():
+                key = f"overrides.placements.{name}"
+                c.mapping(spec, key, optional=("translation", "rpy", "value"))
+                entry = self.placements.setdefault(c.name(name, key), {})
+                for k in ("translation", "rpy"):
+                    if k in spec:
+                        entry[k] = c.vector(spec[k], f"{key}.{k}", 3)
+                if "value" in spec:
+                    entry["value"] = c.number(spec["value"], f"{key}.value")
+                self.where[("placements", name)] = (c, key)
+            for name, coef in c.table(ov.get("damping", {}) or {}, "overrides.damping").items():
+                key = f"overrides.damping.{name}"
+                self.damping[c.name(name, key)] = c.number(coef, key, minimum=0.0)
+                self.where[("damping", name)] = (c, key)
+
+    def fail(self, kind: str, name: str, problem: str):
+        c, key = self.where[(kind, name)]
+        c.fail(key, problem)
+
+    def apply_urdf(self, robot: UrdfRobot, joint_config: dict[str, str]) -> UrdfRobot:
+        """The robot with overridden link inertials, joint origins and joint damping (damping set to 0 here;
+        the damping table carries the overriding total)."""
+        links = dict(robot.links)
+        for name, spec in self.masses.items():
+            link = links.get(name)
+            if link is None:
+                continue
+            if link.inertial is None:
+                self.fail("masses", name, f"URDF link '{name}' has no <inertial> to override")
+            self.used.add(("masses", name))
+            old = link.inertial
+            if "inertia" in spec:
+                tensor = self._inertia_tensor(name, spec["inertia"], old.inertia)
+            else:
+                tensor = old.inertia
+            new = Inertial(spec.get("mass", old.mass), spec.get("center_of_mass", old.xyz), old.rpy, tensor)
+            links[name] = dataclasses.replace(link, inertial=new)
+        joints = []
+        for j in robot.joints:
+            spec = self.placements.get(j.child)
+            if spec is not None:
+                if "value" in spec:
+                    self.fail("placements", j.child, f"URDF link '{j.child}' hangs from joint '{j.name}': give its "
+                                                     "origin as translation and rpy, not value")
+                self.used.add(("placements", j.child))
+                j = dataclasses.replace(j, xyz=spec.get("translation", j.xyz), rpy=spec.get("rpy", j.rpy))
+            if joint_config.get(j.name) in self.damping:
+                j = dataclasses.replace(j, damping=0.0)
+            joints.append(j)
+        if robot.root in self.placements:
+            self.fail("placements", robot.root, f"'{robot.root}' is the URDF's root link: it has no joint origin")
+        return dataclasses.replace(robot, links=links, joints=joints)
+
+    def _inertia_tensor(self, name: str, values: np.ndarray, old: np.ndarray) -> np.ndarray:
+        if values.size == 3:
+            if np.count_nonzero(old - np.diag(np.diag(old))):
+                self.fail("masses", name, "the URDF inertia has off-diagonal terms: give all six "
+                                          "[ixx, ixy, ixz, iyy, iyz, izz]")
+            return np.diag(values)
+        ixx, ixy, ixz, iyy, iyz, izz = values
+        tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if np.linalg.eigvalsh(tensor)[0] < -1e-12 * max(1.0, float(np.abs(values).max())):
+            self.fail("masses", name, f"the inertia tensor must be positive semi-definite, got {values.tolist()}")
+        return tensor
+
+    def apply_frame(self, fr: dict, key: str) -> dict:
+        """A ``frames`` entry with its overridden mass and placement (a copy when anything changed)."""
+        name = fr.get("name")
+        mass, place = self.masses.get(name), self.placements.get(name)
+        if mass is None and place is None:
+            return fr
+        fr = dict(fr)
+        if mass is not None:
+            self.used.add(("masses", name))
+            if "mass" not in fr:
+                self.fail("masses", name, f"{key} has no mass to override")
+            if "center_of_mass" in mass:
+                self.fail("masses", name, "a frame's mass sits at the frame's origin: move the frame with "
+                                          "overrides.placements instead of center_of_mass")
+            if "inertia" in mass and mass["inertia"].size != 3:
+                self.fail("masses", name, "a frame's inertia is its three principal moments [Ixx, Iyy, Izz]")
+            fr.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in mass.items()})
+        if place is not None:
+            self.used.add(("placements", name))
+            driven = "config" in fr
+            const = fr.get("transform", "const") == "const"
+            if driven:
+                self.fail("placements", name, f"{key} is driven by configuration '{fr['config']}': it has no "
+                                              "constant placement")
+            if const and "value" in place or not const and ({"translation", "rpy"} & set(place)):
+                self.fail("placements", name, f"{key} is a " + ("constant SE(3) frame: give translation and rpy"
+                                                                if const else "constant primitive: give value"))
+            fr.update({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in place.items()})
+        return fr
+
+    def check_used(self) -> None:
+        for kind, table, what in (("masses", self.masses, "a URDF link with an <inertial> or a frame with a mass"),
+                                  ("placements", self.placements, "a URDF link or a frame")):
+            for name in table:
+                if (kind, name) not in self.used:
+                    self.fail(kind, name, f"no {what} named '{name}'")
 
 
 def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
@@ -232,17 +447,18 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
     ``hardware={"joint_names": {...}}``), so callers can vary a parameter without copying the file.
     """
     path = os.fspath(path)
-    data = read_yaml(path, ModelFileError)
-    if data is None:
-        data = {}
+    data, patches = _read_with_base(path)
     c = Checker(path)
-    if not isinstance(data, dict):
-        c.fail("", f"the file must contain a mapping, got {type(data).__name__}")
     for k, v in overrides.items():
-        if k not in _TOP:
-            raise ModelFileError(f"{path}: override '{k}' is not a model-file key (keys: {', '.join(_TOP)})")
-        data[k] = v
+        if k not in _TOP or k == "base":
+            raise ModelFileError(f"{path}: override '{k}' is not a model-file key (keys: "
+                                 f"{', '.join(t for t in _TOP if t != 'base')})")
+        if k == "overrides":
+            patches.append((c, v))
+        else:
+            data[k] = v
     c.mapping(data, "", required=("name",), optional=_TOP)
+    patch = _Overrides(patches)
     name = c.name(data["name"], "name")
     description = data.get("description", "")
     if not isinstance(description, str):
@@ -280,6 +496,7 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
                                                f"{', '.join(moving)})")
             joint_config = {j: rename.get(j, j) for j in moving}
             kin_joints = [j for j in moving if joint_config[j] in kinematic]
+            robot = patch.apply_urdf(robot, joint_config)
             # add_urdf reports frame collisions; every URDF link becomes a frame of that name
             created: set[str] = set()
             mapping = add_urdf(b, robot, kinematic=kin_joints, rename=rename, created=created)
@@ -301,6 +518,7 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
         key = f"frames[{i}]"
         c.mapping(fr, key, required=("name", "parent"),
                   optional=("transform", "config", "value", "translation", "rpy", "mass", "inertia"))
+        fr = patch.apply_frame(fr, key)
         fname = c.name(fr["name"], f"{key}.name")
         key = f"frames[{i}] ('{fname}')"
         if fname in frames:
@@ -414,8 +632,17 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
 
     damping = c.table(data.get("damping", {}) or {}, "damping")
     for cname, coef in damping.items():
-        b.damping(config_ref(cname, f"damping.{cname}", dynamic=True),
-                  c.number(coef, f"damping.{cname}", minimum=0.0))
+        if cname not in patch.damping:
+            b.damping(config_ref(cname, f"damping.{cname}", dynamic=True),
+                      c.number(coef, f"damping.{cname}", minimum=0.0))
+    for cname, coef in patch.damping.items():
+        oc, key = patch.where[("damping", cname)]
+        if cname not in configs or cname in kinematic:
+            oc.fail(key, f"'{cname}' is not a dynamic configuration (dynamic configurations: "
+                         f"{', '.join(sorted(set(configs) - kinematic))})")
+        if coef:
+            b.damping(cname, coef)
+    patch.check_used()
 
     for i, fo in enumerate(c.list(data.get("forces", []), "forces")):
         key = f"forces[{i}]"
@@ -484,5 +711,5 @@ def load_model(path: str | os.PathLike, **overrides) -> _core.Model:
     return load_model_file(path, **overrides).model
 
 
-__all__ = ["ModelFileError", "ModelDescription", "StringSpec", "ActuatorLimits", "load_model_file", "load_model",
-           "read_yaml", "StrictLoader", "Checker"]
+__all__ = ["ModelFileError", "ModelDescription", "StringSpec", "ActuatorLimits", "KinematicLimits", "load_model_file",
+           "load_model", "read_yaml", "StrictLoader", "Checker", "MAX_BASE_DEPTH"]
