@@ -25,7 +25,7 @@ filter's covariance recursion along the trajectory,
     P⁻(k+1) = A(k) P(k) A(k)ᵀ + W(k),     W(k) = E Σ_p Eᵀ + B(k) Σ_ρ B(k)ᵀ
     L(k)    = P⁻(k) Cᵀ (C P⁻(k) Cᵀ + V)⁻¹,   P(k) = (I − L(k) C) P⁻(k),   C = [I_nq 0]
 
-where Σ_p (momentum per step, E selects p) stands for the model's errors (masses, damping,
+where Σ_p (per step; E puts it on the momenta) stands for the model's errors (masses, damping,
 hook position), Σ_ρ for the drives' deviation from their commands, acting through B(k) as a
 position error of the drives does, and V = σ_q² I for encoder noise and quantization
 (a quantum Δ: variance Δ²/12). P(0) is the stationary covariance of the arm resting at
@@ -57,12 +57,12 @@ class EstimatorNoise:
     """Noise model of :class:`KalmanEstimator`: standard deviations in SI units (rad, m, N·m·s).
 
     measurement : of each measured configuration (encoder noise and quantization, √(σ² + Δ²/12))
-    momentum : per step, of each dynamic momentum (model error)
+    momentum : per step, of each dynamic momentum (model error: masses, damping)
     actuator : per step, of each kinematic configuration against its command (drive error)
     """
 
     measurement: float = 1e-3
-    momentum: float = 2e-4
+    momentum: float = 1e-3
     actuator: float = 1e-4
 
     def __post_init__(self):
@@ -161,9 +161,8 @@ def kalman_gains(A: np.ndarray, B: np.ndarray, nd: int, nq: int, noise: Estimato
     N, nx, _ = A.shape
     nk = nq - nd
     Bk = B[:, :, B.shape[2] - nk:]  # force inputs are known exactly: only the drives deviate from their commands
-    E = np.zeros((nx, nd))
-    E[nq:nq + nd] = np.eye(nd)
-    Wp = noise.momentum ** 2 * (E @ E.T)
+    Wp = np.zeros((nx, nx))
+    Wp[nq:nq + nd, nq:nq + nd] = noise.momentum ** 2 * np.eye(nd)
     Sr = noise.actuator ** 2 * np.eye(nk)
     V = noise.measurement ** 2 * np.eye(nq)
 

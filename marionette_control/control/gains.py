@@ -29,7 +29,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.control.riccati import tv_lqr
+from marionette_control.control.riccati import tv_lq, tv_lqr
 from marionette_control.control.trajectory import Trajectory
 
 #: key of the design record in ``Trajectory.info``
@@ -50,17 +50,18 @@ class GainDesign:
     delay_steps : the command delay d the controller compensates (ros2_control: 1)
     """
 
-    dynamic_configuration: float = 1.0e4
+    dynamic_configuration: float = 1.0e3
     kinematic_configuration: float = 1.0
     momentum: float = 1.0
     kinematic_velocity: float = 0.1
     input: float = 1.0
+    drive_acceleration: float = 1.0e-4
     terminal_scale: float = 1.0
     delay_steps: int = 1
 
     def __post_init__(self):
         for name in ("dynamic_configuration", "kinematic_configuration", "momentum", "kinematic_velocity",
-                     "terminal_scale"):
+                     "drive_acceleration", "terminal_scale"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"gain design weight '{name}' must be a finite number >= 0, got {v!r}")
@@ -99,7 +100,20 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
     model = system.model
     Q, R = design.weights(model)
     A, B = system.linearize_trajectory(X, U)
-    K = tv_lqr(A, B, np.diag(Q), np.diag(R), np.diag(design.terminal_scale * Q), full_P=False).K
+    Qm, Rm = np.diag(Q), np.diag(R)
+    if design.drive_acceleration > 0:
+        # δa = (δu_kin − δρ − Δt δv)/Δt² = Mx δx + Mu δu; the cost w |δa|² adds Mxᵀ w Mx, Mxᵀ w Mu, Muᵀ w Mu
+        dt, nd, nk, nq, nu = system.dt, model.nd, model.nk, model.nq, model.nu
+        Mx = np.zeros((nk, model.nx))
+        Mx[:, nd:nq] = -np.eye(nk) / dt ** 2
+        Mx[:, nq + nd:] = -np.eye(nk) / dt
+        Mu = np.zeros((nk, model.nU))
+        Mu[:, nu:] = np.eye(nk) / dt ** 2
+        w = design.drive_acceleration
+        Qm, Rm, S = Qm + w * Mx.T @ Mx, Rm + w * Mu.T @ Mu, w * Mx.T @ Mu
+        K = tv_lq(A, B, Qm, S, Rm, None, None, np.diag(design.terminal_scale * Q), None, full_P=False).K
+    else:
+        K = tv_lqr(A, B, Qm, Rm, np.diag(design.terminal_scale * Q), full_P=False).K
     info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
     return TrackingGains(np.asarray(K), info)
 

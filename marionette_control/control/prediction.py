@@ -26,12 +26,13 @@ class CommandHistory:
     ``start``'s ρ. Keeps the last ``size`` commands (>= d + the longest gap bridged + 2).
     """
 
-    def __init__(self, nU: int, delay_steps: int, size: int = 32):
+    def __init__(self, nU: int, nk: int, delay_steps: int, size: int = 32):
         if delay_steps < 0:
             raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
         if size < delay_steps + 2:
             raise ValueError(f"command history size {size} is too small for a delay of {delay_steps} steps")
         self.delay = int(delay_steps)
+        self._nu = nU - nk
         self._slots = [0] * size
         self._cmds = [np.zeros(nU)] * size
         self._n = 0
@@ -64,6 +65,14 @@ class CommandHistory:
                 return self._cmds[i]
             i = (i - 1) % size
         return self._initial
+
+    def stream_state(self, j: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ_j, v_j) (nk,) of the setpoint stream the command for step j continues: ρ_j = the kinematic part of
+        u_{j−1}, v_j = (ρ_j − ρ_{j−1})/Δt (the limits of the drives apply to this stream: a drive that follows
+        setpoints within its limits follows a stream that respects them exactly)."""
+        a, b = self.applied(j - 1), self.applied(j - 2)
+        rho = a[self._nu:]
+        return rho, (rho - b[self._nu:]) / dt
 
     @property
     def last_slot(self) -> Optional[int]:
