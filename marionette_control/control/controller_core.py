@@ -476,33 +476,33 @@ class ControllerCore:
     def on_undecodable(self, message: str) -> TickResult:
         """A sample whose bytes could not be decoded at all (no stamp, no content): rejected as ``malformed``."""
         self.samples += 1
-        return self._reject("malformed", message, 0)
+        return self._reject("malformed", message, 0, None)
 
     def _sample(self, msg, stamp_ns: int, now_ns: int) -> TickResult:
         age = now_ns - stamp_ns
         if age > self.timeout_ns:
             return self._reject("stale", f"joint state is {age / NS:.3f} s old (state_timeout "
-                                         f"{self.timeout_ns / NS:g} s)", stamp_ns)
+                                         f"{self.timeout_ns / NS:g} s)", stamp_ns, now_ns)
         if -age > self.timeout_ns:
             return self._reject("future_stamp", f"joint state is stamped {-age / NS:.3f} s ahead of this clock "
                                                 f"(now {now_ns / NS:.3f} s): are both sides on the same clock "
-                                                "(use_sim_time)?", stamp_ns)
+                                                "(use_sim_time)?", stamp_ns, now_ns)
         last = self._last_stamp
         if last is not None and stamp_ns <= last:
             if stamp_ns == last:
                 return self._reject("duplicate_stamp", f"joint state stamp {stamp_ns / NS:.6f} s repeats the "
-                                                       "previous one", stamp_ns)
+                                                       "previous one", stamp_ns, now_ns)
             return self._reject("out_of_order", f"joint state stamp {stamp_ns / NS:.6f} s precedes the previous "
-                                                f"one ({last / NS:.6f} s) by {(last - stamp_ns) / NS:.6f} s", stamp_ns)
+                                                f"one ({last / NS:.6f} s) by {(last - stamp_ns) / NS:.6f} s", stamp_ns, now_ns)
         try:
             q = self._read(msg)
         except ValueError as e:
-            return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns)
+            return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns, now_ns)
         if self.checks is not None:
             bad = self.checks.check(q, self._Q[self._head] if self._n else None,
                                     0.0 if last is None else (stamp_ns - last) / NS)
             if bad is not None:
-                return self._reject(*bad, stamp_ns)
+                return self._reject(*bad, stamp_ns, now_ns)
         size = len(self._stamps)
         h = (self._head + 1) % size
         self._stamps[h] = stamp_ns
@@ -665,11 +665,12 @@ class ControllerCore:
                     history = self.tracking.history
                     history.sent(max(slot, history.last_slot or 0), res.command)
 
-    def _reject(self, kind: str, message: str, stamp_ns: int) -> TickResult:
+    def _reject(self, kind: str, message: str, stamp_ns: int, now_ns: Optional[int]) -> TickResult:
+        """A rejected sample; its hold command (while running) is remembered at the slot of ``now_ns``."""
         self.rejected += 1
         res = TickResult("none", None, stamp_ns)
         self._set_fault(res, kind, message)
-        self._hold_if_running(res, self._slot_at(stamp_ns) if stamp_ns else None)
+        self._hold_if_running(res, None if now_ns is None else self._slot_at(now_ns))
         return res
 
     def _hold(self, res: TickResult, kind: str, message: str, slot: Optional[int]) -> TickResult:
