@@ -238,3 +238,138 @@ def test_arm_file_errors_name_urdf(tmp_path):
     with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' \(type revolute\): "
                                              r"axis \[1.0, 1.0, 0.0\] is not along a coordinate axis"):
         load_model(p)
+
+
+# ----------------------------------------------------------------------------------------------- variants: base + overrides
+
+
+def test_plant_file_equals_an_edited_copy_of_the_urdf(tmp_path):
+    """config/marionette_arm_plant.yaml (base + overrides) builds the same model as a copy of the arm's URDF
+    edited by hand with the same numbers (model hash: every number that defines the dynamics)."""
+    urdf = config_path("marionette_arm.urdf").read_text()
+    edits = [
+        ('<origin xyz="0 0 -0.12" rpy="0 0 0"/>\n      <mass value="0.20"/>\n      <inertia ixx="1.05e-3" ixy="0" '
+         'ixz="0" iyy="1.05e-3" iyz="0" izz="2.3e-5"/>',
+         '<origin xyz="0 0 -0.127" rpy="0 0 0"/>\n      <mass value="0.212"/>\n      <inertia ixx="1.24e-3" ixy="0" '
+         'ixz="0" iyy="1.24e-3" iyz="0" izz="2.4e-5"/>'),
+        ('<origin xyz="0 0 -0.11" rpy="0 0 0"/>\n      <mass value="0.15"/>\n      <inertia ixx="8.0e-4" ixy="0" '
+         'ixz="0" iyy="8.0e-4" iyz="0" izz="1.7e-5"/>',
+         '<origin xyz="0 0 -0.116" rpy="0 0 0"/>\n      <mass value="0.160"/>\n      <inertia ixx="8.8e-4" ixy="0" '
+         'ixz="0" iyy="8.8e-4" iyz="0" izz="1.8e-5"/>'),
+        ('<child link="hook"/>\n    <origin xyz="0 0 -0.20" rpy="0 0 0"/>',
+         '<child link="hook"/>\n    <origin xyz="0 0.001 -0.2015" rpy="0 0 0"/>'),
+        ('<dynamics damping="0.02" friction="0"/>', '<dynamics damping="0.03" friction="0"/>'),
+        ('<dynamics damping="0.01" friction="0"/>', '<dynamics damping="0.015" friction="0"/>'),
+    ]
+    for old, new in edits:
+        assert urdf.count(old) == 1, old
+        urdf = urdf.replace(old, new)
+    (tmp_path / "edited.urdf").write_text(urdf)
+    text = (config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: edited.urdf")
+            .replace("name: marionette_arm", "name: marionette_arm_plant"))
+    edited = load_model_file(write(tmp_path, text, "edited.yaml"))
+    plant = load_model_file(config_path("marionette_arm_plant.yaml"))
+    nominal = load_model_file(config_path("marionette_arm.yaml"))
+    assert plant.model.hash == edited.model.hash != nominal.model.hash
+    assert plant.model.config_names == nominal.model.config_names
+    assert plant.model.frame_names == nominal.model.frame_names
+    assert plant.actuators == nominal.actuators and plant.hardware_joints == nominal.hardware_joints
+    assert plant.name == "marionette_arm_plant" and "base" not in plant.raw and "overrides" not in plant.raw
+
+
+def test_overrides_of_yaml_frames_and_chained_bases(tmp_path):
+    """Overrides in a chain of bases (paths relative to each file, later files win) build the same model as the
+    base file edited by hand."""
+    write(tmp_path, STRUNG_PENDULUM, "nominal.yaml")
+    (tmp_path / "sub").mkdir()
+    write(tmp_path, """
+        name: heavier
+        base: ../nominal.yaml
+        overrides:
+          masses: {mass2: {mass: 0.6}, mass1: {inertia: [2e-3, 2e-3, 2e-3]}}
+          placements: {hook: {translation: [0, 0.12, -0.9]}, mass2: {value: -1.1}}
+          damping: {theta1: 0.2}
+    """, "sub/heavier.yaml")
+    chained = load_model_file(write(tmp_path, "name: heaviest\nbase: sub/heavier.yaml\n"
+                                              "overrides: {masses: {mass2: {mass: 0.7}}}\n", "heaviest.yaml"))
+    edits = [("name: strung_double_pendulum", "name: heaviest"),
+             ("value: -1.0, mass: 0.5", "value: -1.1, mass: 0.7"),
+             ("mass: 1.0, inertia: [1e-3, 1e-3, 1e-3]", "mass: 1.0, inertia: [2e-3, 2e-3, 2e-3]"),
+             ("translation: [0, 0.1, -0.9]", "translation: [0, 0.12, -0.9]"),
+             ("damping: {theta1: 0.1,", "damping: {theta1: 0.2,")]
+    text = STRUNG_PENDULUM
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    edited = load_model(write(tmp_path, text, "edited.yaml"))
+    assert chained.model.hash == edited.hash != load_model(tmp_path / "nominal.yaml").hash
+    # the overrides through load_model_file's keyword work the same
+    same = load_model(tmp_path / "nominal.yaml", overrides={"masses": {"mass2": {"mass": 0.6}}})
+    assert same.masses["mass2"][0] == 0.6
+
+
+def test_overridden_damping_replaces_the_base_value(tmp_path):
+    """A free pendulum swing loses energy at the rate c·θ̇²: the overriding coefficient, not the sum."""
+    base = write(tmp_path, """
+        name: p
+        frames:
+          - {name: a, parent: world, transform: rx, config: q}
+          - {name: b, parent: a, transform: tz, value: -1.0, mass: 1.0}
+        damping: {q: 0.1}
+    """, "p.yaml")
+    variant = write(tmp_path, "name: p2\nbase: p.yaml\noverrides: {damping: {q: 0.3}}\n", "p2.yaml")
+
+    def power(path):   # dE/dt at rest position with unit speed, from one short step
+        m = load_model(path)
+        s = _core.DiscreteSystem(m, 1e-5)
+        x = np.array([0.0, 1.0])   # q = 0, p = 1 (m l² = 1: q̇ = 1)
+        x1 = s.step(x, np.zeros(0))[0]
+        return (m.energy(x1[:1], x1[1:]) - m.energy(x[:1], x[1:])) / 1e-5
+
+    assert abs(power(variant) / power(base) - 3.0) < 1e-3
+
+
+@pytest.mark.parametrize("overrides, pattern", [
+    ("masses: {ghost: {mass: 1}}",
+     r"overrides.masses.ghost: 'ghost' is neither a URDF link with an <inertial> nor a frame with a mass"),
+    ("masses: {a: {mass: 1}}", r"overrides.masses.a: frames\[0\] has no mass to override"),
+    ("masses: {b: {mass: -1}}", r"overrides.masses.b.mass: must be >= 0"),
+    ("masses: {b: {center_of_mass: [0, 0, 1]}}", r"overrides.masses.b: a frame's mass sits at the frame's origin"),
+    ("masses: {b: {inertia: [1, 2, 3, 4, 5, 6]}}", r"overrides.masses.b: a frame's inertia is its three principal"),
+    ("masses: {b: {colour: red}}", r"overrides.masses.b.colour: unknown key"),
+    ("placements: {a: {value: 1}}", r"overrides.placements.a: frames\[0\] is driven by configuration 'q'"),
+    ("placements: {b: {translation: [0, 0, 1]}}", r"overrides.placements.b: frames\[1\] is a constant primitive"),
+    ("placements: {ghost: {value: 1}}", r"overrides.placements.ghost: 'ghost' is neither a URDF link nor a frame"),
+    ("damping: {k: 0.1}", r"overrides.damping.k: 'k' is not a dynamic configuration"),
+    ("damping: {q: -1}", r"overrides.damping.q: must be >= 0"),
+    ("springs: {s: 1}", r"overrides.springs: unknown key"),
+])
+def test_invalid_overrides_name_the_key(tmp_path, overrides, pattern):
+    write(tmp_path, BASE + "kinematic: [k]\n", "base.yaml")
+    p = write(tmp_path, f"name: v\nbase: base.yaml\noverrides: {{{overrides}}}\n", "variant.yaml")
+    with pytest.raises(ModelFileError, match=pattern) as info:
+        load_model(p)
+    assert str(info.value).startswith(str(p) + ": ")
+
+
+def test_invalid_bases_and_urdf_overrides(tmp_path):
+    write(tmp_path, "name: a\nbase: b.yaml\n", "a.yaml")
+    write(tmp_path, "name: b\nbase: a.yaml\n", "b.yaml")
+    with pytest.raises(ModelFileError, match=r"b.yaml: base: 'a.yaml' is this file or one of its bases \(a cycle\)"):
+        load_model(tmp_path / "a.yaml")
+    with pytest.raises(ModelFileError, match=r"missing.yaml: cannot read"):
+        load_model(write(tmp_path, "name: c\nbase: missing.yaml\n", "c.yaml"))
+    arm = config_path("marionette_arm.yaml")
+    for overrides, pattern in [
+        ("masses: {hook: {mass: 1}}", r"overrides.masses.hook: URDF link 'hook' has no <inertial>"),
+        ("masses: {forearm: {inertia: [1, 1]}}", r"overrides.masses.forearm.inertia: expected a list of 3 numbers"),
+        ("masses: {forearm: {inertia: [1, 0.5, 0.5, 1, 0.5, -1]}}", r"must be positive semi-definite"),
+        ("placements: {base_link: {translation: [0, 0, 1]}}", r"'base_link' is the URDF's root link"),
+        ("placements: {hook: {value: 1}}", r"URDF link 'hook' hangs from joint 'hook_mount'"),
+        ("damping: {carriage: 0.1}", r"overrides.damping.carriage: 'carriage' is not a dynamic configuration"),
+    ]:
+        p = write(tmp_path, f"name: v\nbase: {arm}\noverrides: {{{overrides}}}\n", "v.yaml")
+        with pytest.raises(ModelFileError, match=pattern):
+            load_model(p)
+    with pytest.raises(ModelFileError, match="override 'base' is not a model-file key"):
+        load_model(arm, base="x.yaml")

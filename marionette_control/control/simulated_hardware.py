@@ -48,7 +48,8 @@ w = clip((r_{k+1} − r_k)/Δt, ±v_max) and its lag behind the stream D = (r_{k
 and closes the lag in the frame moving with the stream no faster than it can brake:
 
     v* = w + sign(D) · s_brake(|D|)
-    v_{k+1} = clip(v*, max(v_k − a_max Δt, −v_max), min(v_k + a_max Δt, v_max))
+    v_{k+1} = clip(v*, max(v_k − a_max Δt, −v_max, −s_brake(ρ_k − ρ_min)),
+                       min(v_k + a_max Δt, v_max, s_brake(ρ_max − ρ_k)))
     ρ_{k+1} = ρ_k + v_{k+1} Δt
 
 s_brake(d) is the largest relative speed s from which slowing by a_max Δt per step covers no more
@@ -61,7 +62,8 @@ linear in s between multiples of a_max Δt, so
 speed, a stationary setpoint included, is therefore reached without overshoot. A stream that
 respects the limits is followed exactly once the drive is on it (D = 0, v* = w is admissible,
 ρ_{k+1} = r_{k+1}); a stream that does not is followed as closely as the limits allow, never
-braking to a stop at each setpoint.
+braking to a stop at each setpoint. The drive also brakes in time for the ends of its range (a
+drive's software position limits), so it never meets the hard stop at speed.
 
 ``profile_position`` (a drive in profile position mode: every setpoint is a point-to-point
 move): w = 0 in the law above, so the drive brakes to a stop at every setpoint; following a
@@ -303,7 +305,10 @@ class Drives:
             lag = (r - w * dt) - rho
             relative = np.sign(lag) * np.minimum(np.abs(lag) / dt, self._brake_speed(lag))   # s_brake ≤ |D|/Δt
             a_dt = np.where(self._finite_a, self._a * dt, np.inf)
-            speed = np.clip(w + relative, np.maximum(v - a_dt, -vmax), np.minimum(v + a_dt, vmax))
+            # the window of admissible speeds: acceleration, speed, and braking in time for the range's ends
+            lo = np.maximum(np.maximum(v - a_dt, -vmax), -self._brake_speed(rho - lim.lower))
+            hi = np.minimum(np.minimum(v + a_dt, vmax), self._brake_speed(lim.upper - rho))
+            speed = np.clip(w + relative, lo, np.maximum(hi, lo))
             nxt = rho + speed * dt
             nxt = np.where(np.abs(nxt - r) <= 1e-12 * np.maximum(1.0, np.abs(r)), r, nxt)
         self._previous = r.copy()
@@ -349,8 +354,15 @@ def rest_configuration(model: _core.Model, q: np.ndarray, tolerance: float = 1e-
     if nc:
         constraints = [{"type": "eq", "fun": lambda qd: np.asarray(model.constraints(full(qd))[0]),
                         "jac": lambda qd: np.asarray(model.constraints(full(qd))[1])[:, :nd]}]
-    res = minimize(lambda qd: model.energy(full(qd), zero), q[:nd], jac=gradient, constraints=constraints,
-                   method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+    def failed(why: str) -> ValueError:
+        return ValueError(f"no rest configuration of '{model.name}' found near {np.round(q, 6).tolist()} with the "
+                          f"kinematic configurations held ({why})")
+
+    try:
+        res = minimize(lambda qd: model.energy(full(qd), zero), q[:nd], jac=gradient, constraints=constraints,
+                       method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+    except ValueError as e:   # the core refuses a non-finite iterate
+        raise failed(str(e)) from None
     qd = res.x
 
     def kkt(z):
@@ -373,12 +385,14 @@ def rest_configuration(model: _core.Model, q: np.ndarray, tolerance: float = 1e-
     if nc:
         jd = np.asarray(model.constraints(full(qd))[1])[:, :nd]
         z0 = np.concatenate([qd, np.linalg.lstsq(jd.T, gradient(qd), rcond=None)[0]])
-    sol = root(kkt, z0, jac=kkt_jacobian, method="hybr", options={"xtol": 1e-15})
-    rest = full(sol.x[:nd])
-    residual = _rest_residual(model, rest)
-    if residual > tolerance:
-        raise ValueError(f"no rest configuration of '{model.name}' found near {np.round(q, 6).tolist()} with the "
-                         f"kinematic configurations held (residual {residual:.2g}; {res.message}; {sol.message})")
+    try:
+        sol = root(kkt, z0, jac=kkt_jacobian, method="hybr", options={"xtol": 1e-15})
+        rest = full(sol.x[:nd])
+        residual = _rest_residual(model, rest)
+    except ValueError as e:
+        raise failed(str(e)) from None
+    if not residual <= tolerance:
+        raise failed(f"residual {residual:.2g}; {res.message}; {sol.message}")
     return rest
 
 

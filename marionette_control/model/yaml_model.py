@@ -433,11 +433,11 @@ class _Overrides:
         return fr
 
     def check_used(self) -> None:
-        for kind, table, what in (("masses", self.masses, "a URDF link with an <inertial> or a frame with a mass"),
-                                  ("placements", self.placements, "a URDF link or a frame")):
+        for kind, table, what in (("masses", self.masses, "a URDF link with an <inertial> nor a frame with a mass"),
+                                  ("placements", self.placements, "a URDF link nor a frame")):
             for name in table:
                 if (kind, name) not in self.used:
-                    self.fail(kind, name, f"no {what} named '{name}'")
+                    self.fail(kind, name, f"'{name}' is neither {what} of the model")
 
 
 def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
@@ -630,17 +630,17 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
                         c.number(sp["stiffness"], f"{key}.stiffness", minimum=0.0),
                         c.number(sp.get("neutral", 0.0), f"{key}.neutral"), name=sname)
 
-    damping = c.table(data.get("damping", {}) or {}, "damping")
-    for cname, coef in damping.items():
-        if cname not in patch.damping:
-            b.damping(config_ref(cname, f"damping.{cname}", dynamic=True),
-                      c.number(coef, f"damping.{cname}", minimum=0.0))
-    for cname, coef in patch.damping.items():
+    for cname in patch.damping:
         oc, key = patch.where[("damping", cname)]
         if cname not in configs or cname in kinematic:
             oc.fail(key, f"'{cname}' is not a dynamic configuration (dynamic configurations: "
                          f"{', '.join(sorted(set(configs) - kinematic))})")
-        if coef:
+    damping = c.table(data.get("damping", {}) or {}, "damping")
+    for cname, coef in damping.items():   # an overridden coefficient replaces the file's in place
+        b.damping(config_ref(cname, f"damping.{cname}", dynamic=True),
+                  patch.damping.get(cname, c.number(coef, f"damping.{cname}", minimum=0.0)))
+    for cname, coef in patch.damping.items():
+        if cname not in damping and coef:
             b.damping(cname, coef)
     patch.check_used()
 
