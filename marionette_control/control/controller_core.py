@@ -526,7 +526,7 @@ class ControllerCore:
                 return res  # oversampled: between ticks
             k = self._k + max(1, (since + dt_ns // 2) // dt_ns)
         p = self._predecessor(stamp_ns - dt_ns, tol)
-        if p < 0 and (k == 0 or self.tracking.estimator.needs_predecessor):
+        if p < 0 and self.tracking.estimator.needs_predecessor:
             oldest = self._stamps[(h - self._n + 1) % size]
             if oldest > stamp_ns - dt_ns + tol:  # history shorter than dt: not a gap
                 if self._n < size:

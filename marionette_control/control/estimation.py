@@ -30,9 +30,9 @@ hook position), Σ_ρ for the drives' deviation from their commands, acting thro
 position error of the drives does, and V = σ_q² I for encoder noise and quantization
 (a quantum Δ: variance Δ²/12). P(0) is the stationary covariance of the arm resting at
 x_d(0) (the recursion run at (A(0), B(0)) until it settles): tracking starts from rest.
-The filter is initialised at the first tick of a run with the Legendre estimate, which is
-exact on exact data, so on a noise-free arm that is the model both estimators agree to
-rounding. A gap of missed samples is bridged by prediction alone (up to ``max_gap_steps``);
+The filter starts a run from the measured configurations and x_d(0)'s momenta and velocities
+(the trajectory starts at rest, and the controller's start tolerance holds the arm near
+x_d(0)), so on a noise-free arm that is the model both estimators agree to rounding. A gap of missed samples is bridged by prediction alone (up to ``max_gap_steps``);
 a longer one re-initialises from two samples Δt apart.
 
 Shapes: q (nq,), x (nx,), L (N+1, nx, nq).
@@ -119,6 +119,7 @@ class KalmanEstimator:
         self.nq = m.nq
         A, B = system.linearize_trajectory(trajectory.X, trajectory.U)
         self.L = kalman_gains(np.asarray(A), np.asarray(B), m.nd, m.nq, noise)
+        self._rest = np.array(trajectory.X[0, m.nq:])  # momenta and velocities of x_d(0): tracking starts there
         self._x: Optional[np.ndarray] = None
         self._k = 0
         self._dy = np.empty(m.nq)
@@ -130,12 +131,16 @@ class KalmanEstimator:
     def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> Optional[np.ndarray]:
         """x̂_k (nx,) after the measurement q_k; ``applied(j)`` is the input (nU,) in effect over step j.
 
-        Steps since the last estimate are predicted with the applied inputs; the first estimate (and
-        the first after a gap longer than ``max_gap_steps``) is the Legendre estimate of ``q_prev``, q
-        (None without ``q_prev``). Raises ``_core.StepError`` when the model cannot step the estimate.
+        Steps since the last estimate are predicted with the applied inputs. The first estimate of a run
+        (k = 0) is [q; the momenta and velocities of x_d(0)]: tracking starts from the trajectory's initial
+        state (the start tolerance checks the configurations), so no noisy difference of two samples enters
+        the filter; the first after a gap longer than ``max_gap_steps`` is the Legendre estimate of
+        ``q_prev``, q (None without ``q_prev``). Raises ``_core.StepError`` when the model cannot step it.
         """
         x = self._x
-        if x is None or not 0 < k - self._k <= self.max_gap_steps:
+        if x is None and k == 0:
+            x = np.concatenate([q, self._rest])
+        elif x is None or not 0 < k - self._k <= self.max_gap_steps:
             if q_prev is None:
                 return None
             x = self.system.state_from_configs(q_prev, q)

@@ -55,7 +55,7 @@ class GainDesign:
     momentum: float = 1.0
     kinematic_velocity: float = 0.1
     input: float = 1.0
-    drive_acceleration: float = 1.0e-4
+    drive_acceleration: float = 3.0e-4
     terminal_scale: float = 1.0
     delay_steps: int = 1
 
