@@ -50,7 +50,7 @@ class LoopResult:
     X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
     commands : (n, nU) the commands sent at the ticks; fault_counts, status : the core's at the end;
     profile : the hardware profile; options : the controller options; dynamic_names : names of the
-    dynamic configurations.
+    dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
     """
 
     k: np.ndarray
@@ -64,6 +64,7 @@ class LoopResult:
     options: ControllerOptions
     dynamic_names: list
     N: int
+    aborted: bool
 
     def angle_errors(self, upto_end: bool = True) -> np.ndarray:
         """(n, nd) true dynamic configurations minus x_d(k) (rad); over k <= N when ``upto_end``."""
@@ -137,7 +138,7 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
     k, X_true, X_hat, X_ref, U = (np.array(a) for a in zip(*rows))
     return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
-                      options, list(model.config_names[:model.nd]), trajectory.N)
+                      options, list(model.config_names[:model.nd]), trajectory.N, core.aborted)
 
 
 def compare_loops(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
