@@ -81,7 +81,8 @@ SIMULATOR = NodeDescription(
     executable="marionette_simulator",
     entry_point="marionette_control.nodes.simulator:main",
     parameter_files=("simulator.yaml",),
-    description="the arm integrated by the core; /joint_states out, forward position controller commands in",
+    description="the hardware stand-in (plant, command delay, drives, encoders: docs/simulator.md); /joint_states "
+                "out, forward position controller commands in",
 )
 OPTIMIZER = NodeDescription(
     name="marionette_optimizer",

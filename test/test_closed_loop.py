@@ -4,9 +4,10 @@ The simulated arm's forearm is 40 % heavier than the model the trajectory and ga
 computed for (the kind of error a real arm has). Open loop (the controller with zero gains
 replays the optimized commands) the arm settles short of the motion and the error persists;
 closed loop (the LQR gains) corrects it. Both runs use real processes and /joint_states.
+The simulator runs the 'perfect' profile with the heavier plant (a model file that overrides
+the forearm's mass), so the model error is the only effect.
 """
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -36,11 +37,9 @@ def trajectories(tmp_path_factory):
     d = tmp_path_factory.mktemp("traj")
     closed = Trajectory.for_model(arm, prob.dt, X, U, K=K).save(d / "closed.npz")
     opened = Trajectory.for_model(arm, prob.dt, X, U, K=np.zeros_like(K)).save(d / "open.npz")
-    # The "real" arm: a heavier forearm than the model.
-    urdf = (CONFIG / "marionette_arm.urdf").read_text()
-    assert urdf.count('<mass value="0.15"/>') == 1
-    (d / "marionette_arm.urdf").write_text(urdf.replace('<mass value="0.15"/>', '<mass value="0.21"/>'))
-    shutil.copy(CONFIG / "marionette_arm.yaml", d / "heavier_arm.yaml")
+    # The "real" arm: a heavier forearm than the model (0.15 -> 0.21 kg).
+    (d / "heavier_arm.yaml").write_text(f"name: heavier_arm\nbase: {CONFIG / 'marionette_arm.yaml'}\n"
+                                        "overrides: {masses: {forearm: {mass: 0.21}}}\n")
     return closed, opened, d / "heavier_arm.yaml", X
 
 
@@ -50,8 +49,8 @@ def track(node_processes, env, traj_file, sim_model, steps):
     from std_srvs.srv import Trigger
 
     sim = node_processes("marionette_control.nodes.simulator",
-                   ["--ros-args", "--params-file", str(CONFIG / "simulator.yaml"), "-p", f"model_file:={sim_model}",
-                    "-p", "marker_rate:=0.0"], env)
+                   ["--ros-args", "--params-file", str(CONFIG / "simulator.yaml"), "-p", "profile:=perfect",
+                    "-p", f"plant_model_file:={sim_model}", "-p", "marker_rate:=0.0"], env)
     ctl = node_processes("marionette_control.nodes.controller",
                    ["--ros-args", "--params-file", str(CONFIG / "controller.yaml"), "-p",
                     f"trajectory_file:={traj_file}", "-p", "autostart:=false"], env)

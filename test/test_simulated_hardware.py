@@ -92,7 +92,7 @@ def test_plant_must_be_the_same_machine(tmp_path, nominal):
         """))
     with pytest.raises(ValueError, match="hardware joint names .* differ from the nominal model"):
         SimulatedArm(HardwareProfile.named("perfect", plant_model_file=str(other)), DT, nominal)
-    with pytest.raises(ValueError, match="plant_model_file: .*no_such_plant.yaml"):
+    with pytest.raises(ValueError, match="cannot load the plant model: .*no_such_plant.yaml"):
         SimulatedArm(HardwareProfile.named("perfect", plant_model_file="no_such_plant.yaml"), DT, nominal)
 
 
@@ -490,7 +490,9 @@ def test_disturbance_timing_and_reset(nominal):
     sim.disturb("upper_arm_inertial", "constant", force=(1.0, 0.0, 0.0), duration=1.0)
     sim.reset()
     assert not sim._disturbances and not np.any(sim._u[: sim.nu])
-    assert sim.disturb("forearm_inertial", "impulse", impulse=(0, 0.01, 0), start_time=0.0).start_step == sim.k
+    assert sim.disturb("forearm_inertial", "impulse", impulse=(0, 0.01, 0)).start_step == sim.k
+    with pytest.raises(DisturbanceError, match=r"start_time 0.1 s is in the past \(now 0.26 s\)"):
+        sim.disturb("forearm_inertial", "impulse", impulse=(0, 0.01, 0), start_time=0.1)
 
 
 @pytest.mark.parametrize("kwargs, match", [

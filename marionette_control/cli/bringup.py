@@ -18,7 +18,7 @@ signals it; on Linux a child also gets SIGTERM if the supervisor dies (``PR_SET_
 * Exit status: 0 after a requested stop in which every child exited cleanly; otherwise the exit
   status of the first child that died (or 1).
 
-Overrides (``--ros-args``-like): ``-p marionette_simulator:noise_std:=0.01`` sets a parameter of one
+Overrides (``--ros-args``-like): ``-p marionette_simulator:profile:=perfect`` sets a parameter of one
 node (after its files), ``-r marionette_controller:joint_states:=/arm/joint_states`` remaps for one
 node, ``--params-file FILE`` adds a parameter file to every node (files are keyed by node name).
 """
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="marionette_bringup",
         description="Start the marionette_control nodes as separate processes (the launch files' node set, "
                     "for machines without ros2 launch).",
-        epilog="Parameter overrides use ROS syntax for the value: -p marionette_simulator:noise_std:=0.01")
+        epilog="Parameter overrides use ROS syntax for the value: -p marionette_simulator:profile:=perfect")
     variant = p.add_mutually_exclusive_group()
     variant.add_argument("--sim", dest="variant", action="store_const", const="sim",
                          help="simulator + optimizer + controller (default)")

@@ -200,6 +200,8 @@ class HardwareProfile:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ValueError(f"unknown HardwareProfile field(s) {', '.join(sorted(unknown))}")
+        changes = {k: (tuple(v) if isinstance(getattr(self, k), tuple) and isinstance(v, (list, np.ndarray)) else v)
+                   for k, v in changes.items()}
         if any(changes[k] != getattr(self, k) for k in changes) and "name" not in changes:
             changes["name"] = "custom"
         return dataclasses.replace(self, **changes)
@@ -496,7 +498,7 @@ def load_plant(profile: HardwareProfile, nominal: ModelDescription) -> ModelDesc
     try:
         plant = load_model_file(_model_file(profile.plant_model_file))
     except (OSError, ValueError) as e:
-        raise ValueError(f"plant_model_file: {e}") from None
+        raise ValueError(f"cannot load the plant model: {e}") from None
     pm, nm = plant.model, nominal.model
     for what, a, b in (("configurations", pm.config_names, nm.config_names),
                        ("kinematic flags", list(pm.kinematic), list(nm.kinematic)),
@@ -504,7 +506,7 @@ def load_plant(profile: HardwareProfile, nominal: ModelDescription) -> ModelDesc
                        ("hardware joint names", plant.hardware_joints, nominal.hardware_joints),
                        ("actuators", plant.actuators, nominal.actuators)):
         if a != b:
-            raise ValueError(f"plant_model_file {plant.path}: its {what} {a} differ from the nominal model "
+            raise ValueError(f"the plant model {plant.path}: its {what} {a} differ from the nominal model "
                              f"{nominal.path}'s {b}; the plant must be the same machine with other numbers")
     return plant
 
@@ -749,8 +751,9 @@ class SimulatedArm:
 
         profile 'impulse': ``impulse`` (3,) [N s] delivered within one step (duration must be 0);
         'constant': ``force`` (3,) [N] for ``duration`` [s]; 'half_sine': F(t) = force·sin(π t/duration).
-        Durations are whole steps (rounded; at least one). ``start_time`` [s, the arm's time t]: None or
-        a time not after now starts at the current step. Raises DisturbanceError naming the problem.
+        Durations are whole steps (rounded; at least one). ``start_time`` [s, the arm's time t, rounded up to a
+        step]: None starts at the current step; a time more than half a step past is refused. Raises
+        DisturbanceError naming the problem.
         """
         lim = self.disturbance_limits
         if body not in self._bodies:
@@ -767,6 +770,9 @@ class SimulatedArm:
             raise DisturbanceError(f"duration must be a finite number >= 0 s, got {duration}")
         if start_time is not None and not math.isfinite(start_time):
             raise DisturbanceError(f"start_time must be finite, got {start_time}")
+        if start_time is not None and start_time < self.t - 0.5 * self.dt:
+            raise DisturbanceError(f"start_time {start_time:.6g} s is in the past (now {self.t:.6g} s); "
+                                   "give a later time, or none to start at the next step")
         if profile == "impulse":
             if duration != 0.0 or np.any(force):
                 raise DisturbanceError("an impulse is delivered within one step: give 'impulse' [N s], with force 0 "
@@ -790,7 +796,7 @@ class SimulatedArm:
                 forces = np.tile(force, (n, 1))
             else:  # the half sine sampled at the step midpoints, where the forcing acts (thesis (4.12a))
                 forces = np.sin(np.pi * (np.arange(n) + 0.5) / n)[:, None] * force
-        start = self.k if start_time is None else max(self.k, int(math.ceil(start_time / self.dt - 1e-9)))
+        start = self.k if start_time is None else max(self.k, int(math.ceil(start_time / self.dt - 1e-6)))
         d = Disturbance(body, profile, start, forces)
         self._disturbances.append(d)
         return d

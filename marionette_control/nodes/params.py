@@ -10,6 +10,7 @@ same messages and refuses changes to read-only parameters.
 
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -58,7 +59,7 @@ class ParamSpec:
         if isinstance(self.default, float) and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if type(value) is not type(self.default) and not (
-                isinstance(self.default, list) and isinstance(value, (list, tuple))):
+                isinstance(self.default, list) and isinstance(value, (list, tuple, array.array))):
             return f"parameter '{self.name}' must be of type {type(self.default).__name__}, got {value!r}"
         if isinstance(value, float) and value != value:
             return f"parameter '{self.name}' must not be NaN"
@@ -115,7 +116,8 @@ def declare(node, specs: list[ParamSpec], on_change: Optional[Callable[[str, Any
                 return SetParametersResult(successful=False, reason=error)
         for p in params:
             if p.name in by_name:
-                values[p.name] = p.value
+                # arrays set through the parameter services arrive as array.array: kept as lists, like the defaults
+                values[p.name] = list(p.value) if isinstance(by_name[p.name].default, list) else p.value
                 if on_change is not None:
                     on_change(p.name, p.value)
         return SetParametersResult(successful=True)

@@ -1,77 +1,74 @@
-"""``marionette_simulator``: the arm integrated by the core, standing in for the hardware driver.
+"""``marionette_simulator``: the hardware stand-in, a thin ROS adapter around :class:`SimulatedArm`.
 
 What it does
 ------------
-Every ``dt`` of simulated time the node advances the model one midpoint-VI step
-(``_core.DiscreteSystem.step``, thesis (4.36)) with the kinematic inputs
-u_k = ρ_{k+1} (carriage, string_length) chosen by the actuator model below, and every
-``1/publish_rate`` it publishes the integrator's configuration q_k on ``joint_states``
-stamped with t_k = t_0 + k·dt. The stamps are exactly the integrator's times and the
-positions exactly its configurations (plus noise, if asked for), so a controller that runs
-at the same Δt recovers the state by the discrete Legendre transform
-p_k = D₂L_d(q_{k−1}, q_k) bit for bit when ``noise_std`` is 0 (test_simulator_node.py
-checks this across processes).
+The arm itself (plant model, command delay, drives, encoders, disturbances) is
+:class:`~marionette_control.control.simulated_hardware.SimulatedArm`, configured by a
+:class:`~marionette_control.control.simulated_hardware.HardwareProfile`; this node turns
+parameters into that profile, messages into arrays and back, and paces the integrator steps.
+Every ``dt`` of simulated time it takes one step, and every ``1/publish_rate`` it publishes
+what the encoders read on ``joint_states`` stamped with the step's time, and the plant's true
+configuration on ``~/true_joint_states`` (for evaluation only: a controller must not use it).
+
+Profiles
+--------
+``profile`` (read-only) chooses the defaults of the hardware parameters (``plant_model_file``,
+``command_delay_steps``, ``command_jitter_steps``, ``command_jitter_probability``, ``drive_mode``,
+``encoder_resolution``, ``noise_std``, ``seed``): ``realistic`` (default: the plant
+``config/marionette_arm_plant.yaml``, one period of command delay as with ros2_control, drives
+within their speed and acceleration limits, encoder counts and noise) or ``perfect`` (the
+nominal model, no delay, no noise, rate-limited drives: the published positions are the
+integrator's configurations exactly, so a controller at the same Δt recovers the state by the
+discrete Legendre transform bit for bit). A hardware parameter given explicitly (parameter file,
+``-p``) overrides the profile's value; the node then reports the profile as ``custom``.
+``config/simulator.yaml`` therefore sets ``profile`` only; docs/simulator.md explains each value.
 
 Command convention (the hardware driver's, ros2_control ``forward_command_controller``)
 ---------------------------------------------------------------------------------------
 ``std_msgs/Float64MultiArray`` on ``<controller_name>/commands`` (default
 ``/forward_position_controller/commands``), ``data`` = one position per joint of the
 controller's ``joints`` list, in that order (parameter ``command_joints``, default
-``[carriage, string_length]``: m along the rail, m of string). ``layout`` is ignored, as the
-forward command controller ignores it. A command is a *target*: each step the actuators move
-towards it at most ``max_velocity``·dt (and, with ``limit_acceleration``, change speed by at
-most ``max_acceleration``·dt), and never leave their ``[min, max]`` range; limits come from the
-model file's ``actuators`` section. A target within one step's reach is applied exactly, so a
-controller that already respects the limits (TrackingController.clamp) gets ρ_{k+1} = u_k.
-A command is used from the next step on (a zero-order hold). Commands with the wrong length
-or a non-finite value are refused with a throttled warning; the last valid command stays.
-Out-of-range targets are saturated (with a throttled warning), as a servo would.
-
-Why the integration stays well posed: the kinematic configurations are prescribed
-(thesis §3.6), so each step solves the constrained DEL equations for the dynamic ones with
-ρ_{k+1} given; rate limits keep ρ_{k+1} within reach of the Newton iteration. Where a
-target is still infeasible (e.g. a string longer than the arm can stretch) the step raises
-``StepError``, or Newton converges to a spurious root radians away (near the stretched,
-singular pose); a jump larger than ``max_configuration_change`` counts as a failed step too.
-The node logs the fault (throttled), counts it in the diagnostics and, with
-``on_step_error: hold``, retries the step with the actuators held, then moved back one step,
-and makes the result the new target (the arm stops short of the edge); if neither works,
-or with ``on_step_error: reset``, the state is reset to the initial one. The node keeps
-running either way.
+``[carriage, string_length]``). ``layout`` is ignored, as the forward command controller ignores
+it. A command received while step k is the current one is the drives' setpoint from step
+k + ``command_delay_steps`` on. Commands with the wrong length or a non-finite value are refused
+with a throttled warning; the last valid command stays. Out-of-range targets are saturated (with
+a throttled warning), as a drive with position limits does.
 
 Time
 ----
-``publish_clock: true``: the simulator is the graph's clock. Simulated time starts at 0,
-advances ``dt`` per step and is published on ``/clock`` after every step; steps are paced
-against the steady clock at ``real_time_factor`` simulated seconds per wall second (e.g. 5
-in tests). Other nodes run with ``use_sim_time: true``. ``publish_clock: false``: stamps
-are the wall clock at start-up plus k·dt, paced in real time (``real_time_factor`` must be 1
-and ``use_sim_time`` false). ``latency`` delays each joint-state message by that much
-simulated time (rounded up to whole steps; the stamp stays the measurement's time). A
-command timeout (``command_timeout``, simulated seconds, 0 = none) applies
-``command_timeout_action`` once: ``hold`` stops the actuators where they are,
-``continue`` keeps moving to the last target. In a closed loop the controller has
-dt/real_time_factor of wall time to answer q_k before step k → k+1 is taken; a later
-command is used one step late, so run closed-loop tests at factors the machine can serve.
+``publish_clock: true``: the simulator is the graph's clock. Simulated time starts at 0 (at the
+first timer tick), advances ``dt`` per step and is published on ``/clock`` after every step;
+steps are paced against the steady clock at ``real_time_factor`` simulated seconds per wall
+second. Other nodes run with ``use_sim_time: true``. ``publish_clock: false``: step k is stamped
+t₀ + k·dt on the wall clock and taken when the wall clock reaches that stamp (``real_time_factor``
+must be 1 and ``use_sim_time`` false). :class:`StepSchedule` anchors t₀ at the first tick and
+re-anchors whenever the simulation falls more than ``MAX_LAG`` behind (a stall of the process or
+the machine) or the clock steps: simulated time then skips ahead, and the stamps follow the
+clock again instead of lagging it from then on. ``latency`` delays each joint-state message by
+that much simulated time (whole steps; the stamp stays the measurement's time). A command timeout
+(``command_timeout``, simulated seconds, 0 = none) applies ``command_timeout_action`` once: ``hold``
+brakes the drives to a stop, ``continue`` keeps moving to the last setpoint.
 
 Interfaces
 ----------
 * publishes ``joint_states`` (sensor_msgs/JointState: hardware joint names of the model file,
-  positions only), ``/clock`` (rosgraph_msgs/Clock, if ``publish_clock``), ``~/markers``
-  (visualization_msgs/MarkerArray: links, string, masses; if ``marker_rate`` > 0),
-  ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, 1 Hz wall: simulated time, counters of
-  steps, accepted/rejected/saturated commands, step errors);
+  encoder positions), ``~/true_joint_states`` (sensor_msgs/JointState, same names and stamp: the
+  plant's true positions q_k and velocities (q_k − q_{k−1})/dt; evaluation only), ``/clock``
+  (rosgraph_msgs/Clock, if ``publish_clock``), ``~/markers`` (visualization_msgs/MarkerArray:
+  links, string, masses of the plant; if ``marker_rate`` > 0), ``/diagnostics``
+  (diagnostic_msgs/DiagnosticArray, 1 Hz wall: simulated time, profile, counters);
 * subscribes ``<controller_name>/commands`` (std_msgs/Float64MultiArray, reliable);
-* service ``~/reset`` (std_srvs/Trigger): initial state, target = initial actuator positions,
-  pending measurements dropped; time keeps running forward.
+* services ``~/reset`` (std_srvs/Trigger: the initial rest state, drives there, pending commands,
+  measurements and disturbances dropped; time keeps running) and ``~/disturb``
+  (marionette_interfaces/Disturb: push a body of the plant).
 
-Parameters: see ``PARAMETERS`` (each with description, default and validation) and
+Parameters: see :func:`parameters` (each with description, default and validation) and
 ``config/simulator.yaml``.
 """
 
 from __future__ import annotations
 
-import collections
+import dataclasses
 import math
 import re
 import time
@@ -80,7 +77,9 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control.control.simulated_hardware import (
+    DisturbanceError, DisturbanceLimits, HardwareProfile, MeasurementQueue, PROFILES, SimulatedArm, StepFault,
+    check_profile_field, load_plant, rest_configuration)
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.models import marionette_arm as arm
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
@@ -91,212 +90,64 @@ NODE_NAME = "marionette_simulator"
 NANOSECONDS = 1_000_000_000
 
 
-# ============================================================================ ROS-free simulation
+# ============================================================================ time base (ROS-free)
 
 
-@dataclass
-class ActuatorModel:
-    """Position servos of the kinematic configurations (arrays of shape (nk,), SI units).
+class StepSchedule:
+    """When integrator steps are due, and the stamp each step carries.
 
-    lower, upper : position range; max_velocity : rate limit (inf: none);
-    max_acceleration : speed-change limit (inf: none), used when ``limit_acceleration``.
+    Steps are paced on a clock reading ``now`` (ns): the steady clock when the simulator is the
+    graph's clock, the wall clock when stamps are wall-clock times. An anchor (k_a, c_a) says
+    step k_a is due at c_a; step k is due at c_a + (k − k_a)·dt/rtf and, with wall-clock stamps,
+    is stamped c_a + (k − k_a)·dt (rtf = 1 there), with simulated-time stamps k·dt.
+
+    :meth:`due` re-anchors (and says so) when the simulation is more than ``max_lag_ns`` behind
+    or ahead of the clock: the next step is then due now, simulated time skips the gap, and the
+    stamps track the clock again. Without it, a stall (e.g. a process that starts 0.3 s late)
+    would leave every later wall-clock stamp 0.3 s older than the clock it is compared with.
     """
 
-    lower: np.ndarray
-    upper: np.ndarray
-    max_velocity: np.ndarray
-    max_acceleration: np.ndarray
-    limit_acceleration: bool = False
+    def __init__(self, dt_ns: int, max_lag_ns: int, wall_stamps: bool, real_time_factor: float = 1.0):
+        self.dt_ns = int(dt_ns)
+        self.max_lag_ns = int(max_lag_ns)
+        self.wall_stamps = bool(wall_stamps)
+        self.real_time_factor = float(real_time_factor)
+        self.anchored = False
+        self.reanchors = 0
+        self._k = 0
+        self._c = 0
 
-    @classmethod
-    def from_description(cls, desc: ModelDescription, limit_acceleration: bool = False) -> "ActuatorModel":
-        """Limits of the model file's ``actuators`` section (missing entries: unlimited)."""
-        m = desc.model
-        names = m.config_names[m.nd:]
-        lo, hi, vmax, amax = (np.full(len(names), v) for v in (-np.inf, np.inf, np.inf, np.inf))
-        for i, name in enumerate(names):
-            spec = desc.actuators.get(name)
-            if spec is not None:
-                lo[i], hi[i], vmax[i] = spec.min, spec.max, spec.max_velocity
-                if spec.max_acceleration is not None:
-                    amax[i] = spec.max_acceleration
-        return cls(lo, hi, vmax, amax, limit_acceleration)
+    def anchor(self, k: int, now_ns: int) -> None:
+        """Step ``k`` is due at ``now_ns``."""
+        self._k, self._c = int(k), int(now_ns)
+        self.anchored = True
 
-    def saturate(self, target: np.ndarray) -> np.ndarray:
-        return np.clip(target, self.lower, self.upper)
+    def set_real_time_factor(self, factor: float, k: int, now_ns: int) -> None:
+        self.real_time_factor = float(factor)
+        self.anchor(k + 1, now_ns + round(self.dt_ns / factor))
 
-    def next_positions(self, rho: np.ndarray, v: np.ndarray, target: np.ndarray, dt: float) -> np.ndarray:
-        """ρ_{k+1} (nk,) moving from ρ_k (speed v_k) towards ``target`` within the limits.
+    def stamp_ns(self, k: int) -> int:
+        """The stamp of step k (nanoseconds)."""
+        if self.wall_stamps:
+            return self._c + (k - self._k) * self.dt_ns
+        return k * self.dt_ns
 
-        Rate limit: |ρ_{k+1} − ρ_k| ≤ max_velocity·dt; a target within reach is returned exactly.
-        With ``limit_acceleration`` the speed also changes by at most max_acceleration·dt and
-        is kept under the discrete braking speed (about sqrt(2·a·|e|)), so the servo stops at the target.
-        The range is applied last, so ρ_{k+1} never leaves it.
-        """
-        e = target - rho
-        if self.limit_acceleration:
-            a = self.max_acceleration
-            # braking speed of the discrete servo: from speed s, slowing by a*dt per step covers
-            # s^2/(2a) + s*dt/2 (this step included), which must not exceed the distance left |e|
-            brake = np.sqrt((0.5 * a * dt) ** 2 + 2.0 * a * np.abs(e)) - 0.5 * a * dt
-            vlim = np.minimum(self.max_velocity, brake)
-            speed = np.clip(e / dt, -vlim, vlim)
-            speed = np.clip(speed, v - a * dt, v + a * dt)
-            nxt = rho + speed * dt
-            nxt = np.where(np.abs(nxt - target) <= 1e-12 * np.maximum(1.0, np.abs(target)), target, nxt)
-        else:
-            reach = self.max_velocity * dt
-            within = np.abs(e) <= reach * (1.0 + 1e-9)
-            nxt = np.where(within, target, rho + np.clip(e, -reach, reach))
-        return np.clip(nxt, self.lower, self.upper)
+    def step_at(self, stamp_ns: int) -> int:
+        """The first step whose stamp is at or after ``stamp_ns``."""
+        base = self._c - self._k * self.dt_ns if self.wall_stamps else 0
+        return -((base - stamp_ns) // self.dt_ns)
 
+    def due(self, k: int, now_ns: int) -> tuple[int, int]:
+        """(steps to take now, the current step being k; simulated time not integrated [ns], 0 unless re-anchored).
 
-@dataclass(frozen=True)
-class StepFault:
-    """A failed integrator step and what the simulation did about it: 'held', 'backed_off' or 'reset'."""
-
-    message: str
-    action: str
-
-
-class ImplausibleStep(RuntimeError):
-    """The integrator converged, but to a state the arm cannot reach in one step (a spurious Newton root)."""
-
-
-class Simulation:
-    """The model under actuator targets: x_{k+1} = f(x_k, u_k) with u_k = [0 (force inputs); ρ_{k+1}].
-
-    Parameters
-    ----------
-    system : _core.DiscreteSystem
-    q0 : ndarray (nq,)
-        Initial configuration (satisfying the constraints); the initial state is the discrete
-        rest state x_0 = [q0; D₂L_d(q0, q0); 0] (``state_from_configs(q0, q0)``), which the
-        integrator keeps exactly when q0 is a static equilibrium and the actuators hold.
-    actuators : ActuatorModel
-    on_step_error : 'hold' or 'reset'
-    max_configuration_change : float
-        Largest |q_{k+1} − q_k| of a dynamic configuration accepted from one step [rad or m].
-        Near a singular configuration (the arm stretched straight along its string) Newton can
-        converge to a root several radians away; such a step is treated like a StepError.
-
-    A step fails with a StepError, a non-finite state or an implausible jump. With 'hold' the
-    simulation then retries the step with the actuators held (ρ_{k+1} = ρ_k), then backed off
-    to where they were one step earlier (ρ_{k+1} = ρ_{k−1}, away from the edge it ran into),
-    and makes the result's ρ the new target; if neither works, or with 'reset', it returns to
-    the initial state. Either way the step is completed and the state satisfies the constraints.
-    """
-
-    def __init__(self, system, q0: np.ndarray, actuators: ActuatorModel, on_step_error: str = "hold",
-                 max_configuration_change: float = 0.5):
-        m = system.model
-        self.system = system
-        self.nd, self.nk, self.nu, self.nq = m.nd, m.nk, m.nu, m.nq
-        self.dt = float(system.dt)
-        self.actuators = actuators
-        self.on_step_error = on_step_error
-        self.max_configuration_change = float(max_configuration_change)
-        self.q0 = np.array(q0, dtype=float)
-        self.x0 = np.asarray(system.state_from_configs(self.q0, self.q0), dtype=float)
-        self._u = np.zeros(m.nU)
-        self.steps = 0
-        self.step_errors = 0
-        self.reset()
-
-    @property
-    def q(self) -> np.ndarray:
-        return self.x[: self.nq]
-
-    @property
-    def rho(self) -> np.ndarray:
-        return self.x[self.nd: self.nq]
-
-    @property
-    def v(self) -> np.ndarray:
-        return self.x[self.nq + self.nd:]
-
-    def reset(self) -> None:
-        """Initial state; target = initial actuator positions."""
-        self.x = self.x0.copy()
-        self.target = self.x0[self.nd: self.nq].copy()
-
-    def set_target(self, target: np.ndarray) -> bool:
-        """Sets the actuator target (nk,), saturated to the range; returns True if it was saturated."""
-        target = np.asarray(target, dtype=float)
-        self.target = self.actuators.saturate(target)
-        return bool(np.any(self.target != target))
-
-    def hold(self) -> None:
-        """Target = where the actuators are now."""
-        self.target = self.rho.copy()
-
-    def step(self) -> Optional[StepFault]:
-        """Advances one step; returns None, or the fault (the simulation has then recovered)."""
-        self.steps += 1
-        rho_next = self.actuators.next_positions(self.rho, self.v, self.target, self.dt)
-        try:
-            self.x = self._checked_step(rho_next)
-        except (_core.StepError, FloatingPointError, ImplausibleStep) as e:
-            return self._recover(str(e))
-        return None
-
-    def _checked_step(self, rho_next: np.ndarray) -> np.ndarray:
-        self._u[self.nu:] = rho_next
-        x, _, _ = self.system.step(self.x, self._u)
-        if not np.all(np.isfinite(x)):
-            raise FloatingPointError("the integrator returned a non-finite state")
-        jump = float(np.max(np.abs(x[: self.nd] - self.x[: self.nd]), initial=0.0))
-        if jump > self.max_configuration_change:
-            raise ImplausibleStep(f"the step moved a dynamic configuration by {jump:.3g} > max_configuration_change "
-                                  f"{self.max_configuration_change:g} (a spurious Newton root: the motion is too fast "
-                                  "for dt, or the arm ran into the end of its string)")
-        return x
-
-    def _recover(self, message: str) -> StepFault:
-        self.step_errors += 1
-        if self.on_step_error == "hold":
-            back = self.actuators.saturate(self.rho - self.v * self.dt)
-            for action, rho_next in (("held", self.rho.copy()), ("backed_off", back)):
-                try:
-                    self.x = self._checked_step(rho_next)
-                except (_core.StepError, FloatingPointError, ImplausibleStep) as e:
-                    message += f"; with the actuators {action.replace('_', ' ')}: {e}"
-                else:
-                    self.hold()
-                    return StepFault(message, action)
-        self.reset()
-        return StepFault(message, "reset")
-
-
-class MeasurementQueue:
-    """Joint-state samples waiting for their latency: (release time, stamp, positions), in time order."""
-
-    def __init__(self):
-        self._items: collections.deque = collections.deque()
-
-    def push(self, release_ns: int, stamp_ns: int, positions: list) -> None:
-        self._items.append((release_ns, stamp_ns, positions))
-
-    def pop_due(self, now_ns: int):
-        """Yields (stamp_ns, positions) of every sample released by ``now_ns``."""
-        while self._items and self._items[0][0] <= now_ns:
-            _, stamp, pos = self._items.popleft()
-            yield stamp, pos
-
-    def clear(self) -> None:
-        self._items.clear()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-def steps_per_period(rate: float, dt: float) -> int:
-    """Integer n with n·dt = 1/rate; raises ValueError when 1/rate is not a whole number of steps."""
-    n = 1.0 / (rate * dt)
-    k = round(n)
-    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
-        raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of integration steps dt = {dt:g} s")
-    return int(k)
+        After a re-anchor one step is due now: with wall-clock stamps it carries the clock's time, the gap
+        (the time skipped, negative after the clock stepped back) is not simulated."""
+        behind_ns = (now_ns - self._c) * self.real_time_factor - (k - self._k) * self.dt_ns
+        if abs(behind_ns / self.real_time_factor) <= self.max_lag_ns:
+            return max(0, int(behind_ns // self.dt_ns)), 0
+        self.anchor(k + 1, now_ns)
+        self.reanchors += 1
+        return 1, int(behind_ns) - self.dt_ns
 
 
 # ============================================================================ parameters
@@ -326,24 +177,63 @@ def _nonempty_names(value):
     return None
 
 
-PARAMETERS = [
+PROFILE_PARAMETER = ParamSpec(
+    "profile", "realistic",
+    "hardware profile: the defaults of the hardware parameters (plant_model_file, command_delay_steps, "
+    "command_jitter_steps, command_jitter_probability, drive_mode, encoder_resolution, noise_std, seed): "
+    "'realistic' (a plausible real arm: model errors, one period of command delay, acceleration-limited "
+    "drives, encoder counts and noise) or 'perfect' (the nominal model, no delay, no noise, rate-limited "
+    "drives: exact); a hardware parameter given explicitly overrides its profile value",
+    check=_one_of(*PROFILES), read_only=True)
+
+#: Hardware parameters fixed at start-up (the plant and the generators are built once).
+_READ_ONLY_PROFILE_FIELDS = ("plant_model_file", "seed")
+PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(HardwareProfile) if f.name != "name")
+
+
+def profile_parameters(profile: HardwareProfile) -> list[ParamSpec]:
+    """The hardware parameters, one per :class:`HardwareProfile` field, with ``profile``'s values as defaults.
+
+    Description and validation are the field's (``check_profile_field``): one place for each rule.
+    """
+    specs = []
+    for f in dataclasses.fields(HardwareProfile):
+        if f.name == "name":
+            continue
+        default = getattr(profile, f.name)
+        default = [float(v) for v in default] if isinstance(default, tuple) else default
+        specs.append(ParamSpec(
+            f.name, default, f"{f.metadata['description']} (profile default; realistic: "
+            f"{_show(PROFILES['realistic'], f.name)}, perfect: {_show(PROFILES['perfect'], f.name)})",
+            check=lambda v, name=f.name: check_profile_field(name, v),
+            minimum=f.metadata.get("minimum"), maximum=f.metadata.get("maximum"),
+            read_only=f.name in _READ_ONLY_PROFILE_FIELDS))
+    return specs
+
+
+def _show(profile: HardwareProfile, name: str) -> str:
+    value = getattr(profile, name)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]"
+    return repr(value)
+
+
+NODE_PARAMETERS = [
     ParamSpec("model_file", "marionette_arm.yaml",
-              "YAML model file (docs/models.md); a relative path is looked up in the package's config/ directory. "
-              "Gives the model, the hardware joint names on joint_states and the actuator limits.",
+              "the nominal model file (docs/models.md), the controller's: it gives the hardware joint names on "
+              "joint_states, the command joints and the initial pose; a relative path is looked up in the package's "
+              "config/ directory. The simulated plant is plant_model_file (empty: this model).",
               check=lambda v: None if v else "must not be empty", read_only=True),
-    ParamSpec("dt", 0.01, "integration time step [s] of the midpoint variational integrator; use the controller's "
-              "trajectory time step so its state estimate is exact", minimum=1e-4, maximum=0.1, read_only=True),
+    ParamSpec("dt", 0.01, "integration time step [s] of the midpoint variational integrator = the cycle of the "
+              "simulated driver; use the controller's trajectory time step", minimum=1e-4, maximum=0.1,
+              read_only=True),
     ParamSpec("newton_tolerance", 1e-10, "Newton tolerance of each integrator step (residual norm)",
               minimum=1e-14, maximum=1e-4, read_only=True),
     ParamSpec("newton_max_iterations", 50, "Newton iteration cap of each integrator step", minimum=1, maximum=1000,
               read_only=True),
     ParamSpec("publish_rate", 100.0, "joint_states rate [Hz] in simulated time; 1/publish_rate must be a whole "
               "number of steps dt", minimum=0.1, maximum=10000.0, read_only=True),
-    ParamSpec("noise_std", 0.0, "standard deviation of Gaussian noise added to every published position "
-              "[rad or m]; 0: the exact integrator configurations", minimum=0.0, maximum=1.0),
-    ParamSpec("noise_seed", -1, "seed of the noise generator; -1: from the operating system", minimum=-1,
-              maximum=2**31 - 1, read_only=True),
-    ParamSpec("latency", 0.0, "delay [s, simulated] between a measurement and its joint_states message "
+    ParamSpec("latency", 0.0, "transport delay [s, simulated] between a measurement and its joint_states message "
               "(rounded up to whole steps; the stamp is the measurement time)", minimum=0.0, maximum=1.0),
     ParamSpec("controller_name", "forward_position_controller",
               "name of the ros2_control forward position controller whose commands the simulator takes: "
@@ -353,25 +243,23 @@ PARAMETERS = [
               "kinematic configurations, each exactly once)", check=_nonempty_names, read_only=True),
     ParamSpec("command_timeout", 0.5, "simulated seconds without a valid command after which "
               "command_timeout_action applies; 0: never", minimum=0.0, maximum=3600.0),
-    ParamSpec("command_timeout_action", "hold", "on a command timeout: 'hold' stops the actuators where they "
-              "are; 'continue' keeps moving to the last target", check=_one_of("hold", "continue")),
-    ParamSpec("limit_acceleration", False, "also apply the actuators' max_acceleration (speed changes at most "
-              "max_acceleration*dt per step, braking before the target); off: position range and rate only, "
-              "as the controller assumes"),
+    ParamSpec("command_timeout_action", "hold", "on a command timeout: 'hold' brakes the drives to a stop; "
+              "'continue' keeps moving to the last setpoint", check=_one_of("hold", "continue")),
     ParamSpec("on_step_error", "hold", "when an integrator step fails (StepError, non-finite or implausible "
-              "state): 'hold' retries it with the actuators held, then moved back one step, and makes that the "
-              "target (reset if both fail); 'reset': back to the initial state",
+              "state): 'hold' retries it with the drives held, then moved back one step, and makes that the "
+              "setpoint (reset if both fail); 'reset': back to the initial state",
               check=_one_of("hold", "reset")),
     ParamSpec("max_configuration_change", 0.5, "largest change of a dynamic configuration in one step [rad or m] "
               "accepted from the integrator; a larger jump is a spurious Newton root and handled like a StepError",
               minimum=1e-3, maximum=10.0),
-    ParamSpec("initial_pose", "lowered", "initial pose: 'lowered' or 'raised' (the wave's static equilibria, "
-              "marionette arm only) or 'custom' (initial_configuration)",
-              check=_one_of("lowered", "raised", "custom"), read_only=True),
+    ParamSpec("initial_pose", "lowered", "initial pose: 'lowered' or 'raised' (the wave's static equilibria of the "
+              "nominal model, marionette arm only) or 'custom' (initial_configuration); the drives start there and "
+              "the plant rests where its physics puts it", check=_one_of("lowered", "raised", "custom"),
+              read_only=True),
     ParamSpec("initial_configuration", list(arm.LOWERED),
               "with initial_pose 'custom': the arm's [shoulder, elbow] angles [rad] (carriage and string length "
-              "from the static equilibrium, so the arm starts at rest), or a full configuration in model order "
-              "that satisfies the constraints", check=_finite_list, read_only=True),
+              "from the nominal model's static equilibrium), or a full configuration in model order that "
+              "satisfies the constraints", check=_finite_list, read_only=True),
     ParamSpec("publish_clock", False, "publish /clock: the simulator is the graph's clock (other nodes use "
               "use_sim_time); simulated time starts at 0", read_only=True),
     ParamSpec("real_time_factor", 1.0, "simulated seconds per wall-clock second (pacing); other than 1 only with "
@@ -381,18 +269,55 @@ PARAMETERS = [
     ParamSpec("frame_id", "world", "TF frame of the markers: a frame that coincides with the model's world frame "
               "(for the arm: the URDF root base_link, as config/simulator.yaml sets)",
               check=lambda v: None if v else "must not be empty", read_only=True),
-    ParamSpec("joint_states_qos", "reliable", "QoS of joint_states: 'reliable' (keep last 10, like "
-              "joint_state_broadcaster; any subscriber connects) or 'sensor_data' (best effort, keep last 5)",
+    ParamSpec("joint_states_qos", "reliable", "QoS of joint_states and ~/true_joint_states: 'reliable' (keep last "
+              "10, like joint_state_broadcaster; any subscriber connects) or 'sensor_data' (best effort, keep last 5)",
               check=_one_of("reliable", "sensor_data"), read_only=True),
+    ParamSpec("disturbance_max_force", DisturbanceLimits.max_force,
+              "largest force [N] a ~/disturb request may ask for (larger is refused as implausible)",
+              minimum=0.0, maximum=1e4),
+    ParamSpec("disturbance_max_impulse", DisturbanceLimits.max_impulse,
+              "largest impulse [N s] a ~/disturb request may ask for", minimum=0.0, maximum=1e3),
+    ParamSpec("disturbance_max_duration", DisturbanceLimits.max_duration,
+              "longest duration [s, simulated] of a ~/disturb force profile", minimum=0.0, maximum=3600.0),
 ]
+
+
+def parameters(profile: str = "realistic") -> list[ParamSpec]:
+    """Every parameter of the node, the hardware ones with the defaults of ``profile``."""
+    return [PROFILE_PARAMETER, *NODE_PARAMETERS, *profile_parameters(HardwareProfile.named(profile))]
+
+
+#: The parameters with the default profile's values (what ``ros2 param describe`` shows by default).
+PARAMETERS = parameters()
+
+
+def steps_per_period(rate: float, dt: float) -> int:
+    """Integer n with n·dt = 1/rate; raises ValueError when 1/rate is not a whole number of steps."""
+    n = 1.0 / (rate * dt)
+    k = round(n)
+    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
+        raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of integration steps dt = {dt:g} s")
+    return int(k)
+
+
+def hardware_profile(values: dict) -> HardwareProfile:
+    """The :class:`HardwareProfile` the parameter values describe ('custom' when they differ from ``profile``'s)."""
+    return HardwareProfile.named(values["profile"], **{name: values[name] for name in PROFILE_FIELDS})
+
+
+def disturbance_limits(values: dict) -> DisturbanceLimits:
+    return DisturbanceLimits(values["disturbance_max_force"], values["disturbance_max_impulse"],
+                             values["disturbance_max_duration"])
 
 
 @dataclass
 class SimulatorConfig:
     """Everything derived from the parameters at start-up (ros2_controllers' configure step)."""
 
-    description: ModelDescription
-    q0: np.ndarray
+    description: ModelDescription      # the nominal model
+    profile: HardwareProfile
+    arm: SimulatedArm
+    q0: np.ndarray                     # the initial configuration of the nominal model (drives start here)
     joint_names: list
     command_index: np.ndarray          # command data[i] -> kinematic index command_index[i]
     publish_every: int
@@ -400,10 +325,9 @@ class SimulatorConfig:
 
 
 def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
-    """Validates the cross-parameter rules and builds the model; raises ParameterError naming the parameter."""
+    """Validates the cross-parameter rules and builds the arm; raises ParameterError naming the parameter."""
     try:
-        path = config_file(values["model_file"])
-        desc = load_model_file(path)
+        desc = load_model_file(config_file(values["model_file"]))
     except (OSError, ValueError) as e:
         raise ParameterError(f"parameter 'model_file': {e}") from e
     m = desc.model
@@ -440,14 +364,33 @@ def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
     command_index = np.array([kin_hw.index(n) for n in cmd], dtype=int)
 
     q0 = _initial_configuration(desc, values["initial_pose"], values["initial_configuration"])
-    act = ActuatorModel.from_description(desc)
+    lim = desc.kinematic_limits()
     rho0 = q0[m.nd:]
-    outside = [f"{kin_hw[i]}={rho0[i]:.4g} (range {act.lower[i]:g}..{act.upper[i]:g})"
-               for i in range(m.nk) if not (act.lower[i] <= rho0[i] <= act.upper[i])]
+    outside = [f"{kin_hw[i]}={rho0[i]:.4g} (range {lim.lower[i]:g}..{lim.upper[i]:g})"
+               for i in range(m.nk) if not (lim.lower[i] <= rho0[i] <= lim.upper[i])]
     if outside:
         raise ParameterError(f"parameter 'initial_configuration': the initial actuator positions are outside "
                              f"their range: {', '.join(outside)}")
-    return SimulatorConfig(desc, q0, joint_names, command_index, publish_every, marker_every)
+
+    profile = hardware_profile(values)
+    for name in ("encoder_resolution", "noise_std"):
+        try:
+            profile.per_config(name, m.nq)
+        except ValueError as e:
+            raise ParameterError(f"parameter '{name}': {e} ({', '.join(joint_names)})") from None
+    try:
+        load_plant(profile, desc)
+    except ValueError as e:
+        raise ParameterError(f"parameter 'plant_model_file': {e}") from None
+    try:
+        sim = SimulatedArm(profile, dt, desc, q0=q0, newton_tolerance=values["newton_tolerance"],
+                           newton_max_iterations=values["newton_max_iterations"],
+                           on_step_error=values["on_step_error"],
+                           max_configuration_change=values["max_configuration_change"],
+                           disturbance_limits=disturbance_limits(values))
+    except ValueError as e:   # the plant cannot rest with the drives at the initial pose
+        raise ParameterError(f"parameter 'initial_configuration': {e}") from None
+    return SimulatorConfig(desc, profile, sim, q0, joint_names, command_index, publish_every, marker_every)
 
 
 def _is_arm(desc: ModelDescription) -> bool:
@@ -485,9 +428,10 @@ def _initial_configuration(desc: ModelDescription, pose: str, values: list) -> n
 
 # ============================================================================ the node
 
-try:  # the node needs rclpy; the simulation above does not
+try:  # the node needs rclpy; the rest of this module does not
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-    from geometry_msgs.msg import Point
+    from geometry_msgs.msg import Point, Vector3
+    from marionette_interfaces.srv import Disturb
     from rclpy.clock import Clock, ClockType
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -504,8 +448,8 @@ else:
 
 
 _FAULT_ACTIONS = {
-    "held": "held the actuators where they are (the new target)",
-    "backed_off": "moved the actuators back one step (the new target)",
+    "held": "held the drives where they are (the new setpoint)",
+    "backed_off": "moved the drives back one step (the new setpoint)",
     "reset": "reset the simulation to its initial state",
 }
 
@@ -517,45 +461,44 @@ def _stamp(t_ns: int):
 
 
 class SimulatorNode(Node):
-    """The ROS adapter around :class:`Simulation`: parameters, pacing, messages, service."""
+    """The ROS adapter around :class:`SimulatedArm`: parameters, pacing, messages, services."""
 
     MAX_STEPS_PER_TICK = 50          # keeps each timer callback short
-    MAX_LAG = 0.25                   # wall seconds behind schedule before the schedule is reset
+    MAX_LAG = 0.25                   # wall seconds behind schedule before the time base re-anchors
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
-        self.values = declare(self, PARAMETERS, on_change=self._on_parameter_change)
+        # the profile first: its values are the defaults of the hardware parameters declared next
+        profile_name = declare(self, [PROFILE_PARAMETER])["profile"]
+        self.values = declare(self, NODE_PARAMETERS + profile_parameters(HardwareProfile.named(profile_name)),
+                              on_change=self._on_parameter_change)
+        self.values["profile"] = profile_name
         self.add_on_set_parameters_callback(self._check_runtime_rules)
         use_sim_time = self.get_parameter("use_sim_time").value
         self.cfg = configure(self.values, use_sim_time)
-        desc = self.cfg.description
-        m = desc.model
+        self.sim = self.cfg.arm
+        m = self.sim.plant.model
         self.nd, self.nk = m.nd, m.nk
         self.dt = self.values["dt"]
         self.dt_ns = round(self.dt * NANOSECONDS)
-        system = _core.DiscreteSystem(m, self.dt, self.values["newton_tolerance"],
-                                      self.values["newton_max_iterations"])
-        act = ActuatorModel.from_description(desc, self.values["limit_acceleration"])
-        self.sim = Simulation(system, self.cfg.q0, act, self.values["on_step_error"],
-                              self.values["max_configuration_change"])
-        seed = self.values["noise_seed"]
-        self.rng = np.random.default_rng(None if seed < 0 else seed)
         self.queue = MeasurementQueue()
 
-        # time: step k is at t0 + k*dt
-        self.k = 0
-        self.t0_ns = 0 if self.values["publish_clock"] else time.time_ns()
-        self._rebase_schedule()
+        wall = not self.values["publish_clock"]
+        self.schedule = StepSchedule(self.dt_ns, round(self.MAX_LAG * NANOSECONDS), wall_stamps=wall,
+                                     real_time_factor=self.values["real_time_factor"])
+        self._pace_clock = time.time_ns if wall else time.monotonic_ns
 
         # counters (diagnostics)
         self.commands_accepted = self.commands_rejected = self.commands_saturated = 0
-        self.last_command_ns: Optional[int] = None
+        self.disturbances = 0
+        self.last_command_k: Optional[int] = None
         self.timed_out = False
         self.last_fault: Optional[StepFault] = None
         self._wall_start = time.monotonic()
 
         js_qos = qos_profile_sensor_data if self.values["joint_states_qos"] == "sensor_data" else QoSProfile(depth=10)
         self.joint_state_pub = self.create_publisher(JointState, "joint_states", js_qos)
+        self.true_state_pub = self.create_publisher(JointState, "~/true_joint_states", js_qos)
         self.clock_pub = (self.create_publisher(ClockMsg, "/clock", QoSProfile(depth=10))
                           if self.values["publish_clock"] else None)
         self.marker_pub = (self.create_publisher(MarkerArray, "~/markers", QoSProfile(depth=1))
@@ -565,6 +508,7 @@ class SimulatorNode(Node):
         self.create_subscription(Float64MultiArray, self.command_topic, self._on_command,
                                  QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
         self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(Disturb, "~/disturb", self._on_disturb)
         self._marker_frames = self._marker_layout()
 
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -572,41 +516,48 @@ class SimulatorNode(Node):
         self.create_timer(period, self._on_tick, clock=steady)
         self.create_timer(1.0, self._publish_diagnostics, clock=steady)
 
-        self._after_step()  # the initial configuration at t0
+        p = self.cfg.profile
         self.get_logger().info(
-            f"simulating '{m.name}' with dt={self.dt:g} s; joint_states {', '.join(self.cfg.joint_names)} at "
-            f"{1.0 / (self.cfg.publish_every * self.dt):g} Hz; commands on "
-            f"{self.resolve_topic_name(self.command_topic)} for {list(self.values['command_joints'])}; "
+            f"simulating '{m.name}' (profile {p.name}: command delay {p.command_delay_steps} steps, drives "
+            f"{p.drive_mode}) for the nominal model '{self.cfg.description.model.name}' with dt={self.dt:g} s; "
+            f"joint_states {', '.join(self.cfg.joint_names)} at {1.0 / (self.cfg.publish_every * self.dt):g} Hz; "
+            f"commands on {self.resolve_topic_name(self.command_topic)} for {list(self.values['command_joints'])}; "
             + (f"publishing /clock at real-time factor {self.values['real_time_factor']:g}"
                if self.clock_pub else "wall-clock stamps"))
 
     # ---------------------------------------------------------------- time and stepping
 
     @property
-    def now_ns(self) -> int:
-        """Simulated time of the current step."""
-        return self.t0_ns + self.k * self.dt_ns
+    def k(self) -> int:
+        return self.sim.k
 
-    def _rebase_schedule(self) -> None:
-        self._sched_wall = time.monotonic()
-        self._sched_k = self.k
+    @property
+    def now_ns(self) -> int:
+        """Stamp of the current step."""
+        return self.schedule.stamp_ns(self.sim.k)
 
     def _on_tick(self) -> None:
-        rtf = self.values["real_time_factor"]
-        due = self._sched_k + int((time.monotonic() - self._sched_wall) * rtf / self.dt)
-        behind = due - self.k
-        if behind * self.dt / rtf > self.MAX_LAG:
+        now = self._pace_clock()
+        if not self.schedule.anchored:   # the time base starts with the first tick, not at construction
+            self.schedule.anchor(self.sim.k, now)
+            self._after_step()
+            return
+        steps, skipped_ns = self.schedule.due(self.sim.k, now)
+        if skipped_ns:
+            rtf = self.schedule.real_time_factor
+            effect = (f"the stamps jump {skipped_ns / NANOSECONDS:+.3f} s to follow the wall clock again (the arm is "
+                      "not simulated in the gap)" if self.schedule.wall_stamps else
+                      f"simulated time, the graph's clock, now runs {skipped_ns / rtf / NANOSECONDS:.3f} s (wall) "
+                      "later")
             self.get_logger().warning(
-                f"the simulation is {behind * self.dt / rtf:.2f} s (wall) behind real_time_factor {rtf:g}; "
-                "skipping ahead (lower real_time_factor or dt load)", throttle_duration_sec=5.0)
-            self._rebase_schedule()
-            behind = 1
-        for _ in range(min(behind, self.MAX_STEPS_PER_TICK)):
+                f"the simulation was {skipped_ns / rtf / NANOSECONDS:+.3f} s (wall) off its schedule at "
+                f"real_time_factor {rtf:g} (a stall of this process or the machine, or a clock step); re-anchored "
+                f"the time base: {effect}", throttle_duration_sec=5.0)
+        for _ in range(min(steps, self.MAX_STEPS_PER_TICK)):
             self._step_once()
 
     def _step_once(self) -> None:
         fault = self.sim.step()
-        self.k += 1
         if fault is not None:
             self.last_fault = fault
             if fault.action == "reset":
@@ -620,31 +571,31 @@ class SimulatorNode(Node):
         now = self.now_ns
         if self.clock_pub is not None:
             self.clock_pub.publish(ClockMsg(clock=_stamp(now)))
-        if self.k % self.cfg.publish_every == 0:
-            q = self.sim.q
-            noise = self.values["noise_std"]
-            if noise > 0.0:
-                q = q + self.rng.normal(0.0, noise, q.shape)
+        if self.sim.k % self.cfg.publish_every == 0:
             delay_steps = math.ceil(self.values["latency"] * NANOSECONDS / self.dt_ns - 1e-9)
-            self.queue.push(now + delay_steps * self.dt_ns, now, q.tolist())
+            self.queue.push(now + delay_steps * self.dt_ns, now, self.sim.measure().tolist())
+            true = JointState(name=self.cfg.joint_names, position=self.sim.q.tolist(),
+                              velocity=self.sim.true_velocities().tolist())
+            true.header.stamp = _stamp(now)
+            self.true_state_pub.publish(true)
         for stamp, positions in self.queue.pop_due(now):
             msg = JointState(name=self.cfg.joint_names, position=positions)
             msg.header.stamp = _stamp(stamp)
             self.joint_state_pub.publish(msg)
-        if self.marker_pub is not None and self.k % self.cfg.marker_every == 0:
+        if self.marker_pub is not None and self.sim.k % self.cfg.marker_every == 0:
             self.marker_pub.publish(self._markers(now))
         timeout = self.values["command_timeout"]
-        if (timeout > 0.0 and not self.timed_out and self.last_command_ns is not None
-                and now - self.last_command_ns > timeout * NANOSECONDS):
+        if (timeout > 0.0 and not self.timed_out and self.last_command_k is not None
+                and (self.sim.k - self.last_command_k) * self.dt > timeout):
             self.timed_out = True
             if self.values["command_timeout_action"] == "hold":
                 self.sim.hold()
             self.get_logger().warning(
                 f"no valid command on {self.command_topic} for {timeout:g} s: "
-                + ("holding the actuators where they are" if self.values["command_timeout_action"] == "hold"
-                   else "continuing to the last target"))
+                + ("braking the drives to a stop" if self.values["command_timeout_action"] == "hold"
+                   else "continuing to the last setpoint"))
 
-    # ---------------------------------------------------------------- commands and service
+    # ---------------------------------------------------------------- commands and services
 
     def _on_command(self, msg) -> None:
         data = msg.data
@@ -665,13 +616,14 @@ class SimulatorNode(Node):
             return
         target = np.empty(self.nk)
         target[self.cfg.command_index] = values
-        if self.sim.set_target(target):
+        if self.sim.receive_command(target):
             self.commands_saturated += 1
+            saturated = self.sim.limits.saturate(target)[self.cfg.command_index]
             self.get_logger().warning(
-                f"command {values.tolist()} outside the actuator range: saturated to "
-                f"{self.sim.target[self.cfg.command_index].tolist()}", throttle_duration_sec=2.0)
+                f"command {values.tolist()} outside the actuator range: saturated to {saturated.tolist()}",
+                throttle_duration_sec=2.0)
         self.commands_accepted += 1
-        self.last_command_ns = self.now_ns
+        self.last_command_k = self.sim.k
         if self.timed_out:
             self.timed_out = False
             self.get_logger().info(f"commands on {self.command_topic} resumed")
@@ -679,11 +631,38 @@ class SimulatorNode(Node):
     def _on_reset(self, request, response):
         self.sim.reset()
         self.queue.clear()
-        self.last_command_ns = None
+        self.last_command_k = None
         self.timed_out = False
         response.success = True
         response.message = (f"reset to the initial configuration {np.round(self.sim.q, 6).tolist()} "
                             f"({', '.join(self.cfg.joint_names)}) at t={self.now_ns / NANOSECONDS:.3f} s")
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_disturb(self, request, response):
+        start_ns = request.start_time.sec * NANOSECONDS + request.start_time.nanosec
+        start_time = None
+        if start_ns:
+            start_time = self.schedule.step_at(start_ns) * self.dt
+        force = [request.force.x, request.force.y, request.force.z]
+        impulse = [request.impulse.x, request.impulse.y, request.impulse.z]
+        try:
+            d = self.sim.disturb(request.body, request.profile, force=force, duration=request.duration,
+                                 impulse=impulse, start_time=start_time)
+        except DisturbanceError as e:
+            response.success = False
+            response.message = f"refused: {e}"
+            self.get_logger().warning(f"~/disturb {response.message}")
+            return response
+        self.disturbances += 1
+        total = d.impulse(self.dt)
+        response.success = True
+        response.start = _stamp(self.schedule.stamp_ns(d.start_step))
+        response.end = _stamp(self.schedule.stamp_ns(d.end_step))
+        response.total_impulse = Vector3(x=float(total[0]), y=float(total[1]), z=float(total[2]))
+        response.message = (f"{d.profile} push on {d.body} for {len(d.forces)} step(s) from "
+                            f"t={self.schedule.stamp_ns(d.start_step) / NANOSECONDS:.3f} s, total impulse "
+                            f"{np.round(total, 6).tolist()} N s (world x, y, z)")
         self.get_logger().info(response.message)
         return response
 
@@ -696,37 +675,43 @@ class SimulatorNode(Node):
             if p.name == "real_time_factor" and not self.values["publish_clock"] and p.value != 1.0:
                 return SetParametersResult(successful=False, reason="real_time_factor other than 1 needs "
                                            "publish_clock: true (wall-clock stamps must run in real time)")
+            if p.name in ("encoder_resolution", "noise_std"):
+                try:
+                    HardwareProfile(**{p.name: tuple(p.value)}).per_config(p.name, self.sim.nq)
+                except ValueError as e:
+                    return SetParametersResult(successful=False, reason=f"parameter '{p.name}': {e}")
         return SetParametersResult(successful=True)
 
     def _on_parameter_change(self, name, value) -> None:
-        """Applies an accepted runtime change (noise_std, latency, command_timeout_action: read where used)."""
+        """Applies an accepted runtime change (latency, command_timeout_action: read where used)."""
         if name == "real_time_factor":
-            self._rebase_schedule()
+            self.schedule.set_real_time_factor(value, self.sim.k, self._pace_clock())
         elif name == "command_timeout":
             self.timed_out = False
-        elif name == "limit_acceleration":
-            self.sim.actuators.limit_acceleration = bool(value)
+        elif name in PROFILE_FIELDS:
+            self.sim.set_profile(hardware_profile(self.values))
         elif name == "on_step_error":
             self.sim.on_step_error = value
         elif name == "max_configuration_change":
             self.sim.max_configuration_change = float(value)
+        elif name.startswith("disturbance_max_"):
+            self.sim.disturbance_limits = disturbance_limits(self.values)
 
     # ---------------------------------------------------------------- markers and diagnostics
 
     def _marker_layout(self):
-        m = self.cfg.description.model
-        q = self.cfg.q0
-        g = np.asarray(m.placements(q))
+        m = self.sim.plant.model
+        g = np.asarray(m.placements(self.sim.q))
         parents = list(m.frame_parents)
         links = [(parents[i], i) for i in range(len(parents))
                  if parents[i] >= 0 and np.linalg.norm(g[i, :3, 3] - g[parents[i], :3, 3]) > 1e-9]
-        strings = [(m.frame_index(s.frame1), m.frame_index(s.frame2)) for s in self.cfg.description.strings]
+        strings = [(m.frame_index(s.frame1), m.frame_index(s.frame2)) for s in self.sim.plant.strings]
         masses = [m.frame_index(name) for name in m.masses]
         return links, strings, masses
 
     def _markers(self, now_ns: int):
         links, strings, masses = self._marker_frames
-        g = np.asarray(self.cfg.description.model.placements(self.sim.q))
+        g = np.asarray(self.sim.plant.model.placements(self.sim.q))
 
         def point(i):
             p = g[i, :3, 3]
@@ -749,7 +734,7 @@ class SimulatorNode(Node):
 
     def _publish_diagnostics(self) -> None:
         wall = time.monotonic() - self._wall_start
-        status = DiagnosticStatus(name=f"{self.get_name()}: simulation", hardware_id=self.cfg.description.model.name)
+        status = DiagnosticStatus(name=f"{self.get_name()}: simulation", hardware_id=self.sim.plant.model.name)
         if self.last_fault is not None:
             status.level = DiagnosticStatus.WARN
             status.message = f"last integrator fault ({self.last_fault.action}): {self.last_fault.message}"
@@ -759,17 +744,28 @@ class SimulatorNode(Node):
         else:
             status.level = DiagnosticStatus.OK
             status.message = "running"
+        p = self.sim.profile
         pairs = {
             "sim_time": f"{self.now_ns / NANOSECONDS:.6f}",
             "steps": str(self.sim.steps),
-            "achieved_real_time_factor": f"{self.k * self.dt / wall:.3f}" if wall > 0 else "nan",
+            "achieved_real_time_factor": f"{self.sim.steps * self.dt / wall:.3f}" if wall > 0 else "nan",
+            "time_base_reanchors": str(self.schedule.reanchors),
+            "profile": p.name,
+            "plant": self.sim.plant.path,
+            "command_delay_steps": str(p.command_delay_steps),
+            "drive_mode": p.drive_mode,
+            "noise_std": str(list(p.noise_std)),
+            "encoder_resolution": str(list(p.encoder_resolution)),
             "commands_accepted": str(self.commands_accepted),
             "commands_rejected": str(self.commands_rejected),
             "commands_saturated": str(self.commands_saturated),
+            "commands_pending": str(self.sim.pending_commands),
+            "last_command_step": "none" if self.last_command_k is None else str(self.last_command_k),
+            "disturbances": str(self.disturbances),
             "step_errors": str(self.sim.step_errors),
             "command_timed_out": str(self.timed_out).lower(),
             "actuator_positions": str(np.round(self.sim.rho, 6).tolist()),
-            "actuator_targets": str(np.round(self.sim.target, 6).tolist()),
+            "actuator_setpoints": str(np.round(self.sim.setpoint, 6).tolist()),
         }
         status.values = [KeyValue(key=k, value=v) for k, v in pairs.items()]
         msg = DiagnosticArray(status=[status])

@@ -113,7 +113,7 @@ def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
         "-p", f"marionette_controller:trajectory_file:={traj}", "-p", "marionette_controller:autostart:=false",
         "-p", f"marionette_controller:state_timeout:={config.state_timeout}",
         "-p", f"marionette_controller:stamp_tolerance:={config.stamp_tolerance}",
-        "-p", "marionette_simulator:noise_std:=0.0"])
+        "-p", "marionette_simulator:profile:=perfect"])
     return {spec.name: spec.argv for spec in bringup.child_specs(args)}
 
 
