@@ -59,17 +59,18 @@ class Composed:
         ds = _core.DiscreteSystem(arm.model, traj.dt)
         self.ds, self.delay, self.nd = ds, delay, arm.model.nd
         self.estimator = KalmanEstimator(ds, traj) if estimator == "kalman" else LegendreEstimator(ds)
-        self.history = CommandHistory(arm.model.nU, arm.model.nk, delay)
-        self.predictor = DelayPredictor(ds, delay)
-        self.law = TrackingLaw(arm.model, traj)
+        self.history = CommandHistory(arm.model.nU, delay)
         self.limits = arm.limits.for_dt(traj.dt)
+        self.predictor = DelayPredictor(ds, delay, self.limits)
+        self.law = TrackingLaw(arm.model, traj)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
-        u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
-        self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
+        x_pred = self.predictor.predict(k, x_hat, self.history)
+        u = self.law.command(k + self.delay, x_pred)
+        self.limits.clamp(u, x_pred[self.nd:4], x_pred[4 + self.nd:])
         self.history.sent(k, u)
         return u, x_hat
 
@@ -132,7 +133,9 @@ def test_core_ticks_equal_the_composed_parts_and_hold_at_the_end(arm, delay, est
         np.testing.assert_array_equal(res.x_hat, x_hat)
     assert core.start() == (False, "already running; stop first")
     assert core.finished and core.status()[1].startswith("trajectory finished")
-    np.testing.assert_allclose(res.command, traj.X[-1, 2:4])  # the final kinematic configuration
+    # the final kinematic configuration, approached within the drives' limits from their measured positions (which
+    # carry the samples' sub-millimetre ripple here)
+    np.testing.assert_allclose(res.command, traj.X[-1, 2:4], atol=1e-2)
     assert core.missed_ticks == 0 and core.compute_stats()["count"] == traj.N + 30 - first
     assert dict(core.status()[2])["goal"] == "reached"
 

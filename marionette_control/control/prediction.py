@@ -7,7 +7,8 @@ over step k+1 → k+2, i.e. it is the input u_{k+d} with d = ``command_delay_ste
 is *in flight*. :class:`CommandHistory` keeps the commands sent and answers which input is in
 effect over step j; :class:`DelayPredictor` steps the estimate x̂_k through the model with
 those inputs to x̂_{k+d} (thesis (4.36): the exact model is the predictor), the state the new
-command acts on, so the tracking law uses the reference and gains of index k+d.
+command acts on, so the tracking law uses the reference and gains of index k+d, and the new
+command is clamped to what the drives can reach from their predicted state.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ class CommandHistory:
     ``start``'s ρ. Keeps the last ``size`` commands (>= d + the longest gap bridged + 2).
     """
 
-    def __init__(self, nU: int, nk: int, delay_steps: int, size: int = 32):
+    def __init__(self, nU: int, delay_steps: int, size: int = 32):
         if delay_steps < 0:
             raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
         if size < delay_steps + 2:
             raise ValueError(f"command history size {size} is too small for a delay of {delay_steps} steps")
         self.delay = int(delay_steps)
-        self._nu = nU - nk
         self._slots = [0] * size
         self._cmds = [np.zeros(nU)] * size
         self._n = 0
@@ -66,14 +66,6 @@ class CommandHistory:
             i = (i - 1) % size
         return self._initial
 
-    def stream_state(self, j: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """(ρ_j, v_j) (nk,) of the setpoint stream the command for step j continues: ρ_j = the kinematic part of
-        u_{j−1}, v_j = (ρ_j − ρ_{j−1})/Δt (the limits of the drives apply to this stream: a drive that follows
-        setpoints within its limits follows a stream that respects them exactly)."""
-        a, b = self.applied(j - 1), self.applied(j - 2)
-        rho = a[self._nu:]
-        return rho, (rho - b[self._nu:]) / dt
-
     @property
     def last_slot(self) -> Optional[int]:
         """The slot of the last command sent, or None."""
@@ -88,18 +80,31 @@ class CommandHistory:
 class DelayPredictor:
     """x̂_{k+d} = f(…f(x̂_k, u_k)…, u_{k+d−1}) with the commands in flight (module docstring).
 
-    ``system`` : _core.DiscreteSystem (the model the trajectory and gains are for); ``delay_steps`` = d.
+    The drives are taken to follow each command as far as their limits allow from where they are:
+    u_j is the command in effect clamped from the predicted drive state (ρ_j, v_j)
+    (:meth:`~.limits.ActuatorLimits.clamp`), so a drive that lags its commands (a command that
+    arrived a cycle late, a trajectory at the acceleration limit) is predicted lagging.
+
+    ``system`` : _core.DiscreteSystem (the model the trajectory and gains are for); ``delay_steps`` = d;
+    ``limits`` : the drives' ActuatorLimits for the system's Δt.
     """
 
-    def __init__(self, system, delay_steps: int):
+    def __init__(self, system, delay_steps: int, limits):
         if delay_steps < 0:
             raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
         self.system = system
         self.delay = int(delay_steps)
+        self.limits = limits
+        m = system.model
+        self._nd, self._nq = m.nd, m.nq
+        self._u = np.empty(m.nU)
 
     def predict(self, k: int, x_hat: np.ndarray, history: CommandHistory) -> np.ndarray:
         """x̂_{k+d} (nx,) from x̂_k (nx,); raises ``_core.StepError`` when the model cannot take a step."""
         x = x_hat
+        nd, nq, u = self._nd, self._nq, self._u
         for j in range(k, k + self.delay):
-            x = self.system.step(x, history.applied(j))[0]
+            u[:] = history.applied(j)
+            self.limits.clamp(u, x[nd:nq], x[nq + nd:])
+            x = self.system.step(x, u)[0]
         return x
