@@ -59,7 +59,7 @@ class Composed:
         ds = _core.DiscreteSystem(arm.model, traj.dt)
         self.ds, self.delay, self.nd = ds, delay, arm.model.nd
         self.estimator = KalmanEstimator(ds, traj) if estimator == "kalman" else LegendreEstimator(ds)
-        self.history = CommandHistory(arm.model.nU, delay)
+        self.history = CommandHistory(arm.model.nU, arm.model.nk, delay)
         self.limits = arm.limits.for_dt(traj.dt)
         self.predictor = DelayPredictor(ds, delay, self.limits)
         self.law = TrackingLaw(arm.model, traj)
@@ -68,9 +68,8 @@ class Composed:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
-        x_pred = self.predictor.predict(k, x_hat, self.history)
-        u = self.law.command(k + self.delay, x_pred)
-        self.limits.clamp(u, x_pred[self.nd:4], x_pred[4 + self.nd:])
+        u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
+        self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
         self.history.sent(k, u)
         return u, x_hat
 

@@ -148,7 +148,7 @@ def test_kalman_bridges_a_gap_by_prediction_and_restarts_after_a_long_one(arm):
 
 
 def test_command_history_answers_which_input_is_in_effect():
-    h = CommandHistory(nU=2, delay_steps=1, size=8)
+    h = CommandHistory(nU=2, nk=2, delay_steps=1, size=8)
     h.start(np.array([0.1, 0.9]))
     np.testing.assert_array_equal(h.applied(0), [0.1, 0.9])  # before the first command: the hold
     h.sent(0, np.array([0.2, 0.9]))
@@ -157,6 +157,10 @@ def test_command_history_answers_which_input_is_in_effect():
     expected = {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.3, 4: 0.3, 5: 0.6, 9: 0.6}
     for j, rho in expected.items():
         assert h.applied(j)[0] == rho, j
+    rho, v = h.stream_state(4, DT)  # the stream continued by the input of step 4: ρ_4 = u_3, v_4 = (u_3 − u_2)/Δt
+    assert rho[0] == 0.3 and v[0] == pytest.approx(0.0)  # the same command over steps 2 and 3: standing still
+    rho, v = h.stream_state(2, DT)
+    assert rho[0] == 0.2 and v[0] == pytest.approx(10.0)
     with pytest.raises(ValueError, match="command for slot 3 after one for slot 4"):
         h.sent(3, np.zeros(2))
     assert h.last_slot == 4 and h.last[0] == 0.6
@@ -166,14 +170,14 @@ def test_predictor_steps_the_model_through_the_commands_in_flight(arm):
     _, m, ds, tr = arm
     limits = ActuatorLimits.unlimited(m.nU, m.nk).for_dt(DT)
     for d in (0, 1, 3):
-        h = CommandHistory(m.nU, d)
+        h = CommandHistory(m.nU, m.nk, d)
         h.start(tr.X[0, m.nd:m.nq].copy())
         for s in range(40):
             h.sent(s, tr.U[s + d])  # what a delay-compensating controller sends at slot s
         np.testing.assert_allclose(DelayPredictor(ds, d, limits).predict(40, tr.X[40], h), tr.X[40 + d], atol=1e-10)
     # a command beyond what the drives can do in a step: they are predicted as far as their limits take them
     slow = ActuatorLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 0.5), np.full(2, 1.0)).for_dt(DT)
-    h = CommandHistory(m.nU, 1)
+    h = CommandHistory(m.nU, m.nk, 1)
     h.start(tr.X[40, m.nd:m.nq].copy())
     h.sent(39, tr.X[40, m.nd:m.nq] + [0.05, -0.05])
     x = DelayPredictor(ds, 1, slow).predict(40, tr.X[40], h)

@@ -24,7 +24,7 @@ tolerances                start, path and goal (:mod:`.tolerances`)
 One tick, for the sample q_k that is tick k of the run::
 
     checks → x̂_k = estimate(q_k) → tolerances(x̂_k − x_d(k)) → x̂_{k+d} = predict(x̂_k)
-           → u = clamp(law(k+d, x̂_{k+d}), drives at x̂_{k+d}) → sent; remembered as the input of step k+d
+           → u = clamp(law(k+d, x̂_{k+d}), the command stream) → sent; remembered as the input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`).
@@ -245,7 +245,7 @@ class Tracking:
         self.law = law
         self.estimator = estimator
         self.predictor = predictor
-        self.history = CommandHistory(system.model.nU, predictor.delay)
+        self.history = CommandHistory(system.model.nU, system.model.nk, predictor.delay)
         self.limits = limits
         self.warning = warning
 
@@ -559,8 +559,7 @@ class ControllerCore:
             tr.estimator.reset()
             return self._hold(res, "estimation_failed", f"the model could not step the estimate at tick {k}: {e}", k)
         u = tr.law.command(k + self.delay, x_pred)
-        nd, nq = self.nd, self.nq
-        tr.limits.clamp(u, x_pred[nd:nq], x_pred[nq + nd:])
+        tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
         if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
             tr.estimator.reset()
             return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)

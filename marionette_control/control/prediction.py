@@ -7,8 +7,8 @@ over step k+1 → k+2, i.e. it is the input u_{k+d} with d = ``command_delay_ste
 is *in flight*. :class:`CommandHistory` keeps the commands sent and answers which input is in
 effect over step j; :class:`DelayPredictor` steps the estimate x̂_k through the model with
 those inputs to x̂_{k+d} (thesis (4.36): the exact model is the predictor), the state the new
-command acts on, so the tracking law uses the reference and gains of index k+d, and the new
-command is clamped to what the drives can reach from their predicted state.
+command acts on, so the tracking law uses the reference and gains of index k+d; the new command
+continues the stream of commands within the drives' limits (:meth:`CommandHistory.stream_state`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ class CommandHistory:
     ``start``'s ρ. Keeps the last ``size`` commands (>= d + the longest gap bridged + 2).
     """
 
-    def __init__(self, nU: int, delay_steps: int, size: int = 32):
+    def __init__(self, nU: int, nk: int, delay_steps: int, size: int = 32):
         if delay_steps < 0:
             raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
         if size < delay_steps + 2:
             raise ValueError(f"command history size {size} is too small for a delay of {delay_steps} steps")
         self.delay = int(delay_steps)
+        self._nu = nU - nk
         self._slots = [0] * size
         self._cmds = [np.zeros(nU)] * size
         self._n = 0
@@ -65,6 +66,16 @@ class CommandHistory:
                 return self._cmds[i]
             i = (i - 1) % size
         return self._initial
+
+    def stream_state(self, j: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ_j, v_j) (nk,) of the setpoint stream a command for step j continues: ρ_j = the kinematic part of
+        u_{j−1}, v_j = (ρ_j − ρ_{j−1})/Δt. The limits are applied to this stream: a drive that follows setpoints
+        within its limits follows a stream that respects them exactly, and one that fell behind (a command that
+        came a cycle late) catches up with a stream that stayed smooth, where limits applied from its own
+        jerky motion would feed the jerk back into the commands."""
+        a, b = self.applied(j - 1), self.applied(j - 2)
+        rho = a[self._nu:]
+        return rho, (rho - b[self._nu:]) / dt
 
     @property
     def last_slot(self) -> Optional[int]:
