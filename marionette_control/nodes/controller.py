@@ -1,8 +1,9 @@
 """marionette_controller: real-time tracking of an optimized trajectory from /joint_states.
 
 A thin adapter around :class:`marionette_control.control.controller_core.ControllerCore`
-(the tick logic, alignment policy and fault handling are documented there; a bag replay
-runs the same object without ROS).
+(the tick logic, its parts — plausibility checks, Kalman filter, delay predictor, tracking law,
+limits, tolerances — alignment policy and fault handling are documented there; a bag replay and
+the offline closed loop run the same object without ROS).
 
 Graph
 -----
@@ -16,17 +17,21 @@ subscribes
     depth 1) — the optimizer's result; ``/clock`` under ``use_sim_time``.
 publishes
     ``command_topic`` (std_msgs/Float64MultiArray, reliable, depth 10) — ros2_control's forward
-    position controller convention: ``data`` = the next kinematic configurations ρ_{k+1} in
-    the order of ``command_joints`` (hardware names; default [carriage, string_length], as the
-    simulator's);
+    position controller convention: ``data`` = the next kinematic configurations ρ in the order
+    of ``command_joints`` (hardware names; default [carriage, string_length], as the
+    simulator's); with ``command_delay_steps`` = d the command answering the joint state of
+    cycle k is the input of step k + d;
     ``~/tracking`` (std_msgs/Float64MultiArray) — one message per tick for plotting: ``data``
     = [stamp (s), k, |x̂ − x_d|, compute time (µs), x̂ (nx), x_d (nx), u (nU)], component names
-    in ``layout.dim[0].label`` (comma-separated);
+    in ``layout.dim[0].label`` (comma-separated); x̂ is the estimate of tick k, u the command sent;
     ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) — one status "marionette_controller:
     tracking" every ``diagnostics_period`` and when a fault is raised or cleared (at most every
-    0.1 s): state, fault, tracking error, estimate, per-tick compute time, missed ticks, counters.
+    0.1 s): state, every active fault kind with its message (``faults.active``, ``fault.<kind>``)
+    and the count of every kind raised (``faults.<kind>``), goal, tracking error, estimate,
+    per-tick compute time, missed ticks, counters.
 services
-    ``~/start``, ``~/stop`` (std_srvs/Trigger).
+    ``~/start``, ``~/stop`` (std_srvs/Trigger). A start is refused while the arm is outside the
+    start tolerance of the trajectory's initial configuration.
 
 Times: the watchdog runs on the node's ROS clock (it follows ``/clock`` when
 ``use_sim_time`` is set); sample ages compare joint-state stamps with that clock.
@@ -43,13 +48,16 @@ collection during a tick stays short. The process stops on SIGINT/SIGTERM with s
 (:mod:`marionette_control.nodes.process`).
 
 Trajectories: a file (``trajectory_file``) or the optimizer's topic; one made for another
-model (name, hash or names differ) or without gains is refused with a logged error and in
-/diagnostics, and the node keeps running with its current trajectory. A trajectory that
-arrives while tracking is pending until the next start. Tracking begins on ``~/start`` (or
-``autostart``) at the next tick; the message's ``header.stamp`` is not used as a start time.
+model (name, hash or names differ), without gains, or with gains designed for another command
+delay (``gains_design``, :mod:`marionette_control.control.gains`) is refused with a logged error
+and in /diagnostics, and the node keeps running with its current trajectory; gains without a
+design record are used with a warning. Loading one precomputes the Kalman filter's gains along
+it. A trajectory that arrives while tracking is pending until the next start. Tracking begins
+on ``~/start`` (or ``autostart``) at the next tick; the message's ``header.stamp`` is not used
+as a start time.
 
-Parameters are listed in :data:`PARAMS` (each with its description) and in
-``config/controller.yaml``.
+Parameters are listed in :data:`PARAMS` and :func:`tolerance_params` (each with its
+description) and in ``config/controller.yaml``.
 """
 
 from __future__ import annotations
