@@ -309,9 +309,10 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
     from rclpy.parameter import Parameter
     from rclpy.serialization import serialize_message
 
+    from marionette_control.control.trajectory import Trajectory
     from marionette_control.nodes.controller import make_node_class
 
-    _, _, traj = arm_trajectory(0.01, steps)
+    traj = Trajectory.load(traj_file)  # the samples follow the node's trajectory (its path tolerance would abort)
     context = rclpy.context.Context()
     env_saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
     os.environ.update({k: v for k, v in ros_env().items() if k in env_saved})

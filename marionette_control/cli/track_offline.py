@@ -37,7 +37,7 @@ import sys
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.gains import GainDesign, design_gains
+from marionette_control.control.gains import GainDesign, check_gains, design_gains
 from marionette_control.control.offline_loop import LoopResult, run_loop
 from marionette_control.control.simulated_hardware import PROFILES, HardwareProfile
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
@@ -132,6 +132,7 @@ def main(argv=None) -> int:
             typed = {k: _typed(v, getattr(base, k)) for k, v in design_changes.items()}
             system = _core.DiscreteSystem(desc.model, traj.dt)
             traj = design_gains(system, traj.X, traj.U, dataclasses.replace(base, **typed)).attach(traj)
+        check_gains(traj, options.command_delay_steps)
     except (TrajectoryError, ValueError, OSError) as e:
         print(f"marionette-track-offline: {e}", file=sys.stderr)
         return 2

@@ -84,14 +84,13 @@ class ActuatorLimits:
             raise ValueError("actuator speed and acceleration limits must be > 0")
         nk = self.rate.size
         self._nu = self.lower.size - nk
-        self._w_lo, self._w_hi = np.empty(nk), np.empty(nk)  # work vectors of clamp (the tick path allocates little)
         if not (np.isfinite(self.dt) and self.dt >= 0):
             raise ValueError(f"the time step of actuator limits must be finite and >= 0, got {self.dt}")
         # per-step bounds of clamp: a_max dt², ±v_max dt (dt = 0: not for clamping, see for_dt)
         with np.errstate(invalid="ignore"):
-            self._a_step = self.acceleration * self.dt ** 2
-            self._v_step = self.rate * self.dt
-        self._v_step_neg = -self._v_step
+            self._a_step_list = (self.acceleration * self.dt ** 2).tolist()
+            self._v_step_list = (self.rate * self.dt).tolist()
+        self._lower_list, self._upper_list = self.lower.tolist(), self.upper.tolist()
 
     @property
     def nk(self) -> int:
@@ -108,28 +107,27 @@ class ActuatorLimits:
         return ActuatorLimits(self.lower.copy(), self.upper.copy(), self.rate.copy(), self.acceleration.copy(),
                               float(dt))
 
-    def clamp(self, u: np.ndarray, rho: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Clamps u (nU,) in place to the limits from the kinematic state (ρ_j, v_j) (nk,) it acts on; returns u.
+    def clamp(self, u: np.ndarray, rho, v) -> np.ndarray:
+        """Clamps u (nU,) in place to the limits from the kinematic state (ρ_j, v_j) (nk each: arrays or
+        sequences of floats) it acts on; returns u.
 
         The step e = ρ_{j+1} − ρ_j is limited to v_j Δt ± a_max Δt², then to ±v_max Δt; then the whole
         input to its range (module docstring). Needs :attr:`dt` (:meth:`for_dt`).
         """
         if not self.dt > 0:
             raise ValueError("ActuatorLimits.clamp needs the time step: use limits.for_dt(dt)")
-        lo, hi = self._w_lo, self._w_hi
-        e = u[self._nu:]
-        # (np.clip(x, lo, hi) is maximum then minimum; the ufuncs themselves cost a fraction of np.clip's call)
-        np.subtract(e, rho, out=e)
-        np.multiply(v, self.dt, out=lo)
-        np.add(lo, self._a_step, out=hi)
-        np.subtract(lo, self._a_step, out=lo)
-        np.maximum(e, lo, out=e)
-        np.minimum(e, hi, out=e)
-        np.maximum(e, self._v_step_neg, out=e)
-        np.minimum(e, self._v_step, out=e)
-        np.add(e, rho, out=e)
-        np.maximum(u, self.lower, out=u)
-        np.minimum(u, self.upper, out=u)
+        # on Python floats: the tick path calls this twice, and for a few drives numpy's per-call cost dominates
+        nu, dt = self._nu, self.dt
+        if isinstance(rho, np.ndarray):
+            rho, v = rho.tolist(), v.tolist()
+        values = u.tolist()
+        for i, (r, w, a_step, v_step) in enumerate(zip(rho, v, self._a_step_list, self._v_step_list)):
+            e = values[nu + i] - r
+            lo, hi = w * dt - a_step, w * dt + a_step
+            e = lo if e < lo else hi if e > hi else e
+            e = -v_step if e < -v_step else v_step if e > v_step else e
+            values[nu + i] = r + e
+        u[:] = [lo if x < lo else hi if x > hi else x for x, lo, hi in zip(values, self._lower_list, self._upper_list)]
         return u
 
     def hold(self, rho: np.ndarray) -> np.ndarray:

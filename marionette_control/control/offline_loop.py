@@ -28,8 +28,6 @@ options gives the feed-forward-only run (the same commands u_d(k+d) without K): 
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -139,16 +137,3 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     k, X_true, X_hat, X_ref, U = (np.array(a) for a in zip(*rows))
     return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted)
-
-
-def compare_loops(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
-                  desc=None, **kw) -> dict:
-    """Closed loop and feed-forward only on the same arm: {"closed_loop": summary, "open_loop": summary,
-    "ratio": open/closed RMS of the joint where open loop errs most, "joint": that joint}."""
-    options = options or ControllerOptions()
-    closed = run_loop(trajectory, profile, options, desc, **kw).summary()
-    opened = run_loop(trajectory, profile, dataclasses.replace(options, feedback=False), desc, **kw).summary()
-    joint = max(opened, key=lambda n: opened[n]["rms_deg"])
-    rms_closed = closed[joint]["rms_deg"]
-    ratio = opened[joint]["rms_deg"] / rms_closed if rms_closed > 0 else math.inf
-    return {"closed_loop": closed, "open_loop": opened, "joint": joint, "ratio": ratio}

@@ -67,15 +67,15 @@ class CommandHistory:
             i = (i - 1) % size
         return self._initial
 
-    def stream_state(self, j: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """(ρ_j, v_j) (nk,) of the setpoint stream a command for step j continues: ρ_j = the kinematic part of
+    def stream_state(self, j: int, dt: float) -> tuple[list, list]:
+        """(ρ_j, v_j) (nk floats each) of the setpoint stream a command for step j continues: ρ_j = the kinematic part of
         u_{j−1}, v_j = (ρ_j − ρ_{j−1})/Δt. The limits are applied to this stream: a drive that follows setpoints
         within its limits follows a stream that respects them exactly, and one that fell behind (a command that
         came a cycle late) catches up with a stream that stayed smooth, where limits applied from its own
         jerky motion would feed the jerk back into the commands."""
-        a, b = self.applied(j - 1), self.applied(j - 2)
-        rho = a[self._nu:]
-        return rho, (rho - b[self._nu:]) / dt
+        nu = self._nu
+        rho, before = self.applied(j - 1).tolist()[nu:], self.applied(j - 2).tolist()[nu:]
+        return rho, [(r - s) / dt for r, s in zip(rho, before)]
 
     @property
     def last_slot(self) -> Optional[int]:

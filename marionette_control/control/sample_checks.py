@@ -101,35 +101,38 @@ class SampleChecks:
         self.upper = np.asarray(upper, dtype=float) + options.limit_margin
         self.speed = options.velocity_factor * np.asarray(max_velocity, dtype=float)
         self.check_chain = model.nc > 0
+        # the tick path works on Python floats: for a handful of configurations that is several times faster
+        # than a dozen numpy calls
+        self._bounds = list(zip(self.lower.tolist(), self.upper.tolist()))
+        self._speed = self.speed.tolist()
 
     def check(self, q: np.ndarray, q_last: Optional[np.ndarray], elapsed: float) -> Optional[tuple[str, str]]:
         """(fault kind, message) for an implausible q (nq,), else None.
 
         ``q_last`` : the last accepted configuration, ``elapsed`` seconds before q (None: no jump check).
         """
-        names = self.names
-        if not (np.all(q >= self.lower) and np.all(q <= self.upper)):
-            i = int(np.argmax(np.maximum(self.lower - q, q - self.upper)))
-            return "out_of_limits", (f"{names[i]} = {q[i]:.6g} is outside its range "
-                                     f"[{self.lower[i] + self.options.limit_margin:g}, "
-                                     f"{self.upper[i] - self.options.limit_margin:g}] "
-                                     f"(+- limit_margin {self.options.limit_margin:g})")
+        qs = q.tolist()
+        for i, (v, (lo, hi)) in enumerate(zip(qs, self._bounds)):
+            if not lo <= v <= hi:
+                return "out_of_limits", (f"{self.names[i]} = {v:.6g} is outside its range "
+                                         f"[{lo + self.options.limit_margin:g}, {hi - self.options.limit_margin:g}] "
+                                         f"(+- limit_margin {self.options.limit_margin:g})")
         if q_last is not None:
-            allowed = self.speed * elapsed + self.options.jump_margin
-            jump = np.abs(q - q_last)
-            if not np.all(jump <= allowed):
-                i = int(np.argmax(jump - allowed))
-                return "implausible_jump", (f"{names[i]} moved {q[i] - q_last[i]:+.6g} in {elapsed:.4g} s; at most "
-                                            f"{allowed[i]:.4g} is possible (velocity_factor x max velocity "
-                                            f"{self.speed[i] / self.options.velocity_factor:g} + jump_margin "
-                                            f"{self.options.jump_margin:g})")
+            margin = self.options.jump_margin
+            for i, (v, w, vmax) in enumerate(zip(qs, q_last.tolist(), self._speed)):
+                allowed = vmax * elapsed + margin
+                if abs(v - w) > allowed:
+                    return "implausible_jump", (f"{self.names[i]} moved {v - w:+.6g} in {elapsed:.4g} s; at most "
+                                                f"{allowed:.4g} is possible (velocity_factor x max velocity "
+                                                f"{vmax / self.options.velocity_factor:g} + jump_margin {margin:g})")
         if self.check_chain:
             h, Dh = self.model.constraints(q)
-            dist = np.abs(h) / np.maximum(np.linalg.norm(Dh, axis=1), 1e-12)
-            if not np.all(dist <= self.options.chain_tolerance):
-                i = int(np.argmax(dist))
-                return "chain_inconsistent", (f"the configuration violates constraint "
-                                              f"'{self.model.constraint_names[i]}' by {dist[i]:.4g} (first-order "
-                                              f"distance |h|/|Dh|; chain_tolerance {self.options.chain_tolerance:g}): "
-                                              "a slack string, a slipped encoder or a wrong joint mapping")
+            tol = self.options.chain_tolerance
+            for i, (hi, row) in enumerate(zip(h.tolist(), Dh.tolist())):
+                dist = abs(hi) / max(math.sqrt(sum(d * d for d in row)), 1e-12)
+                if not dist <= tol:
+                    return "chain_inconsistent", (f"the configuration violates constraint "
+                                                  f"'{self.model.constraint_names[i]}' by {dist:.4g} (first-order "
+                                                  f"distance |h|/|Dh|; chain_tolerance {tol:g}): a slack string, a "
+                                                  "slipped encoder or a wrong joint mapping")
         return None
