@@ -2,19 +2,26 @@
 
 The controller applies u = u_d(j) − K(j)(x̂_j − x_d(j)) at j = k + d, on the state x̂_{k+d}
 predicted through the commands in flight (:mod:`.prediction`; d = the command delay in
-steps). K(j) is the time-varying discrete LQR along the trajectory (thesis app. B.2.2, the
-recursion of :func:`~marionette_control.control.riccati.tv_lqr`) on the exact linearization
-(A(k), B(k)) (thesis (4.37)) with diagonal weights chosen by kind of state component
-(:class:`GainDesign`): with an exact predictor the LQR of the delay-augmented system
-[x_k; u_{k−1}, …] has the same gains on the predicted state (certainty equivalence), which
-``docs/tracking.md`` also measures.
+steps). K(j) is the time-varying discrete LQR along the trajectory (thesis app. B.2.2 and (B.4),
+:func:`~marionette_control.control.riccati.tv_lq`) on the exact linearization (A(k), B(k))
+(thesis (4.37)) with the stage cost
+
+    δxᵀ Q δx + δuᵀ R δu + w_a |δa|²,    δa = (δρ_{k+1} − δρ_k − Δt δv_k)/Δt²
+
+(Q, R diagonal by kind of component, δa the deviation of the drives' acceleration over the step:
+a linear function of state and input, so the cost becomes Q + w_a Mxᵀ Mx, a cross term
+S = w_a Mxᵀ Mu and R + w_a Muᵀ Mu). With an exact predictor the LQR of the delay-augmented
+system [x_k; u_k, …] has the same gains on the predicted state (certainty equivalence), which
+``docs/tracking.md`` measures too.
 
 Why these weights (the measurements are in ``docs/tracking.md``): what the animator drew and
-what the tracking targets are the arm angles, so the dynamic configurations carry the weight;
-the drives' positions and velocities are weighted lightly (they are means, not ends); the input
-weight R sets the loop's bandwidth against the encoder noise that reaches the commands through
-the estimate. The thesis's Q = R = I (thesis §6.7) puts about 0.17 mm of carriage correction
-per degree of arm error: far too little to correct a model error.
+what the tracking targets are the arm angles, so the dynamic configurations carry the weight
+(the thesis's Q = R = I, thesis §6.7, puts about 0.17 mm of carriage correction per degree of
+arm error: far too little to correct a model error); the drives' positions and velocities are
+weighted lightly (they are means, not ends); the acceleration weight w_a sets the loop's
+bandwidth against the drives' acceleration limits and the encoder noise that reaches the
+commands through the estimate — without it, heavy angle weights track best on a quiet arm but
+the clamped loop goes unstable with noise or on a trajectory at the acceleration limit.
 
 The gains travel with the trajectory (``Trajectory.info[GAIN_DESIGN]``: the method, delay and
 weights) so the controller refuses gains designed for another command delay
@@ -45,8 +52,10 @@ class GainDesign:
     kinematic_configuration : the drives' positions (carriage, string length)
     momentum : the dynamic momenta
     kinematic_velocity : the drives' velocities
-    input : every input (R = input · I); sets the bandwidth against the encoder noise
-    terminal_scale : Q_f = terminal_scale · Q
+    input : every input (R = input · I)
+    drive_acceleration : w_a, on the drives' acceleration deviation (s⁴/m² per unit of cost); sets the loop's
+        bandwidth against the drives' acceleration limits and the encoder noise
+    terminal_scale : Q_f = terminal_scale · Q (the acceleration term has no terminal part)
     delay_steps : the command delay d the controller compensates (ros2_control: 1)
     """
 
