@@ -230,11 +230,12 @@ def test_closed_loop_against_feed_forward_under_each_effect(scenario, wave, node
     if scenario == "combined":  # the realistic default: issue 12's targets (the ratio: docs/tracking.md)
         assert all(rms <= 0.5 and mx <= 2.0 for rms, mx in closed.values()), closed
         assert opened[worst][0] >= 2.0 * closed[worst][0], (closed, opened)
-    # the offline loop (same profile and controller, no transport) reproduces the figures: the noise realisation
-    # and the tick a run starts at differ, and a command delayed by the loaded machine acts a step late
+    # the offline loop (same profile and controller, no transport) reproduces the figures within the runs' own
+    # spread: the noise realisation and the tick a run starts at differ, and a command the loaded machine delays
+    # acts a step late (repeated cross-process runs of one scenario differed by up to 0.06 degrees RMS)
     ref = offline(traj, files, scenario)
     for n in closed:
-        assert abs(closed[n][0] - ref[n][0]) <= 0.05 + 0.15 * ref[n][0], (scenario, closed, ref)
+        assert abs(closed[n][0] - ref[n][0]) <= 0.08 + 0.15 * ref[n][0], (scenario, closed, ref)
 
 
 def test_estimators_against_the_true_state_with_and_without_noise(wave, node_processes):
