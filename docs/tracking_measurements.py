@@ -33,7 +33,7 @@ from marionette_control.control import problem as P  # noqa: E402
 from marionette_control.control.controller_core import ControllerOptions  # noqa: E402
 from marionette_control.control.estimation import KalmanEstimator  # noqa: E402
 from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.limits import ActuatorLimits  # noqa: E402
+from marionette_control.control.limits import CommandLimits  # noqa: E402
 from marionette_control.control.offline_loop import run_loop  # noqa: E402
 from marionette_control.control.optimizer import ProjectionOptimizer  # noqa: E402
 from marionette_control.control.prediction import CommandHistory  # noqa: E402
@@ -103,7 +103,7 @@ def augmented_loop(traj: Trajectory, Kz: np.ndarray, profile: HardwareProfile, d
     nd, nq, nu, N, dt = m.nd, m.nq, m.nu, traj.N, traj.dt
     system = _core.DiscreteSystem(m, dt)
     estimator = KalmanEstimator(system, traj, ControllerOptions().noise)
-    limits = ActuatorLimits.from_description(m, desc.actuators).for_dt(dt)
+    limits = CommandLimits.from_description(m, desc.actuators).for_dt(dt)
     history = CommandHistory(m.nU, m.nk, 1)
     sim = SimulatedArm(profile, dt, nominal=desc, q0=traj.X[0, :nq])
     for _ in range(20):

@@ -17,7 +17,6 @@ scenario, which is what the feed-forward-only errors of the ideal scenarios meas
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path

@@ -10,7 +10,6 @@ Every node process is stopped at the end of its test.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,14 +20,15 @@ import pytest
 from marionette_control import _core, models
 from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, ControllerOptions
 from marionette_control.control.estimation import KalmanEstimator, LegendreEstimator
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.limits import ActuatorLimits
+from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.sample_checks import SampleChecks, configuration_limits
 from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 from marionette_control.models import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateReader
+
+from arm_helpers import bump_trajectory
 
 NS = 1_000_000_000
 DT = 0.01
@@ -39,16 +39,8 @@ DT_NS = 10_000_000
 
 
 def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1) -> tuple:
-    """(DiscreteSystem, Trajectory with gains designed for ``delay``): the arm simulated from rest at its lowered
-    equilibrium, carriage and string length moved smoothly (sin² bump) and back."""
-    m = model or models.get("marionette_arm")
-    ds = _core.DiscreteSystem(m, dt)
-    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
-    s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
-    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
-    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
-    traj = Trajectory.for_model(m, dt, X, U)
-    return ds, design_gains(ds, X, U, GainDesign(delay_steps=delay)).attach(traj)
+    """(DiscreteSystem, Trajectory with gains designed for ``delay``): test/arm_helpers.py's sin² bump."""
+    return bump_trajectory(dt, steps, model, delay)
 
 
 class Composed:
@@ -79,7 +71,7 @@ def arm():
     desc = ma.load_description()
     ds, traj = arm_trajectory(delay=0)
     _, traj1 = arm_trajectory(delay=1)
-    limits = ActuatorLimits.from_description(desc.model, desc.actuators)
+    limits = CommandLimits.from_description(desc.model, desc.actuators)
     return SimpleNamespace(desc=desc, model=desc.model, ds=ds, traj=traj, traj1=traj1, limits=limits)
 
 

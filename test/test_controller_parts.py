@@ -6,31 +6,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette_control import _core
 from marionette_control.control.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
 from marionette_control.control.gains import GAIN_DESIGN, GainDesign, check_gains, design_gains, gain_delay
-from marionette_control.control.limits import ActuatorLimits
+from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.riccati import tv_lq, tv_lqr
 from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks, configuration_limits
 from marionette_control.control.tolerances import Tolerances, check_tolerance
-from marionette_control.control.trajectory import Trajectory
 from marionette_control.models import marionette_arm as ma
+
+from arm_helpers import bump_trajectory
 
 DT = 0.01
 
 
 @pytest.fixture(scope="module")
 def arm():
-    """The arm's model file, its system, and a trajectory: from rest, carriage and string moved (sin² bump)."""
+    """The arm's model file, its system, and a trajectory without gains (test/arm_helpers.py's sin² bump)."""
     desc = ma.load_description()
-    m = desc.model
-    ds = _core.DiscreteSystem(m, DT)
-    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
-    s = np.sin(np.pi * np.arange(1, 201) / 200) ** 2
-    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
-    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
-    return desc, m, ds, Trajectory.for_model(m, DT, X, U)
+    ds, traj = bump_trajectory(DT, 200)
+    return desc, desc.model, ds, traj
 
 
 # --------------------------------------------------------------------------------------------- limits
@@ -39,7 +34,7 @@ def arm():
 def test_clamped_command_streams_respect_range_speed_and_acceleration(arm):
     """Any command sequence, clamped step by step from the stream's own state, stays within every limit."""
     desc, m, _, _ = arm
-    lim = ActuatorLimits.from_description(m, desc.actuators).for_dt(DT)
+    lim = CommandLimits.from_description(m, desc.actuators).for_dt(DT)
     rng = np.random.default_rng(7)
     rho, v = np.array([0.3, 0.8]), np.zeros(2)
     for _ in range(2000):
@@ -55,7 +50,7 @@ def test_clamped_command_streams_respect_range_speed_and_acceleration(arm):
 
 def test_a_command_within_the_limits_is_unchanged_and_the_range_wins(arm):
     desc, m, _, _ = arm
-    lim = ActuatorLimits.from_description(m, desc.actuators).for_dt(DT)
+    lim = CommandLimits.from_description(m, desc.actuators).for_dt(DT)
     rho, v = np.array([0.3, 0.8]), np.array([0.5, -0.2])
     u = rho + v * DT + np.array([1e-4, -1e-4])  # accelerations of 1 m/s²
     np.testing.assert_array_equal(lim.clamp(u.copy(), rho, v), u)
@@ -63,11 +58,11 @@ def test_a_command_within_the_limits_is_unchanged_and_the_range_wins(arm):
     np.testing.assert_array_equal(lim.hold(np.array([-1.0, 0.5])), [-0.3, 0.5])
     assert np.array_equal(lim.acceleration, [15.0, 10.0]) and np.array_equal(lim.rate, [2.0, 1.5])
     with pytest.raises(ValueError, match="needs the time step"):
-        ActuatorLimits.from_description(m, desc.actuators).clamp(u.copy(), rho, v)
+        CommandLimits.from_description(m, desc.actuators).clamp(u.copy(), rho, v)
     with pytest.raises(ValueError, match="lower limit above upper"):
-        ActuatorLimits(np.ones(2), np.zeros(2), np.ones(2))
+        CommandLimits(np.ones(2), np.zeros(2), np.ones(2))
     with pytest.raises(ValueError, match="speed and acceleration limits must be > 0"):
-        ActuatorLimits(np.zeros(2), np.ones(2), np.ones(2), np.array([1.0, 0.0]))
+        CommandLimits(np.zeros(2), np.ones(2), np.ones(2), np.array([1.0, 0.0]))
 
 
 # --------------------------------------------------------------------------------------------- estimators
@@ -168,7 +163,7 @@ def test_command_history_answers_which_input_is_in_effect():
 
 def test_predictor_steps_the_model_through_the_commands_in_flight(arm):
     _, m, ds, tr = arm
-    limits = ActuatorLimits.unlimited(m.nU, m.nk).for_dt(DT)
+    limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(DT)
     for d in (0, 1, 3):
         h = CommandHistory(m.nU, m.nk, d)
         h.start(tr.X[0, m.nd:m.nq].copy())
@@ -176,7 +171,7 @@ def test_predictor_steps_the_model_through_the_commands_in_flight(arm):
             h.sent(s, tr.U[s + d])  # what a delay-compensating controller sends at slot s
         np.testing.assert_allclose(DelayPredictor(ds, d, limits).predict(40, tr.X[40], h), tr.X[40 + d], atol=1e-10)
     # a command beyond what the drives can do in a step: they are predicted as far as their limits take them
-    slow = ActuatorLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 0.5), np.full(2, 1.0)).for_dt(DT)
+    slow = CommandLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 0.5), np.full(2, 1.0)).for_dt(DT)
     h = CommandHistory(m.nU, m.nk, 1)
     h.start(tr.X[40, m.nd:m.nq].copy())
     h.sent(39, tr.X[40, m.nd:m.nq] + [0.05, -0.05])

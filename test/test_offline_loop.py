@@ -12,33 +12,23 @@ import json
 import numpy as np
 import pytest
 
-from marionette_control import _core
 from marionette_control.cli import track_offline
 from marionette_control.control.controller_core import ControllerOptions
-from marionette_control.control.gains import GainDesign, design_gains
 from marionette_control.control.offline_loop import run_loop
 from marionette_control.control.simulated_hardware import HardwareProfile
 from marionette_control.control.trajectory import Trajectory
 from marionette_control.models import marionette_arm as ma
+
+from arm_helpers import bump_trajectory
 
 DT = 0.01
 
 
 @pytest.fixture(scope="module")
 def bump(tmp_path_factory):
-    """A limit-respecting trajectory from the arm's lowered rest pose (carriage and string moved by a sin² bump),
-    with gains for 0 and 1 step of delay, as files."""
-    desc = ma.load_description()
-    m = desc.model
-    ds = _core.DiscreteSystem(m, DT)
-    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
-    s = np.sin(np.pi * np.arange(1, 301) / 300) ** 2
-    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
-    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
-    traj = Trajectory.for_model(m, DT, X, U)
+    """test/arm_helpers.py's limit-respecting sin² bump (3 s) with gains for 0 and 1 step of delay, as files."""
     d = tmp_path_factory.mktemp("bump")
-    return {delay: design_gains(ds, X, U, GainDesign(delay_steps=delay)).attach(traj).save(d / f"bump{delay}.npz")
-            for delay in (0, 1)}
+    return {delay: bump_trajectory(DT, 300, delay=delay)[1].save(d / f"bump{delay}.npz") for delay in (0, 1)}
 
 
 def test_the_ideal_arm_is_tracked_exactly_with_and_without_delay(bump):

@@ -78,7 +78,7 @@ Every active fault kind is reported with its count (:meth:`ControllerCore.status
 only the latest. On a fault while running the core returns the **hold command**: force
 inputs 0 and the kinematic configurations held at the last command sent (where the
 position-controlled actuators are going), or at the last valid measurement when nothing
-has been sent yet — in the actuator range (:meth:`~.limits.ActuatorLimits.hold`). It is
+has been sent yet — in the actuator range (:meth:`~.limits.CommandLimits.hold`). It is
 returned on every rejected sample and every watchdog call while stale, and remembered as
 the input in effect from its slot on (the estimate predicts through it).
 """
@@ -95,7 +95,7 @@ import numpy as np
 from marionette_control import _core
 from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
 from marionette_control.control.gains import check_gains
-from marionette_control.control.limits import ActuatorLimits
+from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks, configuration_limits
 from marionette_control.control.tolerances import Tolerances
@@ -195,7 +195,7 @@ def make_core(desc, options: Optional[ControllerOptions] = None, read: Optional[
     model = desc.model
     options = options or ControllerOptions()
     checks = SampleChecks(model, *configuration_limits(desc), options.plausibility)
-    return ControllerCore(model, read or _as_configuration, ActuatorLimits.from_description(model, desc.actuators),
+    return ControllerCore(model, read or _as_configuration, CommandLimits.from_description(model, desc.actuators),
                           checks, options)
 
 
@@ -239,7 +239,7 @@ class TickResult:
 class Tracking:
     """The parts that depend on one trajectory: law, estimator, predictor, command history, limits."""
 
-    def __init__(self, system, law: TrackingLaw, estimator, predictor: DelayPredictor, limits: ActuatorLimits,
+    def __init__(self, system, law: TrackingLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
                  warning: Optional[str]):
         self.system = system
         self.law = law
@@ -269,21 +269,21 @@ class ControllerCore:
         model's configurations by name, a new array per call (the core keeps it in its
         ring buffer); raises ValueError with a ``kind`` attribute for unusable messages
         (``nodes.convert.JointStateReader(...).read``).
-    limits : ActuatorLimits, optional
-        Limits of the discrete inputs (:meth:`ActuatorLimits.from_description`).
+    limits : CommandLimits, optional
+        Limits of the discrete inputs (:meth:`CommandLimits.from_description`).
     checks : SampleChecks, optional
         Plausibility checks (:func:`make_core` builds them from the model file); None: none.
     options : ControllerOptions
     """
 
-    def __init__(self, model, read: Callable, limits: Optional[ActuatorLimits] = None,
+    def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
                  checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None):
         options = options or ControllerOptions()
         self.options = options
         self.model = model
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
-        self.limits = limits or ActuatorLimits.unlimited(model.nU, model.nk)
+        self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
         self.limits.check_sizes(model)
         self.checks = checks
         self.delay = int(options.command_delay_steps)

@@ -8,7 +8,7 @@ so in discrete terms, with v_j = (ρ_j − ρ_{j−1})/Δt the drive's velocity 
 
     |ρ_{j+1} − ρ_j| ≤ v_max Δt,    |(ρ_{j+1} − ρ_j)/Δt − v_j| ≤ a_max Δt,    lower ≤ ρ_{j+1} ≤ upper.
 
-:meth:`ActuatorLimits.clamp` enforces these from the kinematic state (ρ_j, v_j) the drive will
+:meth:`CommandLimits.clamp` enforces these from the kinematic state (ρ_j, v_j) the drive will
 be in when the command takes effect (the predicted state when commands are delayed:
 :mod:`marionette_control.control.prediction`), so a drive that follows streamed setpoints
 within the same limits executes the commands exactly. Priorities: the speed limit is
@@ -25,7 +25,7 @@ import numpy as np
 
 
 @dataclass
-class ActuatorLimits:
+class CommandLimits:
     """Limits of the discrete inputs u = [force inputs; next kinematic configurations].
 
     lower, upper : ndarray (nU,)    range of each input (force inputs: force range)
@@ -41,11 +41,11 @@ class ActuatorLimits:
     dt: float = 0.0
 
     @classmethod
-    def unlimited(cls, nU: int, nk: int) -> "ActuatorLimits":
+    def unlimited(cls, nU: int, nk: int) -> "CommandLimits":
         return cls(np.full(nU, -np.inf), np.full(nU, np.inf), np.full(nk, np.inf), np.full(nk, np.inf))
 
     @classmethod
-    def from_description(cls, model, actuators: dict | None = None) -> "ActuatorLimits":
+    def from_description(cls, model, actuators: dict | None = None) -> "CommandLimits":
         """Limits from a model file's ``actuators`` section.
 
         actuators : {kinematic configuration name: ``yaml_model.ActuatorLimits``} (``ModelDescription.actuators``);
@@ -102,9 +102,9 @@ class ActuatorLimits:
             raise ValueError(f"actuator limits sized {self.lower.shape}/{self.rate.shape}, expected "
                              f"({model.nU},)/({model.nk},) for model '{model.name}'")
 
-    def for_dt(self, dt: float) -> "ActuatorLimits":
+    def for_dt(self, dt: float) -> "CommandLimits":
         """A copy whose :meth:`clamp` works on steps of ``dt``."""
-        return ActuatorLimits(self.lower.copy(), self.upper.copy(), self.rate.copy(), self.acceleration.copy(),
+        return CommandLimits(self.lower.copy(), self.upper.copy(), self.rate.copy(), self.acceleration.copy(),
                               float(dt))
 
     def clamp(self, u: np.ndarray, rho, v) -> np.ndarray:
@@ -115,7 +115,7 @@ class ActuatorLimits:
         input to its range (module docstring). Needs :attr:`dt` (:meth:`for_dt`).
         """
         if not self.dt > 0:
-            raise ValueError("ActuatorLimits.clamp needs the time step: use limits.for_dt(dt)")
+            raise ValueError("CommandLimits.clamp needs the time step: use limits.for_dt(dt)")
         # on Python floats: the tick path calls this twice, and for a few drives numpy's per-call cost dominates
         nu, dt = self._nu, self.dt
         if isinstance(rho, np.ndarray):

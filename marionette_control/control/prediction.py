@@ -93,11 +93,11 @@ class DelayPredictor:
 
     The drives are taken to follow each command as far as their limits allow from where they are:
     u_j is the command in effect clamped from the predicted drive state (ρ_j, v_j)
-    (:meth:`~.limits.ActuatorLimits.clamp`), so a drive that lags its commands (a command that
+    (:meth:`~.limits.CommandLimits.clamp`), so a drive that lags its commands (a command that
     arrived a cycle late, a trajectory at the acceleration limit) is predicted lagging.
 
     ``system`` : _core.DiscreteSystem (the model the trajectory and gains are for); ``delay_steps`` = d;
-    ``limits`` : the drives' ActuatorLimits for the system's Δt.
+    ``limits`` : the drives' CommandLimits for the system's Δt.
     """
 
     def __init__(self, system, delay_steps: int, limits):
