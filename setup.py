@@ -214,6 +214,7 @@ setup(
             # tools
             "marionette-optimize = marionette_control.cli.optimize:main",
             "marionette-simulate = marionette_control.cli.simulate:main",
+            "marionette-track-offline = marionette_control.cli.track_offline:main",
             "marionette-plot = marionette_control.cli.plot:main",
             "marionette-bag-record = marionette_control.cli.bag_record:main",
             "marionette-bag-play = marionette_control.cli.bag_play:main",

@@ -66,7 +66,7 @@ COMMANDS = "/forward_position_controller/commands"
 def arm_trajectory(dt: float, steps: int):
     """(model description, DiscreteSystem, Trajectory with gains) of the arm (module docstring)."""
     from marionette_control import _core
-    from marionette_control.control.optimizer import tracking_gains
+    from marionette_control.control.gains import design_gains
     from marionette_control.control.trajectory import Trajectory
     from marionette_control.models import marionette_arm as ma
 
@@ -77,8 +77,7 @@ def arm_trajectory(dt: float, steps: int):
     s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
     U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
     X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
-    K = tracking_gains(ds, X, U, Q=np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
-    return desc, ds, Trajectory.for_model(m, dt, X, U, K=K)
+    return desc, ds, design_gains(ds, X, U).attach(Trajectory.for_model(m, dt, X, U))
 
 
 def measured(traj, i: int) -> np.ndarray:
@@ -276,17 +275,14 @@ class Rig:
 
 def tick_compute(steps: int, sweeps: int) -> list[float]:
     """Seconds per ControllerCore.on_joint_state call, every sample a tick, GC paused."""
-    from marionette_control.control.controller_core import ControllerCore, actuator_limits
-    from marionette_control.nodes.convert import JointStateReader
+    from marionette_control.nodes.controller import core_from_description
 
     desc, _, traj = arm_trajectory(0.01, steps)
-    m = desc.model
     msgs = [joint_state(measured(traj, i), 0) for i in range(steps + 1)]
     out: list[float] = []
     pc = time.perf_counter_ns
     for sweep in range(sweeps):
-        core = ControllerCore(m, JointStateReader(m.config_names, desc.hardware_joints).read,
-                              actuator_limits(m, desc.actuators))
+        core = core_from_description(desc)  # the node's defaults: Kalman filter, one step of command delay
         core.load_trajectory(traj, "bench")
         core.start()
         t0 = (100 + 1000 * sweep) * NS
@@ -313,9 +309,10 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
     from rclpy.parameter import Parameter
     from rclpy.serialization import serialize_message
 
+    from marionette_control.control.trajectory import Trajectory
     from marionette_control.nodes.controller import make_node_class
 
-    _, _, traj = arm_trajectory(0.01, steps)
+    traj = Trajectory.load(traj_file)  # the samples follow the node's trajectory (its path tolerance would abort)
     context = rclpy.context.Context()
     env_saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
     os.environ.update({k: v for k, v in ros_env().items() if k in env_saved})
@@ -341,8 +338,8 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
                 out.append((pc() - a) / NS)
         finally:
             gc.enable()
-        if node.core.ticks != steps:
-            raise RuntimeError(f"in-process node computed {node.core.ticks} ticks of {steps}: {node.core.status()}")
+        if node.core.ticks != steps + 1:  # (the first sample is tick 0 too)
+            raise RuntimeError(f"in-process node computed {node.core.ticks} ticks of {steps + 1}: {node.core.status()}")
         return out
     finally:
         if node is not None:

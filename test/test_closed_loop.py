@@ -1,12 +1,21 @@
-"""Simulator + controller across processes: tracking a short optimized wave on a mismatched arm.
+"""Simulator + controller across processes: closed loop against feed-forward only under each effect of the
+hardware stand-in alone and combined, the estimator against the simulator's true state, and the offline loop
+reproducing the cross-process figures.
 
-The simulated arm's forearm is 40 % heavier than the model the trajectory and gains were
-computed for (the kind of error a real arm has). Open loop (the controller with zero gains
-replays the optimized commands) the arm settles short of the motion and the error persists;
-closed loop (the LQR gains) corrects it. Both runs use real processes and /joint_states.
-The simulator runs the 'perfect' profile with the heavier plant (a model file that overrides
-the forearm's mass), so the model error is the only effect.
+One simulator process per scenario (its ``profile`` plus the effect's parameters) and controller processes
+under their own node names — ``controller_closed`` (the gains), ``controller_open`` (``feedback: false``: the
+same feed-forward u_d(k+d) without them) and, with encoder noise, ``controller_legendre`` (the plain discrete
+Legendre estimate) — tracking the first 3 s of the optimized wave one after the other, the simulator reset
+to its initial rest state in between. Errors are the plant's *true* angles (``~/true_joint_states``, never
+seen by a controller) against the trajectory at each tick's stamp; nothing here depends on wall-clock rates
+(ticks are counted, samples matched by stamp).
+
+The trajectory is the wave as the optimizer makes it today, whose first steps ask the carriage for more
+acceleration than its drive has (issue 11): the clamp and the drives deviate from it at the start in every
+scenario, which is what the feed-forward-only errors of the ideal scenarios measure.
 """
+
+from __future__ import annotations
 
 import threading
 import time
@@ -16,105 +25,241 @@ import numpy as np
 import pytest
 import rclpy
 
-from marionette_control import models
+from marionette_control import _core, models
 from marionette_control.control import request as P
-from marionette_control.control.optimizer import ProjectionOptimizer, tracking_gains
+from marionette_control.control.controller_core import ControllerOptions
+from marionette_control.control.gains import GainDesign, design_gains
+from marionette_control.control.offline_loop import run_loop
+from marionette_control.control.optimizer import ProjectionOptimizer
+from marionette_control.control.simulated_hardware import HardwareProfile
 from marionette_control.control.trajectory import Trajectory
 from ros_helpers import isolated_ros, node_processes, stop  # noqa: F401  (fixture)
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
-STEPS = 300  # 3 s of the wave (raising the arm)
+STEPS = 250  # 2.5 s of the wave (raising the arm)
+# The simulator is the graph's clock, at half real time: a controller has 20 ms of wall time to answer a joint
+# state before the step it acts on is taken, so a loaded machine seldom delays a command by a cycle (which
+# would be command jitter, an effect of its own: docs/tracking.md)
+REAL_TIME_FACTOR = 0.5
+NS = 1_000_000_000
+JOINT_NOISE = [1e-3, 1e-3, 0.0, 0.0]  # 1 mrad on the joint encoders, exact drive encoders: noise alone
+
+#: scenario: (profile, simulator parameters, the HardwareProfile changes the offline loop applies)
+SCENARIOS = {
+    "delay": ("perfect", {"command_delay_steps": 1}),
+    "noise": ("perfect", {"noise_std": JOINT_NOISE}),
+    "drives": ("perfect", {"drive_mode": "cyclic_position"}),
+    "plant": ("perfect", {"plant_model_file": "marionette_arm_plant.yaml"}),
+    "combined": ("realistic", {}),
+}
 
 
 @pytest.fixture(scope="module")
-def trajectories(tmp_path_factory):
+def wave(tmp_path_factory):
+    """The first STEPS of the optimized wave, with gains designed for 0 and for 1 step of command delay."""
     arm = models.get("marionette_arm")
     prob = P.build_problem(arm, motion_name="wave")
     res = ProjectionOptimizer(prob.system, prob.cost, prob.options).optimize(prob.X0, prob.U0)
-    X, U = res.X[:STEPS + 1], res.U[:STEPS]
-    # Tracking weights: the arm angles (what the animator drew) weighted heavily, the rest lightly.
-    K = tracking_gains(prob.system, X, U, Q=np.r_[1e4, 1e4, 10, 10, 10, 10, 1, 1])
+    traj = Trajectory.for_model(arm, prob.dt, res.X[:STEPS + 1], res.U[:STEPS])
+    system = _core.DiscreteSystem(arm, prob.dt)
     d = tmp_path_factory.mktemp("traj")
-    closed = Trajectory.for_model(arm, prob.dt, X, U, K=K).save(d / "closed.npz")
-    opened = Trajectory.for_model(arm, prob.dt, X, U, K=np.zeros_like(K)).save(d / "open.npz")
-    # The "real" arm: a heavier forearm than the model (0.15 -> 0.21 kg).
-    (d / "heavier_arm.yaml").write_text(f"name: heavier_arm\nbase: {CONFIG / 'marionette_arm.yaml'}\n"
-                                        "overrides: {masses: {forearm: {mass: 0.21}}}\n")
-    return closed, opened, d / "heavier_arm.yaml", X
+    files = {delay: design_gains(system, traj.X, traj.U, GainDesign(delay_steps=delay)).attach(traj).save(
+        d / f"wave_delay{delay}.npz") for delay in (0, 1)}
+    return traj, files
 
 
-def track(node_processes, env, traj_file, sim_model, steps):
-    """Runs simulator + controller on one trajectory file; returns per-tick (k, |q_dyn - q_dyn,d|)."""
-    from std_msgs.msg import Float64MultiArray
-    from std_srvs.srv import Trigger
+def _profile(scenario: str) -> HardwareProfile:
+    name, changes = SCENARIOS[scenario]
+    typed = {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()}
+    return HardwareProfile.named(name, **typed)
 
-    sim = node_processes("marionette_control.nodes.simulator",
-                   ["--ros-args", "--params-file", str(CONFIG / "simulator.yaml"), "-p", "profile:=perfect",
-                    "-p", f"plant_model_file:={sim_model}", "-p", "marker_rate:=0.0"], env)
-    ctl = node_processes("marionette_control.nodes.controller",
-                   ["--ros-args", "--params-file", str(CONFIG / "controller.yaml"), "-p",
-                    f"trajectory_file:={traj_file}", "-p", "autostart:=false"], env)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    rows, lock = [], threading.Lock()
-    node = rclpy.create_node("closed_loop_probe", context=ctx)
 
-    def on_tracking(msg):
-        with lock:
-            rows.append(np.asarray(msg.data))
+def _param(name, value) -> str:
+    if isinstance(value, list):
+        return f"{name}:=[{', '.join(repr(float(v)) for v in value)}]"
+    return f"{name}:={value}"
 
-    node.create_subscription(Float64MultiArray, "/marionette_controller/tracking", on_tracking, 200)
-    start = node.create_client(Trigger, "/marionette_controller/start")
-    ex = rclpy.executors.SingleThreadedExecutor(context=ctx)
-    ex.add_node(node)
-    try:
-        # Start tracking only once this probe sees the controller (nothing is missed).
-        end = time.monotonic() + 30.0
-        while time.monotonic() < end and not (start.service_is_ready() and
-                                              node.count_publishers("/marionette_controller/tracking")):
-            ex.spin_once(timeout_sec=0.05)
-        done = False
-        while time.monotonic() < end and not done:
-            future = start.call_async(Trigger.Request())
-            ex.spin_until_future_complete(future, timeout_sec=5.0)
-            done = future.done() and future.result().success
-            time.sleep(0.1)
-        assert done, "the controller did not start"
-        end = time.monotonic() + 60.0
+
+class Probe:
+    """The test's node: starts and stops controllers, resets the simulator, records ~/tracking and the true state."""
+
+    def __init__(self, controllers):
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+        from std_srvs.srv import Trigger
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node("closed_loop_probe", context=self.context)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.lock = threading.Lock()
+        self.rows = {c: [] for c in controllers}
+        self.truth: dict[int, np.ndarray] = {}
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        for c in controllers:
+            self.node.create_subscription(Float64MultiArray, f"/{c}/tracking",
+                                          lambda m, c=c: self._row(c, np.asarray(m.data)), qos)
+        self.node.create_subscription(JointState, "/marionette_simulator/true_joint_states", self._true, qos)
+        self.trigger = Trigger
+        self.clients = {(c, s): self.node.create_client(Trigger, f"/{c}/{s}") for c in controllers
+                        for s in ("start", "stop")}
+        self.reset_client = self.node.create_client(Trigger, "/marionette_simulator/reset")
+
+    def _row(self, c, data):
+        with self.lock:
+            self.rows[c].append(data)
+
+    def _true(self, msg):
+        stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
+        with self.lock:
+            self.truth[stamp] = np.asarray(msg.position, dtype=float)
+
+    def spin_until(self, predicate, timeout: float, what: str):
+        end = time.monotonic() + timeout
         while time.monotonic() < end:
-            ex.spin_once(timeout_sec=0.05)
-            with lock:
-                if rows and rows[-1][1] >= steps:
-                    break
-    finally:
-        ex.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=ctx)
-        for proc in (ctl, sim):  # free the CPU for the next run
-            stop(proc)
-    assert rows and rows[-1][1] >= steps, "tracking did not reach the end of the trajectory"
-    nx = 8
-    R = np.vstack([r for r in rows if r.size == 4 + 2 * nx + 2])
-    k = R[:, 1].astype(int)
-    err = np.linalg.norm(R[:, 4:6] - R[:, 4 + nx:6 + nx], axis=1)  # shoulder, elbow: measured vs optimized
-    return k, err
+            self.executor.spin_once(timeout_sec=0.02)
+            if predicate():
+                return
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def call(self, client, what: str) -> str:
+        self.spin_until(client.service_is_ready, 30.0, f"service {what}")
+        future = client.call_async(self.trigger.Request())
+        self.spin_until(future.done, 10.0, f"an answer from {what}")
+        assert future.result().success, f"{what}: {future.result().message}"
+        return future.result().message
+
+    def track(self, controller: str, steps: int):
+        """Starts ``controller``, waits for tick ``steps``, stops it; returns its ~/tracking rows."""
+        self.call(self.clients[(controller, "start")], f"{controller}/start")
+        self.spin_until(lambda: self.rows[controller] and self.rows[controller][-1][1] >= steps, 60.0,
+                        f"{controller} to reach tick {steps}")
+        self.call(self.clients[(controller, "stop")], f"{controller}/stop")
+        with self.lock:
+            return np.array([r for r in self.rows[controller] if r[1] <= steps])
+
+    def close(self):
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.context.try_shutdown()
 
 
-@pytest.mark.slow
-def test_closed_loop_error_far_below_open_loop_on_a_mismatched_arm(trajectories, node_processes):
-    closed, opened, heavier, X = trajectories
-    results = {}
-    for name, f in (("closed", closed), ("open", opened)):
-        with isolated_ros() as env:
-            results[name] = track(node_processes, env, f, heavier, STEPS)
-    second_half = {}
-    for name, (k, e) in results.items():
-        sel = (k >= STEPS // 2) & (k <= STEPS)
-        assert sel.sum() > STEPS // 4, f"{name} loop: only {sel.sum()} ticks in the second half"
-        second_half[name] = e[sel].mean()
-    # Stated bounds (second half of the motion, mean angle error): closed loop below 0.02 rad
-    # (about 1 degree; measured 0.008) and below 0.6 x the open-loop error (measured 0.014-0.028,
-    # varying with how many joint states the loaded machine delays).
-    print("second-half mean angle error [rad]:", second_half)
-    assert second_half["closed"] < 0.02, second_half
-    assert second_half["closed"] < 0.6 * second_half["open"], second_half
+def run_scenario(scenario, wave, node_processes, estimators=("kalman",)) -> dict:
+    """{controller: (ticks k (n,), true configurations (n, nq), estimates (n, nx))} for one scenario."""
+    traj, files = wave
+    profile = _profile(scenario)
+    name, sim_params = SCENARIOS[scenario]
+    delay = profile.command_delay_steps
+    controllers = {"controller_closed": {"feedback": "true"}, "controller_open": {"feedback": "false"}}
+    if "legendre" in estimators:
+        controllers["controller_legendre"] = {"estimator": "legendre"}
+    with isolated_ros() as env:
+        node_processes("marionette_control.nodes.simulator", [
+            "--ros-args", "--params-file", str(CONFIG / "simulator.yaml"), "-p", f"profile:={name}",
+            "-p", "marker_rate:=0.0", "-p", "publish_clock:=true", "-p", f"real_time_factor:={REAL_TIME_FACTOR}",
+            *[a for k, v in sim_params.items() for a in ("-p", _param(k, v))]], env)
+        for c, params in controllers.items():
+            node_processes("marionette_control.nodes.controller", [
+                "--ros-args", "-r", f"__node:={c}", "-p", f"trajectory_file:={files[delay]}", "-p", "use_sim_time:=true",
+                "-p", f"command_delay_steps:={delay}", *[a for k, v in params.items() for a in ("-p", f"{k}:={v}")]],
+                env)
+        probe = Probe(controllers)
+        out = {}
+        try:
+            for c in controllers:
+                probe.call(probe.reset_client, "simulator reset")
+                seen = len(probe.truth)  # the controllers see the arm at rest again before one starts
+                probe.spin_until(lambda: len(probe.truth) >= seen + 20, 10.0, "joint states after the reset")
+                rows = probe.track(c, STEPS)
+                # (~/tracking carries the stamp as float seconds: wall-clock stamps keep ~0.2 µs of it)
+                stamps = np.round(rows[:, 0] * NS).astype(np.int64)
+
+                def matched():
+                    with probe.lock:
+                        known = np.array(sorted(probe.truth))
+                    j = np.clip(np.searchsorted(known, stamps), 1, len(known) - 1)
+                    near = np.where(stamps - known[j - 1] < known[j] - stamps, known[j - 1], known[j])
+                    return near, np.abs(near - stamps) < 1_000_000
+                probe.spin_until(lambda: len(probe.truth) > 1 and matched()[1][-5:].all(), 10.0, "the true states")
+                near, ok = matched()
+                have = np.flatnonzero(ok)
+                with probe.lock:
+                    true_q = np.array([probe.truth[int(near[i])] for i in have])
+                nx = traj.X.shape[1]
+                out[c.removeprefix("controller_")] = (rows[have, 1].astype(int), true_q, rows[have, 4:4 + nx])
+        finally:
+            probe.close()
+    return out
+
+
+def errors(traj, k, true_q) -> dict:
+    """{joint: (rms_deg, max_deg)} of the true angles against the trajectory at the ticks k."""
+    e = np.degrees(true_q[:, :2] - traj.X[k, :2])
+    return {n: (float(np.sqrt(np.mean(e[:, i] ** 2))), float(np.max(np.abs(e[:, i]))))
+            for i, n in enumerate(("shoulder", "elbow"))}
+
+
+def offline(traj, files, scenario) -> dict:
+    profile = _profile(scenario)
+    t = Trajectory.load(files[profile.command_delay_steps])
+    r = run_loop(t, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps), hold_cycles=0)
+    return {n: (s["rms_deg"], s["max_deg"]) for n, s in r.summary().items()}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_closed_loop_against_feed_forward_under_each_effect(scenario, wave, node_processes):
+    """Every tick counted; closed loop not worse than feed-forward only on the joint where that errs most
+    (with the delay alone: on both joints) — except with encoder noise alone, where feed-forward only is exact on
+    the perfect plant (nothing to correct) and the test is that feedback does not amplify the noise (closed-loop
+    RMS below 0.15°, under 3x the 1 mrad = 0.057° noise); the offline loop gives the same figures (stated
+    tolerance)."""
+    traj, files = wave
+    runs = run_scenario(scenario, wave, node_processes)
+    for c, (k, q, _) in runs.items():
+        assert len(k) >= 0.98 * (STEPS + 1) and k[0] == 0 and k[-1] == STEPS, f"{c}: ticks {len(k)}"
+    closed, opened = (errors(traj, *runs[c][:2]) for c in ("closed", "open"))
+    print(f"{scenario}: closed {closed}, feed-forward only {opened}")
+    worst = max(opened, key=lambda n: opened[n][0])
+    if scenario != "noise":
+        assert closed[worst][0] <= opened[worst][0], (closed, opened)
+    if scenario == "delay":
+        assert all(closed[n][0] <= opened[n][0] for n in closed), (closed, opened)
+    if scenario not in ("plant", "combined"):  # model error: the one effect feedback only reduces (docs/tracking.md)
+        assert max(v[0] for v in closed.values()) < 0.15, closed
+    if scenario == "combined":  # the realistic default: issue 12's targets (the ratio: docs/tracking.md)
+        assert all(rms <= 0.5 and mx <= 2.0 for rms, mx in closed.values()), closed
+        assert opened[worst][0] >= 2.0 * closed[worst][0], (closed, opened)
+    # the offline loop (same profile and controller, no transport) reproduces the figures within the runs' own
+    # spread: the noise realisation and the tick a run starts at differ, and a command the loaded machine delays
+    # acts a step late (repeated cross-process runs of one scenario differed by up to 0.06 degrees RMS)
+    ref = offline(traj, files, scenario)
+    for n in closed:
+        assert abs(closed[n][0] - ref[n][0]) <= 0.08 + 0.15 * ref[n][0], (scenario, closed, ref)
+
+
+def test_estimators_against_the_true_state_with_and_without_noise(wave, node_processes):
+    """The estimate x̂_k against what the nominal model says the arm's true motion is (the discrete Legendre
+    transform of the true configurations q_{k−1}, q_k): without noise both estimators are exact to the
+    model error; with 1 mrad of joint-encoder noise the Kalman filter's momenta are far closer than the
+    plain transform's, which differentiates the noise (measured ratio 0.2-0.3)."""
+    traj, _ = wave
+    m = models.get("marionette_arm")
+    ds = _core.DiscreteSystem(m, traj.dt)
+
+    def momentum_errors(k, q, x_hat):
+        consecutive = np.flatnonzero(np.diff(k) == 1) + 1
+        ref = np.array([ds.state_from_configs(q[i - 1], q[i]) for i in consecutive])
+        return np.sqrt(np.mean((x_hat[consecutive, m.nq:m.nq + m.nd] - ref[:, m.nq:m.nq + m.nd]) ** 2, axis=0))
+
+    clean = run_scenario("delay", wave, node_processes)
+    noisy = run_scenario("noise", wave, node_processes, estimators=("kalman", "legendre"))
+    exact = momentum_errors(*clean["closed"])
+    kalman, legendre = momentum_errors(*noisy["closed"]), momentum_errors(*noisy["legendre"])
+    q_err = np.sqrt(np.mean((noisy["closed"][2][:, :2] - noisy["closed"][1][:, :2]) ** 2, axis=0))
+    print(f"momentum RMS error [N m s]: no noise {exact}, 1 mrad: Kalman {kalman}, Legendre {legendre}; "
+          f"Kalman angle error {q_err} rad")
+    assert np.all(exact < 1e-6), exact  # the perfect plant is the model
+    assert np.all(kalman < 0.5 * legendre), (kalman, legendre)
+    assert np.all(q_err < 1e-3), q_err  # below the encoder noise

@@ -18,12 +18,17 @@ import numpy as np
 import pytest
 
 from marionette_control import _core, models
-from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, actuator_limits
-from marionette_control.control.optimizer import tracking_gains
-from marionette_control.control.tracking import TrackingController
+from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, ControllerOptions
+from marionette_control.control.estimation import KalmanEstimator, LegendreEstimator
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.prediction import CommandHistory, DelayPredictor
+from marionette_control.control.sample_checks import SampleChecks, configuration_limits
+from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 from marionette_control.models import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateReader
+
+from arm_helpers import bump_trajectory
 
 NS = 1_000_000_000
 DT = 0.01
@@ -33,26 +38,41 @@ DT_NS = 10_000_000
 # --------------------------------------------------------------------------------------------- fixtures
 
 
-def arm_trajectory(dt: float = DT, steps: int = 200, model=None) -> tuple:
-    """(DiscreteSystem, Trajectory with gains): the arm simulated from rest at its lowered equilibrium,
-    carriage and string length moved smoothly (sin² bump) and back."""
-    m = model or models.get("marionette_arm")
-    ds = _core.DiscreteSystem(m, dt)
-    q0 = ma.static_equilibrium(m, *ma.LOWERED).q
-    s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
-    U = np.stack([q0[2] + 0.10 * s, q0[3] - 0.08 * s], axis=1)
-    X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
-    K = tracking_gains(ds, X, U, Q=np.r_[np.full(m.nq, 100.0), np.ones(m.nd + m.nk)])
-    return ds, Trajectory.for_model(m, dt, X, U, K=K)
+def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1) -> tuple:
+    """(DiscreteSystem, Trajectory with gains designed for ``delay``): test/arm_helpers.py's sin² bump."""
+    return bump_trajectory(dt, steps, model, delay)
+
+
+class Composed:
+    """One tick by hand from the parts the core composes: estimator → predictor → law → limits, the commands
+    remembered in a CommandHistory (what the core must reproduce exactly, given the same samples)."""
+
+    def __init__(self, arm, traj, delay: int, estimator: str):
+        ds = _core.DiscreteSystem(arm.model, traj.dt)
+        self.ds, self.delay, self.nd = ds, delay, arm.model.nd
+        self.estimator = KalmanEstimator(ds, traj) if estimator == "kalman" else LegendreEstimator(ds)
+        self.history = CommandHistory(arm.model.nU, arm.model.nk, delay)
+        self.limits = arm.limits.for_dt(traj.dt)
+        self.predictor = DelayPredictor(ds, delay, self.limits)
+        self.law = TrackingLaw(arm.model, traj)
+
+    def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
+        if k == 0:
+            self.history.start(self.limits.hold(q[self.nd:]))
+        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
+        u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
+        self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
+        self.history.sent(k, u)
+        return u, x_hat
 
 
 @pytest.fixture(scope="module")
 def arm():
     desc = ma.load_description()
-    ds, traj = arm_trajectory()
-    limits = actuator_limits(desc.model, desc.actuators)
-    return SimpleNamespace(desc=desc, model=desc.model, ds=ds, traj=traj, limits=limits,
-                           reference=TrackingController(ds, traj, limits))
+    ds, traj = arm_trajectory(delay=0)
+    _, traj1 = arm_trajectory(delay=1)
+    limits = CommandLimits.from_description(desc.model, desc.actuators)
+    return SimpleNamespace(desc=desc, model=desc.model, ds=ds, traj=traj, traj1=traj1, limits=limits)
 
 
 def measured(traj, i: int) -> np.ndarray:
@@ -67,34 +87,48 @@ def js(q, names=NAMES_CORE):
     return SimpleNamespace(name=list(names), position=[float(v) for v in q])
 
 
-def make_core(arm, **kw):
+def make_core(arm, traj=None, delay: int = 0, estimator: str = "legendre", **kw):
+    """A core over the arm's model file (limits, plausibility checks) with ``traj`` (default: the fixture's for
+    ``delay``) loaded."""
+    options = ControllerOptions(command_delay_steps=delay, estimator=estimator, **kw)
+    checks = SampleChecks(arm.model, *configuration_limits(arm.desc), options.plausibility)
     core = ControllerCore(arm.model, JointStateReader(arm.model.config_names, arm.desc.hardware_joints).read,
-                          arm.limits, **kw)
-    core.load_trajectory(arm.traj, "test")
+                          arm.limits, checks, options)
+    core.load_trajectory(traj if traj is not None else (arm.traj1 if delay else arm.traj), "test")
     return core
 
 
 # --------------------------------------------------------------------------------------------- ROS-free core
 
 
-def test_core_ticks_equal_the_tracking_controller_and_hold_at_the_end(arm):
-    core = make_core(arm)
+@pytest.mark.parametrize("delay, estimator", [(0, "legendre"), (1, "kalman"), (2, "kalman")])
+def test_core_ticks_equal_the_composed_parts_and_hold_at_the_end(arm, delay, estimator):
+    traj = arm_trajectory(delay=delay)[1]
+    core = make_core(arm, traj, delay, estimator)
+    reference = Composed(arm, traj, delay, estimator)
     assert core.start()[0]
     t0 = 5 * NS
-    core.on_joint_state(js(measured(arm.traj, 0)), t0, t0)
-    assert core.start() == (False, "already running; stop first")
-    for i in range(1, arm.traj.N + 5):
-        q = measured(arm.traj, i)
+    # the Legendre estimate needs a sample one step earlier: its first tick is the second sample after start
+    first = 1 if estimator == "legendre" else 0
+    for i in range(0, traj.N + 30):
+        q = measured(traj, i)
         names = ("string_length", "carriage", "elbow", "shoulder") if i % 2 else None
         msg = js(q[::-1], names) if names else js(q)  # reordered names map by name
         res = core.on_joint_state(msg, t0 + i * DT_NS, t0 + i * DT_NS + 300_000)
-        u, x_hat = arm.reference.command(i - 1, measured(arm.traj, i - 1), q)
-        assert res.kind == "tick" and res.k == i - 1 and res.fault is None
+        if i < first:
+            assert res.kind == "none" and res.fault is None
+            continue
+        u, x_hat = reference.tick(i - first, measured(traj, i - 1) if i else None, q)
+        assert res.kind == "tick" and res.k == i - first and res.fault is None
         np.testing.assert_array_equal(res.command, u)
         np.testing.assert_array_equal(res.x_hat, x_hat)
+    assert core.start() == (False, "already running; stop first")
     assert core.finished and core.status()[1].startswith("trajectory finished")
-    np.testing.assert_allclose(res.command, arm.traj.X[-1, 2:4])  # the final kinematic configuration
-    assert core.missed_ticks == 0 and core.compute_stats()["count"] == arm.traj.N + 4
+    # the final kinematic configuration, approached within the drives' limits from their measured positions (which
+    # carry the samples' sub-millimetre ripple here)
+    np.testing.assert_allclose(res.command, traj.X[-1, 2:4], atol=1e-2)
+    assert core.missed_ticks == 0 and core.compute_stats()["count"] == traj.N + 30 - first
+    assert dict(core.status()[2])["goal"] == "reached"
 
 
 def test_core_oversampled_joint_states_tick_every_dt(arm):
@@ -112,6 +146,7 @@ def test_core_oversampled_joint_states_tick_every_dt(arm):
 
 
 def test_core_gap_holds_then_recovers_and_counts_missed_ticks(arm):
+    """The Legendre estimate needs two samples dt apart: a gap holds (sample_gap) until they are there again."""
     core = make_core(arm)
     core.start()
     t = lambda i: 9 * NS + i * DT_NS  # noqa: E731
@@ -126,6 +161,21 @@ def test_core_gap_holds_then_recovers_and_counts_missed_ticks(arm):
     assert core.missed_ticks == 3 and core.status()[0] == OK
 
 
+def test_kalman_core_bridges_a_short_gap_with_the_commands_in_flight(arm):
+    """The filter predicts through lost samples (the inputs in effect meanwhile are known), so a short gap
+    is no fault: the tick after it equals the composed parts predicting through the same steps."""
+    core = make_core(arm, delay=1, estimator="kalman")
+    reference = Composed(arm, arm.traj1, 1, "kalman")
+    core.start()
+    t = lambda i: 9 * NS + i * DT_NS  # noqa: E731
+    for i in list(range(0, 5)) + [7, 8]:  # samples 5, 6 lost: ticks 5, 6 missed
+        res = core.on_joint_state(js(measured(arm.traj1, i)), t(i), t(i))
+        u, x_hat = reference.tick(i, None, measured(arm.traj1, i))
+        assert res.kind == "tick" and res.fault is None and res.k == i
+        np.testing.assert_array_equal(res.command, u)
+    assert core.missed_ticks == 2 and core.fault_counts == {}
+
+
 def test_core_pending_trajectory_and_refusals(arm):
     core = make_core(arm)
     other = Trajectory.for_model(models.get("pendulum"), DT, np.zeros((3, 2)), np.zeros((2, 1)),
@@ -133,12 +183,18 @@ def test_core_pending_trajectory_and_refusals(arm):
     with pytest.raises(TrajectoryError, match="file.npz: trajectory was made for model 'pendulum', not "
                                               "'marionette_arm'"):
         core.load_trajectory(other, "file.npz")
-    assert core.controller.trajectory is arm.traj and "pendulum" in core.status()[1]
+    assert core.tracking.trajectory is arm.traj and "pendulum" in core.status()[1]
     no_gains = Trajectory.for_model(arm.model, DT, arm.traj.X, arm.traj.U)
     with pytest.raises(ValueError, match="no tracking gains"):
         core.load_trajectory(no_gains)
+    with pytest.raises(ValueError, match="gains were designed for a command delay of 1 step.*compensates 0"):
+        core.load_trajectory(arm.traj1, "delay1.npz")
+    unrecorded = Trajectory.for_model(arm.model, DT, arm.traj.X, arm.traj.U, K=arm.traj.K)
+    assert "carry no design record" in core.load_trajectory(unrecorded, "old.npz")  # used as it is, with a warning
+    assert "no design record" in dict(core.status()[2])["trajectory_warning"]
+    core.load_trajectory(arm.traj, "test")
     core.start()
-    _, t2 = arm_trajectory(0.02, 50)
+    _, t2 = arm_trajectory(0.02, 50, delay=0)
     assert "pending" in core.load_trajectory(t2, "new")
     assert core.dt == DT
     core.stop()
@@ -153,16 +209,20 @@ def test_core_rejects_bad_samples_with_specific_kinds(arm):
     t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
     core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
     good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
+    q1 = measured(arm.traj, 1)
     cases = [
         (js([np.nan, 0, 0, 0]), t(2), "non_finite"),
         (js([0, 0, 0], ("shoulder", "elbow", "carriage")), t(2), "missing_names"),
         (js([0, 0, 0, 0, 0], NAMES_CORE + ("elbow",)), t(2), "duplicate_names"),
         (SimpleNamespace(name=["shoulder", "elbow", "carriage", "string_length"], position=[0.0] * 3), t(2),
          "malformed"),
-        (js(measured(arm.traj, 1)), t(1), "duplicate_stamp"),
-        (js(measured(arm.traj, 1)), t(0), "out_of_order"),
-        (js(measured(arm.traj, 1)), t(2) - NS, "stale"),
-        (js(measured(arm.traj, 1)), t(2) + NS, "future_stamp"),
+        (js(q1), t(1), "duplicate_stamp"),
+        (js(q1), t(0), "out_of_order"),
+        (js(q1), t(2) - NS, "stale"),
+        (js(q1), t(2) + NS, "future_stamp"),
+        (js(q1 + [1000.0, 0, 0, 0]), t(2), "out_of_limits"),  # a shoulder reading of 1000 rad
+        (js(q1 + [0.3, 0, 0, 0]), t(2), "implausible_jump"),  # 0.3 rad in 10 ms: > 2 x 8 rad/s x 0.01 s + 0.02
+        (js(q1 + [0, 0, 0, 0.03]), t(2), "chain_inconsistent"),  # the string 3 cm longer than the hook is far
     ]
     for msg, stamp, kind in cases:
         res = core.on_joint_state(msg, stamp, t(2))
@@ -176,7 +236,80 @@ def test_core_rejects_bad_samples_with_specific_kinds(arm):
     assert not core.on_watchdog(t(2) + NS + DT_NS).new_fault  # one episode, repeated hold
     assert core.fault_counts == {"no_data": 1, "non_finite": 1, "missing_names": 1, "malformed": 1,
                                  "duplicate_stamp": 1, "out_of_order": 1, "stale": 2, "future_stamp": 1,
-                                 "duplicate_names": 1}
+                                 "duplicate_names": 1, "out_of_limits": 1, "implausible_jump": 1,
+                                 "chain_inconsistent": 1}
+
+
+def test_status_reports_every_active_fault_with_its_count(arm):
+    core = make_core(arm, state_timeout=0.05)
+    core.start()
+    t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
+    core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
+    core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
+    for i, q in ((2, measured(arm.traj, 2) + [1000.0, 0, 0, 0]), (3, measured(arm.traj, 3) + [1000.0, 0, 0, 0]),
+                 (4, [np.nan, 0, 0, 0])):
+        core.on_joint_state(js(q), t(i), t(i))
+    core.on_watchdog(t(12))  # 100 ms without a valid sample: stale as well
+    level, message, values = core.status()
+    values = dict(values)
+    assert level == ERROR and values["faults.active"] == "out_of_limits, non_finite, stale"
+    assert (values["faults.out_of_limits"], values["faults.non_finite"], values["faults.stale"]) == ("2", "1", "1")
+    assert "1000" in values["fault.out_of_limits"] and "elbow" not in values["fault.out_of_limits"]
+    assert all(kind in message for kind in ("out_of_limits", "non_finite", "stale")) and "(holding)" in message
+    res = core.on_joint_state(js(measured(arm.traj, 13)), t(13), t(13))  # the gap to 12 ms: no predecessor
+    assert res.fault == "sample_gap" and dict(core.status()[2])["faults.active"] == ("out_of_limits, non_finite, "
+                                                                                      "stale, sample_gap")
+    res = core.on_joint_state(js(measured(arm.traj, 14)), t(14), t(14))
+    assert res.kind == "tick" and res.recovered and dict(core.status()[2])["faults.active"] == ""
+    assert all(k in res.fault_message for k in ("out_of_limits", "non_finite", "stale", "sample_gap"))
+
+
+def test_start_path_and_goal_tolerances(arm):
+    """Tracking does not start far from x_d(0); leaving the path tolerance aborts it (hold, report) until the
+    next start; missing the goal tolerance goal_time after the end is reported while the final state is held."""
+    t = lambda i: 30 * NS + i * DT_NS  # noqa: E731
+    core = make_core(arm)
+    off = ma.static_equilibrium(arm.model, ma.LOWERED[0], ma.LOWERED[1] + 0.19).q  # the arm at rest elsewhere
+    assert core.on_joint_state(js(off), t(0), t(0)).fault is None
+    ok, message = core.start()
+    assert not ok and "is not where the trajectory starts" in message and not core.running, message
+    t = lambda i: 31 * NS + i * DT_NS  # noqa: E731  (a second later: back at the start)
+    core.on_joint_state(js(measured(arm.traj, 0)), t(1), t(1))
+    assert core.start()[0]
+
+    core.on_joint_state(js(measured(arm.traj, 0)), t(2), t(2))  # tick 0
+    for i in range(3, 7):  # the arm drifts (consistently with its string) to the elbow 0.36 rad off: beyond 0.3
+        q = ma.static_equilibrium(arm.model, ma.LOWERED[0], ma.LOWERED[1] + 0.09 * (i - 2)).q
+        res = core.on_joint_state(js(q), t(i), t(i))
+    assert res.kind == "hold" and res.fault == "path_tolerance" and "elbow" in res.fault_message
+    assert core.state_name() == "aborted" and not core.running and core.status()[0] == ERROR
+    assert core.on_joint_state(js(q), t(7), t(7)).command is None  # nothing sent after
+    assert dict(core.status()[2])["faults.active"] == "path_tolerance"  # valid samples do not clear it
+    assert core.stop()[0] and core.status()[0] == OK  # stop (or start) does
+
+    goal = make_core(arm, tolerances={"goal": {"shoulder": 1e-3}}, goal_time=0.1)
+    goal.start()
+    settled_off = arm.traj.X[-1, :4] + [5e-3, 0, 0, 0]  # at the end the shoulder stays 5 mrad off
+    for i in range(goal.tracking.N + 15):
+        q = measured(arm.traj, i) if i <= goal.tracking.N else settled_off
+        res = goal.on_joint_state(js(q), t(i), t(i))
+        assert res.kind in ("tick", "none")
+        if res.kind == "tick" and res.k < goal.tracking.N + 10:
+            assert res.fault is None, res.fault_message
+    assert res.fault == "goal_tolerance" and dict(goal.status()[2])["goal"] == "missed"
+    assert goal.running and res.kind == "tick"  # the final state is still held
+
+
+def test_core_counts_an_undecodable_sample_as_malformed(arm):
+    core = make_core(arm)
+    core.start()
+    t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
+    core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
+    good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
+    res = core.on_undecodable("joint state could not be deserialized: bad bytes")
+    assert (res.kind, res.fault, res.new_fault) == ("hold", "malformed", True)
+    np.testing.assert_array_equal(res.command, good.command)
+    assert core.samples == 3 and core.rejected == 1
 
 
 def test_reader_short_path_agrees_with_the_lookup_by_name(arm):
@@ -205,18 +338,6 @@ def test_reader_short_path_agrees_with_the_lookup_by_name(arm):
         reader.read(SimpleNamespace(name=list(NAMES_CORE), position=list(q[:3])))
     assert e.value.kind == "malformed"
     assert sorted(names) == sorted(NAMES_CORE)
-
-
-def test_core_counts_an_undecodable_sample_as_malformed(arm):
-    core = make_core(arm)
-    core.start()
-    t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
-    core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
-    good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
-    res = core.on_undecodable("joint state could not be deserialized: bad bytes")
-    assert (res.kind, res.fault, res.new_fault) == ("hold", "malformed", True)
-    np.testing.assert_array_equal(res.command, good.command)
-    assert core.samples == 3 and core.rejected == 1
 
 
 try:  # the core tests above run without ROS; those below need rclpy (and then the built interfaces)
@@ -432,8 +553,11 @@ def check_alive_then_stop(proc, log):
 @pytest.mark.parametrize("executor", ["events", "single_threaded"])
 def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_start_stop(
         arm, rig_env, node_processes, tmp_path, executor):
+    """The node (default parameters: one step of command delay, Kalman filter) sends exactly what the parts
+    composed by hand compute from the same samples."""
     rig, env = rig_env
-    path = arm.traj.save(tmp_path / "wave.npz")
+    path = arm.traj1.save(tmp_path / "wave.npz")
+    reference = Composed(arm, arm.traj1, 1, "kalman")
     rt = {"realtime_priority": 10} if executor == "events" else {}  # applied, or refused with a warning
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), state_timeout=1.0,
                            executor=executor, **rt)
@@ -444,7 +568,7 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
         stamp = base + i * DT_NS
         while rig.now_ns() < stamp:
             rig.spin()
-        q = measured(arm.traj, i) if q is None else q
+        q = measured(arm.traj1, i) if q is None else q
         order = [NAMES.index(n) for n in names]
         rig.send(q[order], stamp, names)
 
@@ -462,12 +586,12 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
         names = NAMES[::-1] if i % 3 == 0 else NAMES  # reordered names are mapped by name
         send(i, names)
         rig.until(lambda: len(rig.commands) == i - 2, 2.0, f"command for sample {i}")
-        u, x_hat = arm.reference.command(i - 3, measured(arm.traj, i - 1), measured(arm.traj, i))
+        u, x_hat = reference.tick(i - 3, measured(arm.traj1, i - 1), measured(arm.traj1, i))
         np.testing.assert_array_equal(rig.commands[-1], u)
     rig.until(lambda: len(rig.tracking) == 30, 2.0, "tracking messages")
     tr = rig.tracking[-1]
     assert tr[1] == 29 and tr[0] == pytest.approx((base + 32 * DT_NS) / NS)
-    np.testing.assert_allclose(tr[4:12], arm.reference.estimate(measured(arm.traj, 31), measured(arm.traj, 32)))
+    np.testing.assert_allclose(tr[4:12], x_hat)
 
     stop = rig.call(rig.stop_client)
     assert stop.success and "stopped at tick 29" in stop.message
@@ -477,10 +601,14 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
         send(i)
     rig.settle(0.1)
     assert len(rig.commands) == 31  # stopped: no commands
+    refused = rig.call(rig.start_client)  # the arm is where tick 32 left it, far from the start: refused
+    assert not refused.success and "not where the trajectory starts" in refused.message
+    start = arm.traj1.X[0, :4]
+    send(80, q=start)  # half a second later the arm is back at the start
     assert rig.call(rig.start_client).success  # restart from k = 0
-    send(36)
+    send(81, q=measured(arm.traj1, 0))
     rig.until(lambda: len(rig.commands) == 32, 2.0, "first command after restart")
-    u, _ = arm.reference.command(0, measured(arm.traj, 35), measured(arm.traj, 36))
+    u, _ = Composed(arm, arm.traj1, 1, "kalman").tick(0, start, measured(arm.traj1, 0))
     np.testing.assert_array_equal(rig.commands[-1], u)
     rig.diag_until(lambda lvl, msg, v: lvl == OK and v.get("state") == "running" and v.get("tick") == "0"
                    and float(v.get("compute_time_p99_us", "nan")) > 0, what="running diagnostics")
@@ -510,7 +638,7 @@ def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, 
     rig.traj_pub.publish(trajectory_to_msg(other_version, TrackedTrajectory, heavy.config_names))
     rig.diag_until(lambda lvl, msg, v: "different version of model 'marionette_arm'" in v.get("trajectory_error", ""),
                    what="refusal of another version")
-    rig.traj_pub.publish(trajectory_to_msg(arm.traj, TrackedTrajectory, arm.model.config_names))
+    rig.traj_pub.publish(trajectory_to_msg(arm.traj1, TrackedTrajectory, arm.model.config_names))
     rig.diag_until(lambda lvl, msg, v: v.get("state") == "idle" and v.get("trajectory_error") == ""
                    and v.get("trajectory") == "from /marionette_optimizer/trajectory"
                    and v.get("steps") == "200", what="accepted trajectory")
@@ -524,7 +652,7 @@ def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, 
 def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tmp_path):
     """Each joint-state fault → hold command + diagnostics fault → recovery; everything on /clock."""
     rig, env = rig_env
-    path = arm.traj.save(tmp_path / "wave.npz")
+    path = arm.traj1.save(tmp_path / "wave.npz")
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true",
                            state_timeout=0.2, fault_log_throttle=0.0)
     rig.connect(log, sim_time=True)
@@ -540,7 +668,7 @@ def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tm
         stamp = t0 + i * DT_NS if stamp is None else stamp
         if clock:
             rig.clock(t0 + i * DT_NS)
-        rig.send(measured(arm.traj, i) if q is None else q, stamp, names)
+        rig.send(measured(arm.traj1, i) if q is None else q, stamp, names)
 
     def expect_commands(n, what):
         rig.until(lambda: len(rig.commands) == n, 3.0, what)
@@ -577,9 +705,9 @@ def test_faults_hold_and_recover_under_sim_time(arm, rig_env, node_processes, tm
 
     fault("non_finite", q=np.array([0.0, np.nan, 0.1, 0.9]))
     recover("non_finite", gap=True)
-    fault("missing_names", q=measured(arm.traj, 0)[:3], names=NAMES[:3])
+    fault("missing_names", q=measured(arm.traj1, 0)[:3], names=NAMES[:3])
     recover("missing_names", gap=True)
-    fault("malformed", q=measured(arm.traj, 0)[:3], names=NAMES)  # 4 names, 3 positions
+    fault("malformed", q=measured(arm.traj1, 0)[:3], names=NAMES)  # 4 names, 3 positions
     recover("malformed", gap=True)
     fault("duplicate_stamp", i=state["i"] - 1, clock=False)
     recover("duplicate_stamp", gap=False)
@@ -617,7 +745,7 @@ def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env
     """Under use_sim_time the node's clock reads 0 until its first /clock message; joint states that come
     first (separate topics, delivered independently) are counted, not judged: no future_stamp fault."""
     rig, env = rig_env
-    path = arm.traj.save(tmp_path / "wave.npz")
+    path = arm.traj1.save(tmp_path / "wave.npz")
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), use_sim_time="true")
     rig.connect(log, sim_time=True)
     t0 = 50 * NS
@@ -626,7 +754,7 @@ def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env
     # the simulator's stamps, its /clock not (yet) seen. Joint states are best effort: one sent before the
     # controller's reader has matched the rig's writer is dropped, so send until five were counted.
     while counted() < 5 and sent < 50:
-        rig.send(measured(arm.traj, sent), t0 + sent * DT_NS)
+        rig.send(measured(arm.traj1, sent), t0 + sent * DT_NS)
         sent += 1
         rig.settle(0.05)
     assert counted() >= 5, f"{counted()} of {sent} joint states counted before the clock"
@@ -634,7 +762,7 @@ def test_joint_states_before_the_first_clock_are_skipped_not_faults(arm, rig_env
     assert values["fault"] == "" and values["samples_received"] == "0" and level != ERROR, message
     for i in range(sent, sent + 3):  # with the clock: received and checked as usual
         rig.clock(t0 + i * DT_NS)
-        rig.send(measured(arm.traj, i), t0 + i * DT_NS)
+        rig.send(measured(arm.traj1, i), t0 + i * DT_NS)
         rig.settle(0.02)
     rig.diag_until(lambda lvl, msg, v: v.get("samples_received") == "3" and v.get("fault") == "", what="received")
     check_alive_then_stop(proc, log)

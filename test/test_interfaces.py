@@ -113,6 +113,7 @@ def test_message_fields_and_types():
         "states": "sequence<double>",
         "inputs": "sequence<double>",
         "gains": "sequence<double>",
+        "gains_design": "string",
         "cost": "double",
         "configurations": "trajectory_msgs/JointTrajectory",
     }
@@ -237,6 +238,29 @@ def test_tracked_trajectory_serialization_round_trip(with_gains):
     assert len(view.points) == n + 1
     assert list(view.points[2].positions) == X[2, :2].tolist()
     assert view.points[2].time_from_start.nanosec == 20_000_000
+
+
+def test_gain_design_record_travels_with_the_trajectory():
+    """trajectory_to_msg/trajectory_from_msg carry the gains' design record (the command delay they are for)."""
+    from marionette_control import _core, models
+    from marionette_control.control.gains import GAIN_DESIGN, GainDesign, design_gains
+    from marionette_control.control.trajectory import Trajectory, TrajectoryError
+    from marionette_control.nodes.convert import trajectory_from_msg, trajectory_to_msg
+
+    m = models.get("pendulum")
+    ds = _core.DiscreteSystem(m, 0.1)
+    X, _ = ds.simulate(np.array([0.3, 0.0]), np.zeros((5, m.nU)))
+    traj = design_gains(ds, X, np.zeros((5, m.nU)), GainDesign(delay_steps=2)).attach(
+        Trajectory.for_model(m, 0.1, X, np.zeros((5, m.nU))))
+    msg = trajectory_to_msg(traj, TrackedTrajectory, m.config_names)
+    back = trajectory_from_msg(deserialize_message(serialize_message(msg), TrackedTrajectory))
+    assert back.info[GAIN_DESIGN] == traj.info[GAIN_DESIGN] and back.info[GAIN_DESIGN]["delay_steps"] == 2
+    no_record = trajectory_to_msg(Trajectory.for_model(m, 0.1, X, np.zeros((5, m.nU)), K=traj.K), TrackedTrajectory,
+                                  m.config_names)
+    assert no_record.gains_design == "" and GAIN_DESIGN not in trajectory_from_msg(no_record).info
+    msg.gains_design = "{not json"
+    with pytest.raises(TrajectoryError, match="gains_design is not JSON"):
+        trajectory_from_msg(msg)
 
 
 def test_request_and_feedback_serialization_round_trip():

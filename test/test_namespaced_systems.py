@@ -83,7 +83,7 @@ def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  
     with isolated_ros() as env:
         for arm in ARMS:
             node_processes("marionette_control.cli.bringup", [
-                "--sim", "--namespace", arm, "--autostart", "-p", "marionette_simulator:profile:=perfect"], env)
+                "--sim", "--namespace", arm, "--autostart"], env)   # the default (realistic) stand-in
         context = rclpy.context.Context()
         rclpy.init(context=context)
         probe = Probe(context)

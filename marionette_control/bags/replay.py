@@ -52,7 +52,12 @@ CUSTOM_PARAM_PREFIX = "marionette.controller."
 
 @dataclasses.dataclass
 class ReplayConfig:
-    """The controller node's parameters that matter for its commands (defaults: the node's)."""
+    """The controller node's parameters that matter for its commands (defaults: the node's).
+
+    ``parameters`` : the other parameters that shape the core's commands ({name: value}, e.g.
+    ``command_delay_steps``, ``estimator``, ``constraints.shoulder.trajectory``;
+    ``nodes.controller.core_values``); missing ones take the node's defaults.
+    """
 
     model_file: str = "marionette_arm.yaml"
     command_joints: Sequence[str] = ("carriage", "string_length")
@@ -61,14 +66,16 @@ class ReplayConfig:
     watchdog_period: float = 0.01
     clock: str = "log_time"
     latency: float = 0.0
+    parameters: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_custom_data(cls, custom: dict, **overrides) -> "ReplayConfig":
         """Config from a bag's ``custom_data`` (``marionette.controller.<param>`` keys), then overrides."""
         kw = {}
+        fields = {f.name for f in dataclasses.fields(cls)} - {"parameters"}
         for f in dataclasses.fields(cls):
             v = custom.get(CUSTOM_PARAM_PREFIX + f.name)
-            if v is None:
+            if v is None or f.name == "parameters":
                 continue
             if f.name == "command_joints":
                 kw[f.name] = [s.strip() for s in v.strip("[]").split(",") if s.strip()]
@@ -76,6 +83,10 @@ class ReplayConfig:
                 kw[f.name] = v
             else:
                 kw[f.name] = float(v)
+        extra = {k[len(CUSTOM_PARAM_PREFIX):]: v for k, v in custom.items()
+                 if k.startswith(CUSTOM_PARAM_PREFIX) and k[len(CUSTOM_PARAM_PREFIX):] not in fields}
+        if extra:
+            kw["parameters"] = _typed_parameters(extra, kw.get("model_file", cls.model_file))
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 
@@ -84,8 +95,30 @@ class ReplayConfig:
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            out[CUSTOM_PARAM_PREFIX + f.name] = ",".join(v) if f.name == "command_joints" else str(v)
+            if f.name == "parameters":
+                out.update({CUSTOM_PARAM_PREFIX + k: str(x) for k, x in v.items()})
+            else:
+                out[CUSTOM_PARAM_PREFIX + f.name] = ",".join(v) if f.name == "command_joints" else str(v)
         return out
+
+    def core_values(self) -> dict:
+        """The node parameter values the core is built from (``nodes.controller.core_from_description``)."""
+        return {**self.parameters, "state_timeout": self.state_timeout, "stamp_tolerance": self.stamp_tolerance}
+
+
+def _typed_parameters(texts: dict, model_file: str) -> dict:
+    """{name: value} of parameter texts, typed as the node declares them (bool, int, float, text)."""
+    from marionette_control.nodes.controller import controller_param_defaults, load_model_description
+
+    defaults = controller_param_defaults(load_model_description(model_file))
+    out = {}
+    for name, text in texts.items():
+        if name not in defaults:
+            raise BagError(f"custom_data names an unknown controller parameter '{name}'")
+        d = defaults[name]
+        out[name] = (text.lower() == "true" if isinstance(d, bool) else int(text) if isinstance(d, int)
+                     else float(text) if isinstance(d, float) else text)
+    return out
 
 
 @dataclasses.dataclass
@@ -159,7 +192,7 @@ def make_core(trajectory: Trajectory, config: ReplayConfig, source: str = "repla
     from marionette_control.nodes.controller import command_permutation, core_from_description, load_model_description
 
     desc = load_model_description(config.model_file)
-    core = core_from_description(desc, state_timeout=config.state_timeout, stamp_tolerance=config.stamp_tolerance)
+    core = core_from_description(desc, config.core_values())
     core.load_trajectory(trajectory, source)
     perm = command_permutation(desc.model, dict(desc.hardware_joints), list(config.command_joints))
     return core, perm

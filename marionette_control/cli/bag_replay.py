@@ -71,7 +71,8 @@ def main(argv=None) -> int:
         return 1
     sent = res.sent
     print(f"replayed {res.samples} joint states of {info.path} ({res.watchdog_calls} watchdog calls, clock "
-          f"{config.clock}): {len(res.ticks)} ticks, {len(res.holds)} hold commands, {len(sent)} commands sent")
+          f"{config.clock}): {len(res.ticks)} ticks ({sum(e.missed for e in res.ticks)} missed), {len(res.holds)} "
+          f"hold commands, {len(sent)} commands sent")
     if res.started_at_stamp is not None:
         print(f"tracking started before the sample stamped {res.started_at_stamp / 1e9:.6f} s")
     for t, kind, msg in res.faults_raised():

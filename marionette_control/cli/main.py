@@ -224,12 +224,15 @@ def run(args) -> dict:
     report = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "files": {}}
     try:
         say("starting simulator, optimizer and controller (bringup --sim) ...")
-        # the optimizer saves only inside its save_directory: this run's output directory
+        hardware = HardwareProfile.named(args.profile)
+        # the optimizer saves only inside its save_directory (this run's output directory); the controller
+        # compensates the command delay of the simulated hardware (docs/tracking.md)
         procs.append(_start(["marionette_control.cli.bringup", "--sim", "-p",
                              f"marionette_simulator:profile:={args.profile}", "-p",
-                             f"marionette_optimizer:save_directory:={out.resolve()}"], out / "logs" / "bringup.log",
-                            env))
-        report["simulated_hardware"] = HardwareProfile.named(args.profile).as_dict()
+                             f"marionette_optimizer:save_directory:={out.resolve()}", "-p",
+                             f"marionette_controller:command_delay_steps:={hardware.command_delay_steps}"],
+                            out / "logs" / "bringup.log", env))
+        report["simulated_hardware"] = hardware.as_dict()
         if not args.no_bag:
             bag = out / "bag"
             procs.append(_start(["marionette_control.cli.bag_record", "-o", str(bag), *RECORDED],

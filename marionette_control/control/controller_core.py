@@ -2,22 +2,38 @@
 
 :class:`ControllerCore` consumes joint-state samples ``(message, stamp, now)`` and
 watchdog calls ``(now)`` and returns what to send to the actuators. The ROS node
-(``marionette_control.nodes.controller``) is a thin adapter around it, and a
-deterministic bag replay feeds recorded joint states through exactly the same
-object (times are integer nanoseconds of whatever clock the stamps use: ROS time,
-or ``/clock`` under ``use_sim_time``).
+(``marionette_control.nodes.controller``) is a thin adapter around it; a deterministic bag
+replay (``marionette_control.bags.replay``) and the offline closed loop over the simulated
+arm (``marionette_control.control.offline_loop``) drive exactly the same object (times are
+integer nanoseconds of whatever clock the stamps use: ROS time, or ``/clock`` under
+``use_sim_time``). :func:`make_core` builds it from a model file the way all of them do.
 
-Tracking law (thesis §6.7.2, :class:`~marionette_control.control.tracking.TrackingController`)::
+Composition (each part is tested on its own)
+--------------------------------------------
+========================  ===========================================================================
+sample checks             stamp (stale, future, duplicate, out of order), content (``read``: names,
+                          finiteness), plausibility (:mod:`.sample_checks`: limits, jumps, closed chain)
+estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
+                          the exact linearization, or the plain discrete Legendre transform)
+predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
+control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) (:mod:`.tracking`)
+limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.limits`)
+tolerances                start, path and goal (:mod:`.tolerances`)
+========================  ===========================================================================
 
-    x̂(k) = [q_k; D₂L_d(q_{k−1}, q_k); (ρ_k − ρ_{k−1})/Δt]     (discrete Legendre transform, compiled core)
-    u(k)  = u_d(k) − K(k) (x̂(k) − x_d(k)),  clamped to the actuator range and rate;  k ≥ N: hold x_d(N).
+One tick, for the sample q_k that is tick k of the run::
+
+    checks → x̂_k = estimate(q_k) → tolerances(x̂_k − x_d(k)) → x̂_{k+d} = predict(x̂_k)
+           → u = clamp(law(k+d, x̂_{k+d}), the command stream) → sent; remembered as the input of step k+d
+
+d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
+k moves the drives from cycle k+1 on (:mod:`.prediction`).
 
 Sample/tick alignment
 ---------------------
-The estimate needs configurations measured Δt apart (Δt = the trajectory's time
-step). Ticks are *driven by samples* (the command leaves in the same callback as
-the sample that completes it; a timer-driven tick would add up to Δt of latency
-and beat against the sample phase):
+Ticks are *driven by samples* (the command leaves in the same callback as the sample that
+completes it; a timer-driven tick would add up to Δt of latency and beat against the sample
+phase):
 
 * every valid sample goes into a ring buffer (the last ``buffer_size`` samples);
 * while running, a valid sample with stamp s is a **tick** when it is at least
@@ -25,10 +41,11 @@ and beat against the sample phase):
   tick k = 0); its index is k = k_prev + max(1, round((s − s_prev)/Δt)), so the
   trajectory index follows the samples' clock (jitter and slow drift are absorbed,
   skipped slots are counted as missed ticks);
-* its predecessor is the buffered sample whose stamp is closest to s − Δt and
-  within ±tol. Without one (a dropped or invalid previous sample) the tick is not
-  computed: the hold command is sent and a ``sample_gap`` warning raised; the next
-  tick with a predecessor recovers. Before the first tick of a run, a sample whose
+* the estimate's predecessor is the buffered sample whose stamp is closest to s − Δt and
+  within ±tol. The Legendre estimator needs it at every tick; the Kalman filter only to
+  initialise (first tick of a run, or after a gap longer than it bridges). Without one the
+  tick is not computed: the hold command is sent and a ``sample_gap`` warning raised; the
+  next tick with a predecessor recovers. Before the first tick of a run, a sample whose
   history is shorter than Δt just waits (no fault).
 
 tol = ``stamp_tolerance`` · Δt, but at most half the spacing of the sample to the
@@ -38,68 +55,152 @@ ros2_control loop) tick on every sample.
 
 Faults (never reach the actuators as garbage)
 ---------------------------------------------
-A sample is rejected, with a specific ``kind``, when its stamp is older than
-``state_timeout`` (``stale``) or ahead of the clock by more than that
-(``future_stamp``: e.g. ``use_sim_time`` set on one side only), equals the previous
-accepted stamp (``duplicate_stamp``) or precedes it (``out_of_order``), or its
-content is unusable — the injected ``read`` raises a ValueError with a ``kind``
-(``nodes.convert.JointStateReader``: ``non_finite``, ``missing_names``,
-``duplicate_names``, ``malformed`` = names/positions of different length). Joint
-names are mapped by *name*, so a reordered message is valid and gives the same q.
-The watchdog reports ``stale`` when no sample arrived within ``state_timeout``
-(``no_data`` before the first one). An estimate or command that is not finite is
-``invalid_command``.
+Sample faults reject the sample, with a specific ``kind``: its stamp is older than
+``state_timeout`` (``stale``) or ahead of the clock by more than that (``future_stamp``:
+e.g. ``use_sim_time`` set on one side only), equals the previous accepted stamp
+(``duplicate_stamp``) or precedes it (``out_of_order``); its content is unusable — the
+injected ``read`` raises a ValueError with a ``kind`` (``nodes.convert.JointStateReader``:
+``non_finite``, ``missing_names``, ``duplicate_names``, ``malformed`` = names/positions of
+different length); or it is implausible (``out_of_limits``, ``implausible_jump``,
+``chain_inconsistent``: :mod:`.sample_checks`). Joint names are mapped by *name*, so a
+reordered message is valid and gives the same q. The watchdog reports ``stale`` when no
+sample arrived within ``state_timeout`` (``no_data`` before the first one). A model step
+that fails on the estimate (``estimation_failed``) or a non-finite command
+(``invalid_command``) holds too. These clear (``recovered``) on the next computed tick
+(while idle: the next valid sample); trajectory time does not pause meanwhile.
 
-On a fault while running, the core returns the **hold command**: force inputs 0 and
-the kinematic configurations held at the last command sent (where the position-
-controlled actuators are going), or at the last valid measurement when nothing has
-been sent yet — clipped to the actuator range (``TrackingController.safe_command``).
-It is returned on every rejected sample and every watchdog call while stale. The
-fault clears (``recovered``) on the next computed tick (while idle: the next valid
-sample). Trajectory time does not pause during a fault: the tick index keeps
-following the samples' stamps.
+Run faults end tracking (hold, report) and stay active until the next start or stop:
+``start_tolerance`` (the arm is not where the trajectory starts), ``path_tolerance`` (the
+estimate left the path tolerance). ``goal_tolerance`` (not within the goal tolerance
+``goal_time`` after the end) is reported while the final state is held.
+
+Every active fault kind is reported with its count (:meth:`ControllerCore.status`), not
+only the latest. On a fault while running the core returns the **hold command**: force
+inputs 0 and the kinematic configurations held at the last command sent (where the
+position-controlled actuators are going), or at the last valid measurement when nothing
+has been sent yet — in the actuator range (:meth:`~.limits.CommandLimits.hold`). It is
+returned on every rejected sample and every watchdog call while stale, and remembered as
+the input in effect from its slot on (the estimate predicts through it).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.tracking import ActuatorLimits, TrackingController
+from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
+from marionette_control.control.gains import check_gains
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.prediction import CommandHistory, DelayPredictor
+from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks, configuration_limits
+from marionette_control.control.tolerances import Tolerances
+from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 
 # Levels of diagnostic_msgs/DiagnosticStatus (the control layer does not import ROS).
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
-#: Fault kinds and their diagnostic level.
-FAULT_LEVELS = {
+#: Fault kinds that clear on the next computed tick (while idle: the next valid sample), and their level.
+SAMPLE_FAULTS = {
     "stale": ERROR, "future_stamp": ERROR, "duplicate_stamp": ERROR, "out_of_order": ERROR,
-    "non_finite": ERROR, "missing_names": ERROR, "duplicate_names": ERROR, "malformed": ERROR,
-    "invalid": ERROR, "invalid_command": ERROR, "no_data": STALE, "sample_gap": WARN,
+    "non_finite": ERROR, "missing_names": ERROR, "duplicate_names": ERROR, "malformed": ERROR, "invalid": ERROR,
+    "out_of_limits": ERROR, "implausible_jump": ERROR, "chain_inconsistent": ERROR,
+    "invalid_command": ERROR, "estimation_failed": ERROR, "no_data": STALE, "sample_gap": WARN,
 }
+#: Fault kinds of a run (tracking ended or goal missed), active until the next start or stop, and their level.
+RUN_FAULTS = {"start_tolerance": ERROR, "path_tolerance": ERROR, "goal_tolerance": ERROR}
+FAULT_LEVELS = {**SAMPLE_FAULTS, **RUN_FAULTS}
 
 NS = 1_000_000_000
 
 
-def actuator_limits(model, actuators: Optional[dict] = None) -> ActuatorLimits:
-    """Discrete-input limits from a model file's ``actuators`` section.
+@dataclass
+class ControllerOptions:
+    """The controller's policy: timing, delay, estimator, feedback, checks and tolerances.
 
-    actuators : {kinematic configuration name: object with min, max, max_velocity}
-        (``yaml_model.ActuatorLimits``); configurations without an entry and force
-        inputs are unlimited.
+    state_timeout : s; an older joint state is stale (> 0)
+    stamp_tolerance : fraction of Δt the spacing of a tick's samples may deviate, in [0, 0.5)
+    command_delay_steps : d, steps between a joint state and the step its command moves (ros2_control: 1)
+    estimator : "kalman" or "legendre" (:mod:`.estimation`)
+    noise : EstimatorNoise of the Kalman filter
+    feedback : False: feed-forward only (u = u_d(k+d)), to measure what the feedback adds
+    plausibility : PlausibilityOptions
+    tolerances : {"start"|"path"|"goal": {configuration name: tolerance}} overriding
+        :func:`default_tolerances` (0 = unchecked); goal_time : s
+    buffer_size : samples kept to find a tick's predecessor (>= 2)
+    stats_window : ticks over which compute-time statistics are reported
     """
-    lim = ActuatorLimits.unlimited(model.nU, model.nk)
+
+    state_timeout: float = 0.05
+    stamp_tolerance: float = 0.1
+    command_delay_steps: int = 1
+    estimator: str = "kalman"
+    noise: EstimatorNoise = field(default_factory=EstimatorNoise)
+    feedback: bool = True
+    plausibility: PlausibilityOptions = field(default_factory=PlausibilityOptions)
+    tolerances: dict = field(default_factory=dict)
+    goal_time: float = 1.0
+    buffer_size: int = 64
+    stats_window: int = 2048
+
+    def __post_init__(self):
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        if isinstance(self.command_delay_steps, bool) or not 0 <= int(self.command_delay_steps) <= 10:
+            raise ValueError(f"command_delay_steps must be an integer in 0..10, got {self.command_delay_steps!r}")
+        if self.buffer_size < 2:
+            raise ValueError(f"buffer_size must be >= 2, got {self.buffer_size}")
+        unknown = set(self.tolerances) - {"start", "path", "goal"}
+        if unknown:
+            raise ValueError(f"tolerances: unknown kind(s) {', '.join(sorted(unknown))} (start, path, goal)")
+
+
+#: Default tolerances by kind of configuration: (dynamic in rad, kinematic in m), 0 = unchecked.
+TOLERANCE_DEFAULTS = {"start": (0.05, 0.02), "path": (0.3, 0.0), "goal": (0.1, 0.0)}
+
+
+def default_tolerances(model) -> dict:
+    """{kind: {configuration name: tolerance}} of :data:`TOLERANCE_DEFAULTS` for ``model``."""
     names = list(model.config_names)
-    for name, a in (actuators or {}).items():
-        i = names.index(name) - model.nd
-        if not 0 <= i < model.nk:
-            raise ValueError(f"actuator limits given for '{name}', which is not a kinematic configuration")
-        lim.lower[model.nu + i], lim.upper[model.nu + i], lim.rate[i] = a.min, a.max, a.max_velocity
-    return lim
+    return {kind: {n: (dyn if i < model.nd else kin) for i, n in enumerate(names)}
+            for kind, (dyn, kin) in TOLERANCE_DEFAULTS.items()}
+
+
+def make_tolerances(model, overrides: dict, goal_time: float) -> Tolerances:
+    """Tolerances of ``model``: :func:`default_tolerances` replaced by ``overrides`` ({kind: {name: value}})."""
+    values = default_tolerances(model)
+    names = list(model.config_names)
+    for kind, by_name in overrides.items():
+        for name, v in by_name.items():
+            if name not in names:
+                raise ValueError(f"{kind} tolerance given for '{name}', which is no configuration of "
+                                 f"'{model.name}' ({', '.join(names)})")
+            values[kind][name] = float(v)
+    return Tolerances(*(np.array([values[kind][n] for n in names]) for kind in ("start", "path", "goal")),
+                      goal_time=float(goal_time), names=names)
+
+
+def make_core(desc, options: Optional[ControllerOptions] = None, read: Optional[Callable] = None) -> "ControllerCore":
+    """The ControllerCore of a model description (``model.yaml_model.ModelDescription``).
+
+    Actuator limits from its ``actuators`` section, plausibility limits from its URDF and actuators.
+    ``read`` maps a sample to q (nq,) in model order (the node: ``JointStateReader(...).read``); default:
+    the sample *is* q in model order (offline loops feed configurations directly).
+    """
+    model = desc.model
+    options = options or ControllerOptions()
+    checks = SampleChecks(model, *configuration_limits(desc), options.plausibility)
+    return ControllerCore(model, read or _as_configuration, CommandLimits.from_description(model, desc.actuators),
+                          checks, options)
+
+
+def _as_configuration(q) -> np.ndarray:
+    return np.array(q, dtype=float)
 
 
 class TickResult:
@@ -109,10 +210,10 @@ class TickResult:
            "none" (nothing to send: idle, not a tick slot, or no command possible yet).
     command : ndarray (nU,) [force inputs; ρ_next] in model order, or None.
     k : tick index of a "tick" (k ≥ N: holding the final state), else -1.
-    x_hat, x_ref : ndarray (nx,) estimate and reference of a "tick", else None.
-    fault, fault_message : the active fault kind and text (None when healthy).
+    x_hat, x_ref : ndarray (nx,) estimate x̂_k and reference x_d(k) of a "tick", else None.
+    fault, fault_message : the fault this call raised, else the latest active one (None when healthy).
     new_fault : this call raised a fault kind that was not active before (log it).
-    recovered : this call cleared a fault (log it).
+    recovered : this call cleared sample faults (log it).
     missed : tick slots skipped just before this tick.
     compute_ns : time spent in the call (perf_counter_ns).
     """
@@ -135,6 +236,28 @@ class TickResult:
         self.compute_ns = 0
 
 
+class Tracking:
+    """The parts that depend on one trajectory: law, estimator, predictor, command history, limits."""
+
+    def __init__(self, system, law: TrackingLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
+                 warning: Optional[str]):
+        self.system = system
+        self.law = law
+        self.estimator = estimator
+        self.predictor = predictor
+        self.history = CommandHistory(system.model.nU, system.model.nk, predictor.delay)
+        self.limits = limits
+        self.warning = warning
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return self.law.trajectory
+
+    @property
+    def N(self) -> int:
+        return self.law.N
+
+
 class ControllerCore:
     """Tracking controller tick logic over joint-state samples (ROS-free; see the module docstring).
 
@@ -146,55 +269,52 @@ class ControllerCore:
         model's configurations by name, a new array per call (the core keeps it in its
         ring buffer); raises ValueError with a ``kind`` attribute for unusable messages
         (``nodes.convert.JointStateReader(...).read``).
-    limits : ActuatorLimits, optional
-        Limits of the discrete inputs (see :func:`actuator_limits`).
-    state_timeout : float
-        Seconds after which a joint state is stale (> 0).
-    stamp_tolerance : float
-        Tolerance of sample spacing as a fraction of Δt, in [0, 0.5).
-    buffer_size : int
-        Samples kept for finding a tick's predecessor (≥ 2; enough for Δt at the sample rate).
-    stats_window : int
-        Ticks over which compute-time statistics are reported.
+    limits : CommandLimits, optional
+        Limits of the discrete inputs (:meth:`CommandLimits.from_description`).
+    checks : SampleChecks, optional
+        Plausibility checks (:func:`make_core` builds them from the model file); None: none.
+    options : ControllerOptions
     """
 
-    def __init__(self, model, read: Callable, limits: Optional[ActuatorLimits] = None, state_timeout: float = 0.05,
-                 stamp_tolerance: float = 0.1, buffer_size: int = 64, stats_window: int = 2048):
-        if buffer_size < 2:
-            raise ValueError(f"buffer_size must be >= 2, got {buffer_size}")
+    def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
+                 checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None):
+        options = options or ControllerOptions()
+        self.options = options
         self.model = model
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
-        self.limits = limits or ActuatorLimits.unlimited(model.nU, model.nk)
-        if self.limits.lower.shape != (model.nU,) or self.limits.rate.shape != (model.nk,):
-            raise ValueError(f"actuator limits sized {self.limits.lower.shape}/{self.limits.rate.shape}, expected "
-                             f"({model.nU},)/({model.nk},)")
+        self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
+        self.limits.check_sizes(model)
+        self.checks = checks
+        self.delay = int(options.command_delay_steps)
+        self.tolerances = make_tolerances(model, options.tolerances, options.goal_time)
         self.timeout_ns = 0
         self.stamp_tolerance = 0.0
+        size = options.buffer_size
         # ring buffer of accepted samples: stamps (Python ints, read one by one on the tick path) and the
         # configuration arrays the reader returned (fresh per sample, never written: kept, not copied)
-        self._stamps = [0] * buffer_size
-        self._Q: list[np.ndarray] = [np.zeros(model.nq)] * buffer_size
+        self._stamps = [0] * size
+        self._Q: list[np.ndarray] = [np.zeros(model.nq)] * size
         self._n = 0  # samples stored (saturates at buffer_size)
         self._head = -1  # index of the newest
         self._last_stamp: Optional[int] = None
         # trajectory
-        self.controller: Optional[TrackingController] = None
+        self.tracking: Optional[Tracking] = None
         self.trajectory_source = ""
-        self._pending: Optional[tuple[TrackingController, str]] = None
+        self._pending: Optional[tuple[Tracking, str]] = None
         self.trajectory_error = ""
         self._dt_ns = 0
         self._tol_ns = 0
         # run state
         self.running = False
+        self.aborted = False
+        self.goal_reached = False
         self._k: Optional[int] = None
         self._tick_stamp: Optional[int] = None
-        self._last_command: Optional[np.ndarray] = None
         self.last_x_hat: Optional[np.ndarray] = None
         self.last_x_ref: Optional[np.ndarray] = None
-        # fault state
-        self.fault: Optional[str] = None
-        self.fault_message = ""
+        # faults: the active ones {kind: message} in the order raised, and counts of every one raised
+        self.active_faults: dict[str, str] = {}
         self.fault_counts: dict[str, int] = {}
         # counters and statistics
         self.samples = 0
@@ -202,9 +322,9 @@ class ControllerCore:
         self.ticks = 0
         self.holds = 0
         self.missed_ticks = 0
-        self._compute = np.zeros(stats_window, dtype=np.int64)
+        self._compute = np.zeros(options.stats_window, dtype=np.int64)
         self._ncompute = 0
-        self.set_timing(state_timeout, stamp_tolerance)
+        self.set_timing(options.state_timeout, options.stamp_tolerance)
 
     def set_timing(self, state_timeout: Optional[float] = None, stamp_tolerance: Optional[float] = None) -> None:
         """Changes the stale-data timeout (s) and/or the sample-spacing tolerance (fraction of dt)."""
@@ -217,8 +337,19 @@ class ControllerCore:
                 raise ValueError(f"stamp_tolerance must be in [0, 0.5) (a fraction of the time step), "
                                  f"got {stamp_tolerance}")
             self.stamp_tolerance = float(stamp_tolerance)
-            if self.controller is not None:
-                self._tol_ns = int(round(self.stamp_tolerance * self.controller.system.dt * NS))
+            if self.tracking is not None:
+                self._tol_ns = int(round(self.stamp_tolerance * self.dt * NS))
+
+    # ----------------------------------------------------------------------------------------- faults
+
+    @property
+    def fault(self) -> Optional[str]:
+        """The latest active fault kind (None when healthy)."""
+        return next(reversed(self.active_faults)) if self.active_faults else None
+
+    @property
+    def fault_message(self) -> str:
+        return self.active_faults[self.fault] if self.active_faults else ""
 
     # ----------------------------------------------------------------------------------------- trajectory
 
@@ -226,73 +357,103 @@ class ControllerCore:
         """Checks and installs a trajectory (pending until the next start while running); returns a message.
 
         Raises TrajectoryError/ValueError (with ``source`` in the message) for a trajectory of
-        another model, without gains, or otherwise unusable; the current one stays.
+        another model, without gains, with gains for another command delay, or otherwise unusable;
+        the current one stays.
         """
         try:
-            controller = self.check_trajectory(trajectory)
+            tracking = self.check_trajectory(trajectory)
         except (TrajectoryError, ValueError) as e:
             self.trajectory_error = f"{source}: {e}" if source else str(e)
             raise type(e)(self.trajectory_error) from None
         self.trajectory_error = ""
         what = f"trajectory {source} ({trajectory.N} steps, dt {trajectory.dt:g} s, model '{trajectory.model_name}')"
+        if tracking.warning:
+            what += f" [{tracking.warning}]"
         if self.running:
-            self._pending = (controller, source)
+            self._pending = (tracking, source)
             return f"{what} is pending: it replaces the running one at the next start"
-        self._install(controller, source)
+        self._install(tracking, source)
         return f"loaded {what}"
 
-    def check_trajectory(self, trajectory: Trajectory) -> TrackingController:
-        """The TrackingController of ``trajectory``; raises TrajectoryError/ValueError when it is unusable here."""
-        trajectory.check_model(self.model)
+    def check_trajectory(self, trajectory: Trajectory) -> Tracking:
+        """The parts tracking ``trajectory`` needs; raises TrajectoryError/ValueError when it is unusable here."""
+        opts = self.options
+        law = TrackingLaw(self.model, trajectory, feedback=opts.feedback)
+        warning = check_gains(trajectory, self.delay)
         system = _core.DiscreteSystem(self.model, trajectory.dt)
-        return TrackingController(system, trajectory, self.limits)
+        if opts.estimator == "kalman":
+            gap = max(1, int(self.timeout_ns // max(1, int(round(trajectory.dt * NS)))))
+            estimator = KalmanEstimator(system, trajectory, opts.noise, max_gap_steps=gap)
+        else:
+            estimator = LegendreEstimator(system)
+        limits = self.limits.for_dt(trajectory.dt)
+        return Tracking(system, law, estimator, DelayPredictor(system, self.delay, limits), limits, warning)
 
-    def _install(self, controller: TrackingController, source: str) -> None:
-        self.controller = controller
+    def _install(self, tracking: Tracking, source: str) -> None:
+        self.tracking = tracking
         self.trajectory_source = source
-        dt = controller.system.dt
+        dt = tracking.system.dt
         self._dt_ns = int(round(dt * NS))
         self._tol_ns = int(round(self.stamp_tolerance * dt * NS))
 
     @property
     def dt(self) -> Optional[float]:
-        return None if self.controller is None else self.controller.system.dt
+        return None if self.tracking is None else self.tracking.system.dt
 
     # ----------------------------------------------------------------------------------------- start / stop
 
     def start(self) -> tuple[bool, str]:
-        """Starts tracking from k = 0 at the next tick; (success, message)."""
+        """Starts tracking from k = 0 at the next tick; (success, message).
+
+        Refused while running, without a trajectory, or when the latest valid sample is outside the
+        start tolerance of the trajectory's initial configuration.
+        """
         if self.running:
             return False, "already running; stop first"
+        tracking = self._pending[0] if self._pending is not None else self.tracking
+        if tracking is None:
+            why = f" (last refused: {self.trajectory_error})" if self.trajectory_error else ""
+            return False, "no trajectory loaded: set trajectory_file or publish one on the trajectory topic" + why
+        if self._n:
+            far = self.tolerances.check_start(self._Q[self._head] - tracking.trajectory.X[0, :self.nq])
+            if far is not None:
+                return False, (f"refused: the arm is not where the trajectory starts: {far.describe('start')}; "
+                               "bring it there first")
         if self._pending is not None:
             self._install(*self._pending)
             self._pending = None
-        if self.controller is None:
-            why = f" (last refused: {self.trajectory_error})" if self.trajectory_error else ""
-            return False, "no trajectory loaded: set trajectory_file or publish one on the trajectory topic" + why
+        self._clear_run_faults()
         self.running = True
+        self.aborted = False
+        self.goal_reached = False
         self._k = None
         self._tick_stamp = None
-        self._last_command = None
-        msg = f"started tracking {self.trajectory_source} ({self.controller.N} steps, dt {self.dt:g} s)"
+        self.tracking.estimator.reset()
+        msg = f"started tracking {self.trajectory_source} ({self.tracking.N} steps, dt {self.dt:g} s)"
         if self.fault is not None:
             msg += f"; holding until the joint-state fault clears ({self.fault}: {self.fault_message})"
         return True, msg
 
     def stop(self) -> tuple[bool, str, Optional[np.ndarray]]:
         """Stops tracking; (success, message, hold command to send once or None)."""
+        self._clear_run_faults()
         if not self.running:
+            self.aborted = False
             return True, "was not running", None
-        self.running = False
-        hold = self._hold_command()
+        hold = self._end_run()
         k = self._k
-        self._k = None
-        self._tick_stamp = None
         return True, f"stopped at tick {k if k is not None else 'none (no tick yet)'}; holding", hold
+
+    def _end_run(self) -> Optional[np.ndarray]:
+        """Ends the run; the hold command to send once."""
+        hold = self._hold_command()
+        self.running = False
+        self._tick_stamp = None
+        return hold
 
     @property
     def finished(self) -> bool:
-        return self.running and self._k is not None and self._k >= self.controller.N
+        return self.running and self._k is not None and self._k >= self.tracking.N
 
     @property
     def k(self) -> Optional[int]:
@@ -315,28 +476,33 @@ class ControllerCore:
     def on_undecodable(self, message: str) -> TickResult:
         """A sample whose bytes could not be decoded at all (no stamp, no content): rejected as ``malformed``."""
         self.samples += 1
-        return self._reject("malformed", message, 0)
+        return self._reject("malformed", message, 0, None)
 
     def _sample(self, msg, stamp_ns: int, now_ns: int) -> TickResult:
         age = now_ns - stamp_ns
         if age > self.timeout_ns:
             return self._reject("stale", f"joint state is {age / NS:.3f} s old (state_timeout "
-                                         f"{self.timeout_ns / NS:g} s)", stamp_ns)
+                                         f"{self.timeout_ns / NS:g} s)", stamp_ns, now_ns)
         if -age > self.timeout_ns:
             return self._reject("future_stamp", f"joint state is stamped {-age / NS:.3f} s ahead of this clock "
                                                 f"(now {now_ns / NS:.3f} s): are both sides on the same clock "
-                                                "(use_sim_time)?", stamp_ns)
+                                                "(use_sim_time)?", stamp_ns, now_ns)
         last = self._last_stamp
         if last is not None and stamp_ns <= last:
             if stamp_ns == last:
                 return self._reject("duplicate_stamp", f"joint state stamp {stamp_ns / NS:.6f} s repeats the "
-                                                       "previous one", stamp_ns)
+                                                       "previous one", stamp_ns, now_ns)
             return self._reject("out_of_order", f"joint state stamp {stamp_ns / NS:.6f} s precedes the previous "
-                                                f"one ({last / NS:.6f} s) by {(last - stamp_ns) / NS:.6f} s", stamp_ns)
+                                                f"one ({last / NS:.6f} s) by {(last - stamp_ns) / NS:.6f} s", stamp_ns, now_ns)
         try:
             q = self._read(msg)
         except ValueError as e:
-            return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns)
+            return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns, now_ns)
+        if self.checks is not None:
+            bad = self.checks.check(q, self._Q[self._head] if self._n else None,
+                                    0.0 if last is None else (stamp_ns - last) / NS)
+            if bad is not None:
+                return self._reject(*bad, stamp_ns, now_ns)
         size = len(self._stamps)
         h = (self._head + 1) % size
         self._stamps[h] = stamp_ns
@@ -346,8 +512,7 @@ class ControllerCore:
         self._last_stamp = stamp_ns
         res = TickResult("none", None, stamp_ns)
         if not self.running:
-            if self.fault is not None:
-                self._clear(res)
+            self._clear_sample_faults(res)
             return res
         # --- is this sample a tick? (module docstring: sample/tick alignment)
         dt_ns, tol = self._dt_ns, self._tol_ns
@@ -361,33 +526,77 @@ class ControllerCore:
                 return res  # oversampled: between ticks
             k = self._k + max(1, (since + dt_ns // 2) // dt_ns)
         p = self._predecessor(stamp_ns - dt_ns, tol)
-        if p < 0:
+        if p < 0 and self.tracking.estimator.needs_predecessor:
             oldest = self._stamps[(h - self._n + 1) % size]
             if oldest > stamp_ns - dt_ns + tol:  # history shorter than dt: not a gap
                 if self._n < size:
                     return res  # just started receiving: wait for a sample with a predecessor
                 return self._hold(res, "sample_gap", f"the {size} buffered joint states span less than dt: "
-                                                     "samples arrive too fast for buffer_size")
+                                                     "samples arrive too fast for buffer_size", k)
             return self._hold(res, "sample_gap", f"no joint state within {tol / NS:.4f} s of "
                                                  f"{(stamp_ns - dt_ns) / NS:.6f} s (one time step before the sample "
-                                                 f"at {stamp_ns / NS:.6f} s): the estimate needs two samples dt apart")
-        ctrl = self.controller
-        u, x_hat = ctrl.command(k, self._Q[p], q)
+                                                 f"at {stamp_ns / NS:.6f} s): the estimate needs two samples dt apart",
+                              k)
+        return self._tick(res, k, q, self._Q[p] if p >= 0 else None, stamp_ns)
+
+    def _tick(self, res: TickResult, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], stamp_ns: int):
+        tr = self.tracking
+        if k == 0:
+            tr.history.start(tr.limits.hold(q[self.nd:]))
+            tr.estimator.reset()
+        try:
+            x_hat = tr.estimator.estimate(k, q, q_prev, tr.history.applied)
+            if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
+                return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
+                                                     f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
+            x_ref = tr.law.reference(k)
+            err = x_hat[:self.nq] - x_ref[:self.nq]
+            abort = self._check_tolerances(res, k, err)
+            if abort is not None:
+                return abort
+            x_pred = tr.predictor.predict(k, x_hat, tr.history)
+        except _core.StepError as e:
+            tr.estimator.reset()
+            return self._hold(res, "estimation_failed", f"the model could not step the estimate at tick {k}: {e}", k)
+        u = tr.law.command(k + self.delay, x_pred)
+        tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
         if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
-            return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}")
+            tr.estimator.reset()
+            return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)
+        tr.history.sent(k, u)
         res.missed = 0 if self._k is None else k - self._k - 1
         self.missed_ticks += res.missed
         self._k = k
         self._tick_stamp = stamp_ns
-        self._last_command = u
         self.ticks += 1
-        tr = ctrl.trajectory
-        x_ref = tr.X[k] if k < tr.N else tr.X[-1]
         self.last_x_hat, self.last_x_ref = x_hat, x_ref
         res.kind, res.command, res.k, res.x_hat, res.x_ref = "tick", u, k, x_hat, x_ref
-        if self.fault is not None:
-            self._clear(res)
+        self._clear_sample_faults(res)
         return res
+
+    def _check_tolerances(self, res: TickResult, k: int, err: np.ndarray) -> Optional[TickResult]:
+        """Start (k = 0), path (k < N) and goal (k >= N) checks; the aborting result, or None to go on."""
+        tr = self.tracking
+        tol = self.tolerances
+        if k == 0 or k < tr.N:
+            kind, v = ("start_tolerance", tol.check_start(err)) if k == 0 else ("path_tolerance", tol.check_path(err))
+            if v is not None:
+                what = "trajectory's start" if k == 0 else f"trajectory at tick {k}"
+                self._set_fault(res, kind, f"{v.describe(what)}: tracking aborted, holding")
+                res.command = self._end_run()
+                if res.command is not None:
+                    res.kind = "hold"
+                    self.holds += 1
+                self.aborted = True
+                return res
+        if k >= tr.N and not self.goal_reached:
+            v = tol.check_goal(err)
+            if v is None:
+                self.goal_reached = True
+            elif k >= tr.N + round(tol.goal_time / self.dt) and "goal_tolerance" not in self.active_faults:
+                self._set_fault(res, "goal_tolerance", f"{v.describe('final state')} {tol.goal_time:g} s after "
+                                                       "the end; holding the final state")
+        return None
 
     def _predecessor(self, target: int, tol: int) -> int:
         """Ring index of the buffered sample closest to ``target`` within ±tol (strictly before the newest), or -1."""
@@ -407,66 +616,94 @@ class ControllerCore:
 
     # ----------------------------------------------------------------------------------------- watchdog
 
-    def _hold_if_running(self, res: TickResult) -> None:
-        """While tracking, make ``res`` the hold command (faults never send a computed command)."""
+    def on_watchdog(self, now_ns: int) -> TickResult:
+        """Periodic check (at about the tick rate): stale data → fault and, while running, the hold command."""
+        res = TickResult("none", None, 0)
+        if self._last_stamp is None:
+            if "no_data" not in self.active_faults:
+                self._set_fault(res, "no_data", "no valid joint state received yet")
+            self._report_active(res)
+            self._hold_if_running(res, self._slot_at(now_ns))
+            return res
+        age = now_ns - self._last_stamp
+        if age > self.timeout_ns:
+            if "stale" not in self.active_faults:
+                self._set_fault(res, "stale", f"no valid joint state for {age / NS:.3f} s (state_timeout "
+                                              f"{self.timeout_ns / NS:g} s)")
+            self._report_active(res)
+            self._hold_if_running(res, self._slot_at(now_ns))
+        else:
+            self._report_active(res)
+        return res
+
+    def _slot_at(self, t_ns: int) -> Optional[int]:
+        """The tick slot a time falls in (None before the run's first tick)."""
+        if self._tick_stamp is None:
+            return None
+        return self._k + max(0, (t_ns - self._tick_stamp + self._dt_ns // 2) // self._dt_ns)
+
+    # ----------------------------------------------------------------------------------------- hold
+
+    def _hold_command(self) -> Optional[np.ndarray]:
+        if self.tracking is None:
+            return None
+        last = self.tracking.history.last if self._tick_stamp is not None else None
+        if last is not None:
+            return self.tracking.limits.hold(last[self.nu:])
+        if self._n:
+            return self.tracking.limits.hold(self._Q[self._head][self.nd:])
+        return None
+
+    def _hold_if_running(self, res: TickResult, slot: Optional[int]) -> None:
+        """While tracking, make ``res`` the hold command (faults never send a computed command) and remember it."""
         if self.running:
             res.command = self._hold_command()
             if res.command is not None:
                 res.kind = "hold"
                 self.holds += 1
+                if slot is not None:
+                    history = self.tracking.history
+                    history.sent(max(slot, history.last_slot or 0), res.command)
 
-    def on_watchdog(self, now_ns: int) -> TickResult:
-        """Periodic check (at about the tick rate): stale data → fault and, while running, the hold command."""
-        res = TickResult("none", None, 0)
-        if self._last_stamp is None:
-            if self.fault != "no_data":
-                self._set_fault(res, "no_data", "no valid joint state received yet")
-            else:
-                res.fault, res.fault_message = self.fault, self.fault_message
-            self._hold_if_running(res)
-            return res
-        age = now_ns - self._last_stamp
-        if age > self.timeout_ns:
-            if self.fault != "stale":
-                self._set_fault(res, "stale", f"no valid joint state for {age / NS:.3f} s (state_timeout "
-                                              f"{self.timeout_ns / NS:g} s)")
-            else:
-                res.fault, res.fault_message = self.fault, self.fault_message
-            self._hold_if_running(res)
-        elif self.fault is not None:
-            res.fault, res.fault_message = self.fault, self.fault_message
+    def _reject(self, kind: str, message: str, stamp_ns: int, now_ns: Optional[int]) -> TickResult:
+        """A rejected sample; its hold command (while running) is remembered at the slot of ``now_ns``."""
+        self.rejected += 1
+        res = TickResult("none", None, stamp_ns)
+        self._set_fault(res, kind, message)
+        self._hold_if_running(res, None if now_ns is None else self._slot_at(now_ns))
         return res
 
-    # ----------------------------------------------------------------------------------------- faults
+    def _hold(self, res: TickResult, kind: str, message: str, slot: Optional[int]) -> TickResult:
+        self._set_fault(res, kind, message)
+        self._hold_if_running(res, slot if self._tick_stamp is not None else None)
+        return res
 
-    def _hold_command(self) -> Optional[np.ndarray]:
-        if self.controller is None:
-            return None
-        if self._last_command is not None:
-            return self.controller.safe_command(self._last_command[self.nu:])
-        if self._n:
-            return self.controller.safe_command(self._Q[self._head][self.nd:])
-        return None
+    # ----------------------------------------------------------------------------------------- fault bookkeeping
 
     def _set_fault(self, res: TickResult, kind: str, message: str) -> None:
-        res.new_fault = kind != self.fault
-        self.fault, self.fault_message = kind, message
+        res.new_fault = kind not in self.active_faults
+        self.active_faults.pop(kind, None)
+        self.active_faults[kind] = message
         self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
         res.fault, res.fault_message = kind, message
 
-    def _reject(self, kind: str, message: str, stamp_ns: int) -> TickResult:
-        self.rejected += 1
-        return self._hold(TickResult("none", None, stamp_ns), kind, message)
+    def _report_active(self, res: TickResult) -> None:
+        if res.fault is None and self.active_faults:
+            res.fault, res.fault_message = self.fault, self.fault_message
 
-    def _hold(self, res: TickResult, kind: str, message: str) -> TickResult:
-        self._set_fault(res, kind, message)
-        self._hold_if_running(res)
-        return res
+    def _clear_sample_faults(self, res: TickResult) -> None:
+        cleared = [k for k in self.active_faults if k in SAMPLE_FAULTS]
+        if cleared:
+            res.recovered = True
+            res.fault_message = "recovered from " + "; ".join(f"{k}: {self.active_faults.pop(k)}" for k in cleared)
+        if self.active_faults:
+            res.fault = self.fault
+            if not cleared:
+                res.fault_message = self.fault_message
 
-    def _clear(self, res: TickResult) -> None:
-        res.recovered = True
-        res.fault_message = f"recovered from {self.fault}: {self.fault_message}"
-        self.fault, self.fault_message = None, ""
+    def _clear_run_faults(self) -> None:
+        for k in RUN_FAULTS:
+            self.active_faults.pop(k, None)
 
     # ----------------------------------------------------------------------------------------- diagnostics
 
@@ -488,40 +725,52 @@ class ControllerCore:
         return {"median": quantile(0.5), "p99": quantile(0.99), "max": c[-1] / NS, "count": n}
 
     def state_name(self) -> str:
-        if self.controller is None:
+        if self.tracking is None:
             return "no_trajectory"
         if not self.running:
-            return "idle"
+            return "aborted" if self.aborted else "idle"
         return "finished" if self.finished else "running"
 
     def status(self) -> tuple[int, str, list[tuple[str, str]]]:
-        """(level, message, [(key, value)]) for a diagnostic_msgs/DiagnosticStatus."""
+        """(level, message, [(key, value)]) for a diagnostic_msgs/DiagnosticStatus.
+
+        Every active fault is listed (``faults.active``, and ``fault.<kind>`` with its message); the
+        level is the highest of theirs; ``faults.<kind>`` counts every fault raised since start-up.
+        """
         state = self.state_name()
-        if self.fault is not None:
-            level = FAULT_LEVELS.get(self.fault, ERROR)
-            message = f"{self.fault}: {self.fault_message}"
+        if self.active_faults:
+            level = max(FAULT_LEVELS.get(k, ERROR) for k in self.active_faults)
+            message = "; ".join(f"{k}: {m}" for k, m in reversed(self.active_faults.items()))
             if self.running:
                 message += " (holding)"
-        elif self.controller is None:
+        elif self.tracking is None:
             level = WARN
             message = "no trajectory" + (f" (refused: {self.trajectory_error})" if self.trajectory_error else "")
         else:
             level = OK
-            message = {"idle": "idle", "running": "tracking",
+            message = {"idle": "idle", "running": "tracking", "aborted": "tracking aborted",
                        "finished": "trajectory finished; holding the final state"}[state]
             if self.trajectory_error:
                 message += f" (last trajectory refused: {self.trajectory_error})"
         stats = self.compute_stats()
+        tr = self.tracking
         values = [
             ("state", state),
             ("fault", self.fault or ""),
             ("fault_message", self.fault_message),
+            ("faults.active", ", ".join(self.active_faults)),
             ("trajectory", self.trajectory_source),
             ("trajectory_pending", self._pending[1] if self._pending else ""),
             ("trajectory_error", self.trajectory_error),
+            ("trajectory_warning", tr.warning or "" if tr is not None else ""),
             ("dt", "" if self.dt is None else f"{self.dt:g}"),
-            ("steps", "" if self.controller is None else str(self.controller.N)),
+            ("steps", "" if tr is None else str(tr.N)),
             ("tick", "" if self._k is None else str(self._k)),
+            ("goal", "" if self._k is None or tr is None or self._k < tr.N else
+             ("reached" if self.goal_reached else "missed" if "goal_tolerance" in self.active_faults else "settling")),
+            ("command_delay_steps", str(self.delay)),
+            ("estimator", self.options.estimator),
+            ("feedback", "on" if self.options.feedback else "off (feed-forward only)"),
             ("samples_received", str(self.samples)),
             ("samples_rejected", str(self.rejected)),
             ("ticks", str(self.ticks)),
@@ -531,6 +780,7 @@ class ControllerCore:
             ("compute_time_p99_us", f"{stats['p99'] * 1e6:.1f}"),
             ("compute_time_max_us", f"{stats['max'] * 1e6:.1f}"),
         ]
+        values += [(f"fault.{k}", m) for k, m in self.active_faults.items()]
         values += [(f"faults.{k}", str(v)) for k, v in sorted(self.fault_counts.items())]
         if self.last_x_hat is not None:
             err = self.last_x_hat - self.last_x_ref

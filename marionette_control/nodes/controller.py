@@ -1,8 +1,9 @@
 """marionette_controller: real-time tracking of an optimized trajectory from /joint_states.
 
 A thin adapter around :class:`marionette_control.control.controller_core.ControllerCore`
-(the tick logic, alignment policy and fault handling are documented there; a bag replay
-runs the same object without ROS).
+(the tick logic, its parts — plausibility checks, Kalman filter, delay predictor, tracking law,
+limits, tolerances — alignment policy and fault handling are documented there; a bag replay and
+the offline closed loop run the same object without ROS).
 
 Graph
 -----
@@ -16,17 +17,21 @@ subscribes
     depth 1) — the optimizer's result; ``/clock`` under ``use_sim_time``.
 publishes
     ``command_topic`` (std_msgs/Float64MultiArray, reliable, depth 10) — ros2_control's forward
-    position controller convention: ``data`` = the next kinematic configurations ρ_{k+1} in
-    the order of ``command_joints`` (hardware names; default [carriage, string_length], as the
-    simulator's);
+    position controller convention: ``data`` = the next kinematic configurations ρ in the order
+    of ``command_joints`` (hardware names; default [carriage, string_length], as the
+    simulator's); with ``command_delay_steps`` = d the command answering the joint state of
+    cycle k is the input of step k + d;
     ``~/tracking`` (std_msgs/Float64MultiArray) — one message per tick for plotting: ``data``
     = [stamp (s), k, |x̂ − x_d|, compute time (µs), x̂ (nx), x_d (nx), u (nU)], component names
-    in ``layout.dim[0].label`` (comma-separated);
+    in ``layout.dim[0].label`` (comma-separated); x̂ is the estimate of tick k, u the command sent;
     ``/diagnostics`` (diagnostic_msgs/DiagnosticArray) — one status "marionette_controller:
     tracking" every ``diagnostics_period`` and when a fault is raised or cleared (at most every
-    0.1 s): state, fault, tracking error, estimate, per-tick compute time, missed ticks, counters.
+    0.1 s): state, every active fault kind with its message (``faults.active``, ``fault.<kind>``)
+    and the count of every kind raised (``faults.<kind>``), goal, tracking error, estimate,
+    per-tick compute time, missed ticks, counters.
 services
-    ``~/start``, ``~/stop`` (std_srvs/Trigger).
+    ``~/start``, ``~/stop`` (std_srvs/Trigger). A start is refused while the arm is outside the
+    start tolerance of the trajectory's initial configuration.
 
 Times: the watchdog runs on the node's ROS clock (it follows ``/clock`` when
 ``use_sim_time`` is set); sample ages compare joint-state stamps with that clock.
@@ -43,13 +48,16 @@ collection during a tick stays short. The process stops on SIGINT/SIGTERM with s
 (:mod:`marionette_control.nodes.process`).
 
 Trajectories: a file (``trajectory_file``) or the optimizer's topic; one made for another
-model (name, hash or names differ) or without gains is refused with a logged error and in
-/diagnostics, and the node keeps running with its current trajectory. A trajectory that
-arrives while tracking is pending until the next start. Tracking begins on ``~/start`` (or
-``autostart``) at the next tick; the message's ``header.stamp`` is not used as a start time.
+model (name, hash or names differ), without gains, or with gains designed for another command
+delay (``gains_design``, :mod:`marionette_control.control.gains`) is refused with a logged error
+and in /diagnostics, and the node keeps running with its current trajectory; gains without a
+design record are used with a warning. Loading one precomputes the Kalman filter's gains along
+it. A trajectory that arrives while tracking is pending until the next start. Tracking begins
+on ``~/start`` (or ``autostart``) at the next tick; the message's ``header.stamp`` is not used
+as a start time.
 
-Parameters are listed in :data:`PARAMS` (each with its description) and in
-``config/controller.yaml``.
+Parameters are listed in :data:`PARAMS` and :func:`tolerance_params` (each with its
+description) and in ``config/controller.yaml``.
 """
 
 from __future__ import annotations
@@ -63,7 +71,10 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.control.controller_core import ControllerCore, TickResult, actuator_limits
+from marionette_control.control.controller_core import (ControllerCore, ControllerOptions, TickResult,
+                                                        default_tolerances, make_core)
+from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise
+from marionette_control.control.sample_checks import PlausibilityOptions
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 from marionette_control.nodes.convert import JointStateParser, JointStateReader, trajectory_from_msg
 from marionette_control.nodes.names import status_name
@@ -82,10 +93,12 @@ def _choice(*options):
 
 PARAMS = [
     ParamSpec("model_file", "marionette_arm.yaml", "YAML model file (a file under config/ or an absolute path; "
-              "format of config/marionette_arm.yaml): the model, the /joint_states names (hardware.joint_names) and "
-              "the actuator limits (actuators); the same file the simulator uses", read_only=True),
+              "format of config/marionette_arm.yaml): the model, the /joint_states names (hardware.joint_names), "
+              "the actuator limits (actuators) and, from its URDF, the joint limits the plausibility checks use; the "
+              "same file the simulator's nominal model is", read_only=True),
     ParamSpec("trajectory_file", "", "Trajectory file (.npz, Trajectory.save) loaded at start-up and whenever the "
-              "parameter is set; refused (and reported) when made for another model or without gains; empty = none"),
+              "parameter is set; refused (and reported) when made for another model, without gains or with gains "
+              "designed for another command delay; empty = none"),
     # topic names are relative: a namespaced node (two arms on one graph) finds its own optimizer and hardware
     ParamSpec("trajectory_topic", "marionette_optimizer/trajectory",
               "TrackedTrajectory topic of the optimizer (reliable, transient local)", read_only=True),
@@ -96,6 +109,39 @@ PARAMS = [
     ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
               "configurations in the order of the command's data (the forward position controller's 'joints')",
               read_only=True),
+    ParamSpec("command_delay_steps", 1, "Control periods between a joint state and the step its command moves the "
+              "drives: 1 with ros2_control (the forward position controller writes a command at its next update), 0 "
+              "when the driver applies a command within the cycle it arrives; the controller predicts the state "
+              "through the commands in flight and refuses gains designed for another delay", minimum=0, maximum=10,
+              read_only=True),
+    ParamSpec("estimator", "kalman", "State estimate from the measured configurations: 'kalman' (time-varying "
+              "Kalman filter on the exact linearization along the trajectory) or 'legendre' (the discrete Legendre "
+              "transform of two samples: exact on exact data, differentiates encoder noise)",
+              check=lambda v: None if v in ESTIMATORS else f"must be one of {', '.join(ESTIMATORS)}", read_only=True),
+    ParamSpec("estimator_noise.measurement", EstimatorNoise.measurement, "Kalman filter: standard deviation of a "
+              "measured configuration [rad or m] (encoder noise and quantization, and what the model cannot "
+              "explain)", minimum=1e-9, maximum=1.0, read_only=True),
+    ParamSpec("estimator_noise.momentum", EstimatorNoise.momentum, "Kalman filter: standard deviation per step of a "
+              "dynamic momentum [N m s] (model error: masses, damping, geometry)", minimum=1e-9, maximum=10.0,
+              read_only=True),
+    ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
+              "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
+    ParamSpec("feedback", True, "false: feed-forward only (u = u_d(k + command_delay_steps), the gains unused), to "
+              "measure what the feedback adds; checks, limits and tolerances stay", read_only=True),
+    ParamSpec("plausibility.limit_margin", PlausibilityOptions.limit_margin, "A joint state outside a joint's "
+              "URDF limits or a drive's range by more than this [rad or m] is implausible: hold and report",
+              minimum=0.0, maximum=10.0, read_only=True),
+    ParamSpec("plausibility.velocity_factor", PlausibilityOptions.velocity_factor, "A change since the last "
+              "accepted joint state larger than velocity_factor x the joint's velocity limit x the time between them "
+              "(+ jump_margin) is implausible", minimum=1.0, maximum=100.0, read_only=True),
+    ParamSpec("plausibility.jump_margin", PlausibilityOptions.jump_margin, "Allowance of the jump check for "
+              "encoder noise and quantization [rad or m]", minimum=0.0, maximum=10.0, read_only=True),
+    ParamSpec("plausibility.chain_tolerance", PlausibilityOptions.chain_tolerance, "A joint state whose distance "
+              "from the closed chain's constraint surface (|h|/|Dh|; for the string about its slack or stretch in m) "
+              "exceeds this is implausible", minimum=1e-6, maximum=10.0, read_only=True),
+    ParamSpec("constraints.goal_time", ControllerOptions.goal_time, "Time [s] after the trajectory's end within "
+              "which every configuration must be within its goal tolerance (else goal_tolerance is reported)",
+              minimum=0.0, maximum=3600.0, read_only=True),
     ParamSpec("state_timeout", 0.05, "A joint state older than this (s, on the node's clock) is stale: hold and "
               "report", minimum=1e-4, maximum=60.0),
     ParamSpec("stamp_tolerance", 0.1, "Tolerance of the spacing of the two samples of a tick around dt, as a "
@@ -103,8 +149,8 @@ PARAMS = [
               minimum=0.0, maximum=0.49),
     ParamSpec("watchdog_period", 0.01, "Period (s, ROS time) of the stale-data check; while stale and running the "
               "hold command is repeated at this period", minimum=1e-3, maximum=1.0, read_only=True),
-    ParamSpec("diagnostics_period", 0.5, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
-              maximum=60.0, read_only=True),
+    ParamSpec("diagnostics_period", 0.5, "Period (s, steady clock) of /diagnostics messages (every active fault "
+              "kind with its count)", minimum=0.01, maximum=60.0, read_only=True),
     ParamSpec("autostart", False, "Start tracking as soon as a trajectory is loaded"),
     ParamSpec("publish_tracking", True, "Publish ~/tracking (one numeric message per tick, for plotting)"),
     ParamSpec("fault_log_throttle", 1.0, "Minimum interval (s) between log lines about the same fault kind",
@@ -119,6 +165,66 @@ PARAMS = [
               read_only=True),
 ]
 
+#: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
+CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
+               "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "plausibility.limit_margin",
+               "plausibility.velocity_factor", "plausibility.jump_margin", "plausibility.chain_tolerance",
+               "constraints.goal_time"}
+
+#: per joint tolerances, joint_trajectory_controller style: constraints.<hardware joint>.<name> -> tolerance kind
+TOLERANCE_PARAMS = {"start": "start", "trajectory": "path", "goal": "goal"}
+
+
+def core_values(values: dict) -> dict:
+    """The entries of parameter values that shape the core's commands (:data:`CORE_PARAMS`, tolerances)."""
+    return {k: v for k, v in values.items() if k in CORE_PARAMS or k.startswith("constraints.")}
+
+
+def tolerance_params(desc) -> list[ParamSpec]:
+    """``constraints.<joint>.{start,trajectory,goal}`` of every hardware joint of the model file (defaults:
+    ``controller_core.default_tolerances``; 0 = unchecked)."""
+    defaults = default_tolerances(desc.model)
+    specs = []
+    for hw, cfg in desc.hardware_joints.items():
+        unit = "rad" if desc.model.config_names.index(cfg) < desc.model.nd else "m"
+        for name, kind in TOLERANCE_PARAMS.items():
+            what = {"start": "tracking starts only with the joint within this of the trajectory's start",
+                    "trajectory": "a tracking error beyond this aborts tracking (hold and report)",
+                    "goal": "within constraints.goal_time after the end the error must be within this"}[name]
+            specs.append(ParamSpec(f"constraints.{hw}.{name}", float(defaults[kind][cfg]),
+                                   f"{what} [{unit}]; 0 = unchecked", minimum=0.0, maximum=100.0, read_only=True))
+    return specs
+
+
+def controller_param_defaults(desc) -> dict:
+    """{name: default} of every parameter of the node for a model description."""
+    return {s.name: s.default for s in PARAMS + tolerance_params(desc)}
+
+
+def controller_options(values: dict, desc) -> ControllerOptions:
+    """The ControllerOptions of parameter values {name: value} (missing ones: the declared defaults)."""
+    defaults = controller_param_defaults(desc)
+    unknown = set(values) - set(defaults)
+    if unknown:
+        raise ParameterError(f"unknown controller parameter(s) {', '.join(sorted(unknown))}")
+    v = {**defaults, **values}
+    tolerances: dict = {}
+    for hw, cfg in desc.hardware_joints.items():
+        for name, kind in TOLERANCE_PARAMS.items():
+            tolerances.setdefault(kind, {})[cfg] = float(v[f"constraints.{hw}.{name}"])
+    try:
+        return ControllerOptions(
+            state_timeout=float(v["state_timeout"]), stamp_tolerance=float(v["stamp_tolerance"]),
+            command_delay_steps=int(v["command_delay_steps"]), estimator=v["estimator"],
+            noise=EstimatorNoise(float(v["estimator_noise.measurement"]), float(v["estimator_noise.momentum"]),
+                                 float(v["estimator_noise.actuator"])),
+            feedback=bool(v["feedback"]),
+            plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (
+                "limit_margin", "velocity_factor", "jump_margin", "chain_tolerance"))),
+            tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
+
 
 def load_model_description(model_file: str):
     """ModelDescription of ``model_file`` (relative names are looked up under config/, as the simulator does)."""
@@ -128,13 +234,12 @@ def load_model_description(model_file: str):
     return load_model_file(config_file(model_file))
 
 
-def core_from_description(desc, state_timeout: float = 0.05, stamp_tolerance: float = 0.1) -> ControllerCore:
-    """The ControllerCore the node runs for a model description (also for replaying recorded joint states:
-    feed ``core.on_joint_state(msg, stamp_ns, receive_ns)`` and ``core.on_watchdog(now_ns)`` in time order)."""
-    model = desc.model
-    reader = JointStateReader(model.config_names, desc.hardware_joints)
-    return ControllerCore(model, reader.read, actuator_limits(model, desc.actuators), state_timeout=state_timeout,
-                          stamp_tolerance=stamp_tolerance)
+def core_from_description(desc, values: Optional[dict] = None) -> ControllerCore:
+    """The ControllerCore the node runs for a model description and parameter values (also for replaying
+    recorded joint states: feed ``core.on_joint_state(msg, stamp_ns, receive_ns)`` and ``core.on_watchdog(now_ns)``
+    in time order)."""
+    reader = JointStateReader(desc.model.config_names, desc.hardware_joints)
+    return make_core(desc, controller_options(values or {}, desc), reader.read)
 
 
 def command_permutation(model, hardware_joints: dict, command_joints: list) -> np.ndarray:
@@ -209,7 +314,8 @@ def make_node_class():
                 raise ParameterError(f"parameter 'model_file': {e}") from None
             model = self.model = desc.model
             self.hardware_joints = dict(desc.hardware_joints)
-            self.core = core_from_description(desc, p["state_timeout"], p["stamp_tolerance"])
+            p.update(declare(self, tolerance_params(desc)))
+            self.core = core_from_description(desc, core_values(p))
             self._perm = command_permutation(model, self.hardware_joints, list(p["command_joints"]))
             # the command's data is u itself when command_joints lists the inputs in model order (the default)
             self._perm_is_identity = self._perm.tolist() == list(range(model.nU))

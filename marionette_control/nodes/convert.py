@@ -9,17 +9,20 @@
 * :func:`trajectory_to_msg` / :func:`trajectory_from_msg` convert between
   :class:`~marionette_control.control.trajectory.Trajectory` and
   ``marionette_interfaces/TrackedTrajectory`` (row-major flattened arrays,
-  gains ``gains[(k*nU + j)*nx + i] = K[k, j, i]``).
+  gains ``gains[(k*nU + j)*nx + i] = K[k, j, i]``, their design record as JSON in
+  ``gains_design``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from typing import Callable, Optional
 
 import numpy as np
 
+from marionette_control.control.gains import GAIN_DESIGN
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 
 
@@ -199,6 +202,8 @@ def trajectory_to_msg(traj: Trajectory, msg_type, config_names, stamp=None, join
     m.states = traj.X.ravel().tolist()
     m.inputs = traj.U.ravel().tolist()
     m.gains = [] if traj.K is None else traj.K.ravel().tolist()
+    design = traj.info.get(GAIN_DESIGN)
+    m.gains_design = json.dumps(design) if design is not None else ""
     m.cost = float(traj.info.get("cost", float("nan")))
     jt = JointTrajectory()
     jt.joint_names = list(joint_trajectory_names or config_names)
@@ -224,6 +229,14 @@ def trajectory_from_msg(msg) -> Trajectory:
     if K.size not in (0, N * nU * nx):
         raise TrajectoryError(f"trajectory message has {K.size} gain entries, expected 0 or {N * nU * nx}")
     info = {} if not math.isfinite(msg.cost) else {"cost": float(msg.cost)}
+    if msg.gains_design:
+        try:
+            design = json.loads(msg.gains_design)
+        except json.JSONDecodeError as e:
+            raise TrajectoryError(f"trajectory message's gains_design is not JSON ({e})") from None
+        if not isinstance(design, dict):
+            raise TrajectoryError(f"trajectory message's gains_design must be a JSON object, got {msg.gains_design!r}")
+        info[GAIN_DESIGN] = design
     return Trajectory(dt=float(msg.dt), X=X.reshape(N + 1, nx), U=U.reshape(N, nU),
                       state_names=list(msg.state_names), input_names=list(msg.input_names),
                       model_name=msg.model_id, model_hash=msg.model_hash,

@@ -3,11 +3,16 @@
     .venv/bin/python test/data/make_golden_bag.py [--out test/data/golden] [--attempts 3] [--keep-logs DIR]
 
 1. Optimizes ``golden/trajectory_spec.yaml`` (a 2 s lift of the marionette arm's forearm from
-   the lowered pose and back) into ``golden/trajectory.npz`` (with tracking gains).
+   the lowered pose and back) into ``golden/trajectory.npz``, with the tracking gains the
+   controller's default design gives for one step of command delay
+   (``marionette_control.control.gains``).
 2. On an isolated ROS graph (private ROS_DOMAIN_ID, localhost discovery) starts the recorder
    (``marionette_control.cli.bag_record``, on simulated time) and then the simulator and the
    controller through ``marionette_bringup --sim --sim-time`` (the launch files' node set), the
-   controller with ``trajectory_file`` = that trajectory.
+   simulator on its default ``realistic`` profile (plant model error, one period of command
+   delay, drives within their limits, encoder counts and noise), the controller with its
+   defaults (one step of delay compensated, Kalman filter, plausibility checks, tolerances) and
+   ``trajectory_file`` = that trajectory.
 3. Once the recorder records ``/joint_states``, ``/clock``, the controller's commands and its
    ``~/tracking``, calls ``/marionette_controller/start`` and waits until the trajectory has been
    tracked to its end plus 0.3 s of holding; then stops the recorder (SIGINT: clean close) and
@@ -18,6 +23,14 @@
 
 The bag's metadata ``custom_data`` names the trajectory file (relative to ``golden/``) with its
 SHA-256 and the controller parameters the replay needs.
+
+Why the golden bag was re-recorded (issue 12): the control law changed — the controller now
+compensates the command delay of ros2_control (prediction through the commands in flight, gains
+indexed k + d), estimates the state with a Kalman filter that takes the measured drive positions
+as inputs, and clamps commands to the drives' acceleration limits too — and the hardware
+stand-in now has a realistic default (a plant other than the model, delay, noise), which this
+recording exercises; a recording of the old law against the ideal arm could no longer be
+reproduced by the new tick logic.
 """
 
 from __future__ import annotations
@@ -75,9 +88,6 @@ optimizer:
   tolerance: 1.0e-6
   max_iterations: 30
   deadline: 120
-tracking_gains:
-  state: {default: 1.0}
-  input: {default: 1.0}
 """
 
 
@@ -86,11 +96,19 @@ def say(text: str) -> None:
 
 
 def optimize(out: Path) -> Path:
+    from marionette_control import _core
+    from marionette_control.control.gains import GainDesign, design_gains
+    from marionette_control.control.trajectory import Trajectory
+    from marionette_control.models import marionette_arm as arm
+
     spec = out / "trajectory_spec.yaml"
     spec.write_text(SPEC)
     traj = out / "trajectory.npz"
     subprocess.run([sys.executable, "-m", "marionette_control.cli.optimize", str(spec), "-o", str(traj),
                     "--progress", "quiet"], check=True, cwd=ROOT)
+    t = Trajectory.load(traj)
+    system = _core.DiscreteSystem(arm.load_description().model, t.dt)
+    design_gains(system, t.X, t.U, GainDesign(delay_steps=1)).attach(t).save(traj)
     return traj
 
 
@@ -113,7 +131,7 @@ def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
         "-p", f"marionette_controller:trajectory_file:={traj}", "-p", "marionette_controller:autostart:=false",
         "-p", f"marionette_controller:state_timeout:={config.state_timeout}",
         "-p", f"marionette_controller:stamp_tolerance:={config.stamp_tolerance}",
-        "-p", "marionette_simulator:profile:=perfect"])
+        "-p", "marionette_simulator:profile:=realistic"])
     return {spec.name: spec.argv for spec in bringup.child_specs(args)}
 
 
@@ -237,7 +255,14 @@ def main(argv=None) -> int:
 
         n_steps = Trajectory.load(traj).N
         say(f"optimized {traj.name}: {n_steps} steps")
-        config = ReplayConfig()
+        # every parameter that shapes the commands is recorded (the node's defaults), so the replay does not
+        # depend on defaults that may change later
+        from marionette_control.models import marionette_arm as arm
+        from marionette_control.nodes.controller import controller_param_defaults, core_values
+
+        fixed = {"state_timeout", "stamp_tolerance"}
+        config = ReplayConfig(parameters={k: v for k, v in core_values(controller_param_defaults(
+            arm.load_description())).items() if k not in fixed})
         env = isolated_env()
         last_error = None
         for attempt in range(1, args.attempts + 1):

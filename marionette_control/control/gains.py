@@ -1,0 +1,155 @@
+"""Tracking gains designed for the arm and the command delay the controller runs with.
+
+The controller applies u = u_d(j) − K(j)(x̂_j − x_d(j)) at j = k + d, on the state x̂_{k+d}
+predicted through the commands in flight (:mod:`.prediction`; d = the command delay in
+steps). K(j) is the time-varying discrete LQR along the trajectory (thesis app. B.2.2 and (B.4),
+:func:`~marionette_control.control.riccati.tv_lq`) on the exact linearization (A(k), B(k))
+(thesis (4.37)) with the stage cost
+
+    δxᵀ Q δx + δuᵀ R δu + w_a |δa|²,    δa = (δρ_{k+1} − δρ_k − Δt δv_k)/Δt²
+
+(Q, R diagonal by kind of component, δa the deviation of the drives' acceleration over the step:
+a linear function of state and input, so the cost becomes Q + w_a Mxᵀ Mx, a cross term
+S = w_a Mxᵀ Mu and R + w_a Muᵀ Mu). With an exact predictor the LQR of the delay-augmented
+system [x_k; u_k, …] has the same gains on the predicted state (certainty equivalence), which
+``docs/tracking.md`` measures too.
+
+Why these weights (the measurements are in ``docs/tracking.md``): what the animator drew and
+what the tracking targets are the arm angles, so the dynamic configurations carry the weight
+(the thesis's Q = R = I, thesis §6.7, puts about 0.17 mm of carriage correction per degree of
+arm error: far too little to correct a model error); the drives' positions and velocities are
+weighted lightly (they are means, not ends); the acceleration weight w_a sets the loop's
+bandwidth against the drives' acceleration limits and the encoder noise that reaches the
+commands through the estimate — without it, heavy angle weights track best on a quiet arm but
+the clamped loop goes unstable with noise or on a trajectory at the acceleration limit.
+
+The gains travel with the trajectory (``Trajectory.info[GAIN_DESIGN]``: the method, delay and
+weights) so the controller refuses gains designed for another command delay
+(:func:`check_gains`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+
+from marionette_control.control.riccati import tv_lq, tv_lqr
+from marionette_control.control.trajectory import Trajectory
+
+#: key of the design record in ``Trajectory.info``
+GAIN_DESIGN = "gain_design"
+METHOD = "tv_lqr_on_predicted_state"
+
+
+@dataclass(frozen=True)
+class GainDesign:
+    """Diagonal LQR weights by kind of state component, and the command delay (steps) the gains are for.
+
+    dynamic_configuration : the arm's joint angles (what the tracking is about)
+    kinematic_configuration : the drives' positions (carriage, string length)
+    momentum : the dynamic momenta
+    kinematic_velocity : the drives' velocities
+    input : every input (R = input · I)
+    drive_acceleration : w_a, on the drives' acceleration deviation (s⁴/m² per unit of cost); sets the loop's
+        bandwidth against the drives' acceleration limits and the encoder noise
+    terminal_scale : Q_f = terminal_scale · Q (the acceleration term has no terminal part)
+    delay_steps : the command delay d the controller compensates (ros2_control: 1)
+    """
+
+    dynamic_configuration: float = 1.0e3
+    kinematic_configuration: float = 1.0
+    momentum: float = 1.0
+    kinematic_velocity: float = 0.1
+    input: float = 1.0
+    drive_acceleration: float = 3.0e-4
+    terminal_scale: float = 1.0
+    delay_steps: int = 1
+
+    def __post_init__(self):
+        for name in ("dynamic_configuration", "kinematic_configuration", "momentum", "kinematic_velocity",
+                     "drive_acceleration", "terminal_scale"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"gain design weight '{name}' must be a finite number >= 0, got {v!r}")
+        if not (isinstance(self.input, (int, float)) and math.isfinite(self.input) and self.input > 0):
+            raise ValueError(f"gain design weight 'input' must be a finite number > 0 (R positive definite), "
+                             f"got {self.input!r}")
+        if isinstance(self.delay_steps, bool) or not isinstance(self.delay_steps, int) or self.delay_steps < 0:
+            raise ValueError(f"gain design delay_steps must be an integer >= 0, got {self.delay_steps!r}")
+
+    def weights(self, model) -> tuple[np.ndarray, np.ndarray]:
+        """(Q (nx,), R (nU,)) diagonals for ``model``."""
+        Q = np.r_[np.full(model.nd, float(self.dynamic_configuration)),
+                  np.full(model.nk, float(self.kinematic_configuration)),
+                  np.full(model.nd, float(self.momentum)), np.full(model.nk, float(self.kinematic_velocity))]
+        return Q, np.full(model.nU, float(self.input))
+
+
+@dataclass(frozen=True, eq=False)
+class TrackingGains:
+    """Gains K (N, nU, nx) and the record that travels with them (``Trajectory.info[GAIN_DESIGN]``)."""
+
+    K: np.ndarray
+    info: dict
+
+    def attach(self, trajectory: Trajectory) -> Trajectory:
+        """A copy of ``trajectory`` carrying these gains and their record."""
+        info = dict(trajectory.info)
+        info[GAIN_DESIGN] = self.info
+        return Trajectory(dt=trajectory.dt, X=trajectory.X, U=trajectory.U, state_names=trajectory.state_names,
+                          input_names=trajectory.input_names, model_name=trajectory.model_name,
+                          model_hash=trajectory.model_hash, K=self.K, t0=trajectory.t0, info=info)
+
+
+def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign()) -> TrackingGains:
+    """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights (module docstring)."""
+    model = system.model
+    Q, R = design.weights(model)
+    A, B = system.linearize_trajectory(X, U)
+    Qm, Rm = np.diag(Q), np.diag(R)
+    if design.drive_acceleration > 0:
+        # δa = (δu_kin − δρ − Δt δv)/Δt² = Mx δx + Mu δu; the cost w |δa|² adds Mxᵀ w Mx, Mxᵀ w Mu, Muᵀ w Mu
+        dt, nd, nk, nq, nu = system.dt, model.nd, model.nk, model.nq, model.nu
+        Mx = np.zeros((nk, model.nx))
+        Mx[:, nd:nq] = -np.eye(nk) / dt ** 2
+        Mx[:, nq + nd:] = -np.eye(nk) / dt
+        Mu = np.zeros((nk, model.nU))
+        Mu[:, nu:] = np.eye(nk) / dt ** 2
+        w = design.drive_acceleration
+        Qm, Rm, S = Qm + w * Mx.T @ Mx, Rm + w * Mu.T @ Mu, w * Mx.T @ Mu
+        K = tv_lq(A, B, Qm, S, Rm, None, None, np.diag(design.terminal_scale * Q), None, full_P=False).K
+    else:
+        K = tv_lqr(A, B, Qm, Rm, np.diag(design.terminal_scale * Q), full_P=False).K
+    info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
+    return TrackingGains(np.asarray(K), info)
+
+
+def gain_delay(trajectory: Trajectory) -> Optional[int]:
+    """The command delay (steps) the trajectory's gains were designed for; None when they carry no record."""
+    rec = trajectory.info.get(GAIN_DESIGN)
+    if not isinstance(rec, dict):
+        return None
+    d = rec.get("delay_steps")
+    if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+        raise ValueError(f"the trajectory's gain design record has an invalid delay_steps {d!r}")
+    return d
+
+
+def check_gains(trajectory: Trajectory, delay_steps: int) -> Optional[str]:
+    """Raises ValueError when the trajectory's gains were designed for another command delay.
+
+    Returns a warning text for gains without a design record (older trajectory files and tools:
+    they are used as they are), else None.
+    """
+    d = gain_delay(trajectory)
+    if d is None:
+        return (f"the trajectory's gains carry no design record ({GAIN_DESIGN}); they are used as they are for "
+                f"a command delay of {delay_steps} step(s)")
+    if d != delay_steps:
+        raise ValueError(f"the trajectory's gains were designed for a command delay of {d} step(s), but this "
+                         f"controller compensates {delay_steps} (command_delay_steps): recompute them with "
+                         f"marionette_control.control.gains.design_gains(..., GainDesign(delay_steps={delay_steps}))")
+    return None

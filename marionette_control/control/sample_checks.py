@@ -1,0 +1,138 @@
+"""Plausibility checks of a measured configuration before it reaches the state estimate.
+
+A joint-state sample that is well formed (finite, every joint named; ``nodes.convert``) can
+still be impossible for the arm. :class:`SampleChecks` rejects, with a specific fault kind:
+
+``out_of_limits``
+    a configuration outside its range widened by ``limit_margin`` — the URDF ``<limit>`` of
+    a joint, the ``actuators`` range of a drive (:func:`configuration_limits`);
+``implausible_jump``
+    a change since the last accepted sample larger than the arm can make in that time,
+    ``velocity_factor`` · v_max · Δt + ``jump_margin`` (v_max: the URDF ``velocity`` limit of
+    a joint, ``max_velocity`` of a drive; the margin covers encoder noise and quantization);
+``chain_inconsistent``
+    the closed chain (the string) violated: a constraint h_i(q) (thesis (3.22); for a string
+    h = |p_hook − p_carriage|² − L²) whose first-order distance from q to the constraint
+    surface, |h_i(q)| / ‖Dh_i(q)‖, exceeds ``chain_tolerance`` (for the arm's string
+    ‖Dh‖ ≈ 2L, so this is the string's slack or stretch in metres): a slack string, a
+    slipped encoder or a wrong joint mapping.
+
+Configurations without a known range or speed are not checked for it. Shapes: (nq,), model order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from marionette_control.model.urdf import joint_limits
+
+
+@dataclass(frozen=True)
+class PlausibilityOptions:
+    """Margins of the checks (module docstring); SI units (rad or m)."""
+
+    limit_margin: float = 0.05
+    velocity_factor: float = 2.0
+    jump_margin: float = 0.02
+    chain_tolerance: float = 0.01
+
+    def __post_init__(self):
+        for name in ("limit_margin", "jump_margin"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"plausibility option '{name}' must be finite and >= 0, got {v}")
+        for name in ("velocity_factor", "chain_tolerance"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"plausibility option '{name}' must be finite and > 0, got {v}")
+
+
+def configuration_limits(desc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower, upper, max_velocity), each (nq,) in model order, of a ``ModelDescription``.
+
+    Dynamic configurations: the URDF ``<limit>`` of their joint (``urdf.rename`` maps joint to
+    configuration names); kinematic ones: the ``actuators`` section. Unknown: ∓inf / inf.
+    """
+    m = desc.model
+    names = list(m.config_names)
+    lower, upper, vmax = np.full(m.nq, -np.inf), np.full(m.nq, np.inf), np.full(m.nq, np.inf)
+    if desc.urdf is not None:
+        rename = dict((desc.raw.get("urdf") or {}).get("rename") or {})
+        for joint, lim in joint_limits(desc.urdf).items():
+            name = rename.get(joint, joint)
+            if name not in names or m.kinematic[names.index(name)]:
+                continue
+            i = names.index(name)
+            lower[i], upper[i] = lim.get("lower", -np.inf), lim.get("upper", np.inf)
+            if lim.get("velocity", 0.0) > 0:  # URDF: 0 = unspecified
+                vmax[i] = lim["velocity"]
+            if lower[i] == upper[i] == 0.0:  # a URDF <limit> without a range (continuous joints)
+                lower[i], upper[i] = -np.inf, np.inf
+    for name, a in desc.actuators.items():
+        i = names.index(name)
+        lower[i], upper[i], vmax[i] = a.min, a.max, a.max_velocity
+    return lower, upper, vmax
+
+
+class SampleChecks:
+    """The plausibility checks of one model (module docstring).
+
+    Parameters
+    ----------
+    model : _core.Model
+    lower, upper, max_velocity : ndarray (nq,)
+        Range and speed of each configuration (:func:`configuration_limits`); inf: unchecked.
+    options : PlausibilityOptions
+    """
+
+    def __init__(self, model, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
+                 options: PlausibilityOptions = PlausibilityOptions()):
+        self.model = model
+        self.names = list(model.config_names)
+        for what, v in (("lower", lower), ("upper", upper), ("max_velocity", max_velocity)):
+            if np.shape(v) != (model.nq,):
+                raise ValueError(f"{what} limits have shape {np.shape(v)}, expected ({model.nq},)")
+        self.options = options
+        self.lower = np.asarray(lower, dtype=float) - options.limit_margin
+        self.upper = np.asarray(upper, dtype=float) + options.limit_margin
+        self.speed = options.velocity_factor * np.asarray(max_velocity, dtype=float)
+        self.check_chain = model.nc > 0
+        # the tick path works on Python floats: for a handful of configurations that is several times faster
+        # than a dozen numpy calls
+        self._bounds = list(zip(self.lower.tolist(), self.upper.tolist()))
+        self._speed = self.speed.tolist()
+
+    def check(self, q: np.ndarray, q_last: Optional[np.ndarray], elapsed: float) -> Optional[tuple[str, str]]:
+        """(fault kind, message) for an implausible q (nq,), else None.
+
+        ``q_last`` : the last accepted configuration, ``elapsed`` seconds before q (None: no jump check).
+        """
+        qs = q.tolist()
+        for i, (v, (lo, hi)) in enumerate(zip(qs, self._bounds)):
+            if not lo <= v <= hi:
+                return "out_of_limits", (f"{self.names[i]} = {v:.6g} is outside its range "
+                                         f"[{lo + self.options.limit_margin:g}, {hi - self.options.limit_margin:g}] "
+                                         f"(+- limit_margin {self.options.limit_margin:g})")
+        if q_last is not None:
+            margin = self.options.jump_margin
+            for i, (v, w, vmax) in enumerate(zip(qs, q_last.tolist(), self._speed)):
+                allowed = vmax * elapsed + margin
+                if abs(v - w) > allowed:
+                    return "implausible_jump", (f"{self.names[i]} moved {v - w:+.6g} in {elapsed:.4g} s; at most "
+                                                f"{allowed:.4g} is possible (velocity_factor x max velocity "
+                                                f"{vmax / self.options.velocity_factor:g} + jump_margin {margin:g})")
+        if self.check_chain:
+            h, Dh = self.model.constraints(q)
+            tol = self.options.chain_tolerance
+            for i, (hi, row) in enumerate(zip(h.tolist(), Dh.tolist())):
+                dist = abs(hi) / max(math.sqrt(sum(d * d for d in row)), 1e-12)
+                if not dist <= tol:
+                    return "chain_inconsistent", (f"the configuration violates constraint "
+                                                  f"'{self.model.constraint_names[i]}' by {dist:.4g} (first-order "
+                                                  f"distance |h|/|Dh|; chain_tolerance {tol:g}): a slack string, a "
+                                                  "slipped encoder or a wrong joint mapping")
+        return None

@@ -1,0 +1,94 @@
+"""Start, path and goal tolerances of trajectory tracking (as joint_trajectory_controller has them).
+
+Pure checks of the configuration error e = q̂ − q_d against per-configuration tolerances,
+tested on their own; the controller core decides what a violation means:
+
+* **start** (before and at the first tick): tracking does not start with the arm far from
+  q_d(0) — the feedback would jump at the first tick, and the trajectory's initial state,
+  the arm at rest there, is what the feed-forward assumes;
+* **path** (every tick k < N): |q̂_k − q_d(k)| beyond the path tolerance aborts tracking
+  (hold and report);
+* **goal** (k >= N): the error must come within the goal tolerance within ``goal_time``
+  seconds after the end, otherwise the goal is missed (reported; the final state is held
+  either way).
+
+A tolerance of 0 leaves that configuration unchecked (joint_trajectory_controller's
+convention). Shapes: error and tolerances (nq,), in model order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Violation:
+    """The configuration that is furthest beyond its tolerance: index, name, error, tolerance."""
+
+    index: int
+    name: str
+    error: float
+    tolerance: float
+
+    def describe(self, what: str) -> str:
+        return (f"{self.name} is {self.error:+.4g} from the {what} (tolerance {self.tolerance:g}; rad for angles, "
+                "m for lengths)")
+
+
+def check_tolerance(error: np.ndarray, tolerance: np.ndarray, names: Sequence[str]) -> Optional[Violation]:
+    """The worst violation of |error| <= tolerance among checked configurations (tolerance > 0), or None.
+
+    "Worst" is the largest ratio |error| / tolerance; a non-finite error violates every checked tolerance.
+    """
+    worst, worst_ratio = None, 1.0
+    for i, (e, tol) in enumerate(zip(error.tolist(), tolerance.tolist())):
+        if tol > 0.0:
+            ratio = abs(e) / tol if math.isfinite(e) else math.inf
+            if ratio > worst_ratio:
+                worst, worst_ratio = i, ratio
+    if worst is None:
+        return None
+    return Violation(worst, names[worst], float(error[worst]), float(tolerance[worst]))
+
+
+@dataclass
+class Tolerances:
+    """Per-configuration tolerances (nq,) of start, path and goal, and the goal time (s); 0 = unchecked."""
+
+    start: np.ndarray
+    path: np.ndarray
+    goal: np.ndarray
+    goal_time: float = 0.0
+    names: list = field(default_factory=list)
+
+    @classmethod
+    def none(cls, names: Sequence[str]) -> "Tolerances":
+        n = len(names)
+        return cls(np.zeros(n), np.zeros(n), np.zeros(n), 0.0, list(names))
+
+    def __post_init__(self):
+        n = len(self.names)
+        for what in ("start", "path", "goal"):
+            v = np.asarray(getattr(self, what), dtype=float)
+            if v.shape != (n,):
+                raise ValueError(f"{what} tolerances have shape {v.shape}, expected ({n},) for {', '.join(self.names)}")
+            bad = np.flatnonzero(~np.isfinite(v) | (v < 0))
+            if bad.size:
+                raise ValueError(f"{what} tolerance of {self.names[bad[0]]} must be finite and >= 0 (0: unchecked), "
+                                 f"got {v[bad[0]]}")
+            setattr(self, what, v)
+        if not (math.isfinite(self.goal_time) and self.goal_time >= 0):
+            raise ValueError(f"goal_time must be finite and >= 0 s, got {self.goal_time}")
+
+    def check_start(self, error: np.ndarray) -> Optional[Violation]:
+        return check_tolerance(error, self.start, self.names)
+
+    def check_path(self, error: np.ndarray) -> Optional[Violation]:
+        return check_tolerance(error, self.path, self.names)
+
+    def check_goal(self, error: np.ndarray) -> Optional[Violation]:
+        return check_tolerance(error, self.goal, self.names)

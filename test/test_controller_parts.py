@@ -1,0 +1,285 @@
+"""The controller's parts, each on its own: limits, estimators, predictor and commands in flight, tolerances,
+plausibility checks, gain design (the core that composes them: test_controller_node.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from marionette_control.control.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
+from marionette_control.control.gains import GAIN_DESIGN, GainDesign, check_gains, design_gains, gain_delay
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.prediction import CommandHistory, DelayPredictor
+from marionette_control.control.riccati import tv_lq, tv_lqr
+from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks, configuration_limits
+from marionette_control.control.tolerances import Tolerances, check_tolerance
+from marionette_control.models import marionette_arm as ma
+
+from arm_helpers import bump_trajectory
+
+DT = 0.01
+
+
+@pytest.fixture(scope="module")
+def arm():
+    """The arm's model file, its system, and a trajectory without gains (test/arm_helpers.py's sin² bump)."""
+    desc = ma.load_description()
+    ds, traj = bump_trajectory(DT, 200)
+    return desc, desc.model, ds, traj
+
+
+# --------------------------------------------------------------------------------------------- limits
+
+
+def test_clamped_command_streams_respect_range_speed_and_acceleration(arm):
+    """Any command sequence, clamped step by step from the stream's own state, stays within every limit."""
+    desc, m, _, _ = arm
+    lim = CommandLimits.from_description(m, desc.actuators).for_dt(DT)
+    rng = np.random.default_rng(7)
+    rho, v = np.array([0.3, 0.8]), np.zeros(2)
+    for _ in range(2000):
+        wanted = rho + rng.normal(0.0, 0.05, 2) + (rng.random(2) < 0.01) * rng.normal(0.0, 5.0, 2)  # some far off
+        u = lim.clamp(wanted.copy(), rho, v)
+        w = (u - rho) / DT
+        assert np.all(u >= lim.lower - 1e-12) and np.all(u <= lim.upper + 1e-12)
+        assert np.all(np.abs(w) <= lim.rate * (1 + 1e-9))
+        inside = (u > lim.lower + 1e-9) & (u < lim.upper - 1e-9)  # the range wins over the acceleration
+        assert np.all(np.abs(w - v)[inside] <= lim.acceleration[inside] * DT * (1 + 1e-9))
+        rho, v = u, w
+
+
+def test_a_command_within_the_limits_is_unchanged_and_the_range_wins(arm):
+    desc, m, _, _ = arm
+    lim = CommandLimits.from_description(m, desc.actuators).for_dt(DT)
+    rho, v = np.array([0.3, 0.8]), np.array([0.5, -0.2])
+    u = rho + v * DT + np.array([1e-4, -1e-4])  # accelerations of 1 m/s²
+    np.testing.assert_array_equal(lim.clamp(u.copy(), rho, v), u)
+    np.testing.assert_allclose(lim.clamp(np.array([5.0, 0.5]), np.array([1.0, 0.5]), np.zeros(2)), [0.9, 0.5])
+    np.testing.assert_array_equal(lim.hold(np.array([-1.0, 0.5])), [-0.3, 0.5])
+    assert np.array_equal(lim.acceleration, [15.0, 10.0]) and np.array_equal(lim.rate, [2.0, 1.5])
+    with pytest.raises(ValueError, match="needs the time step"):
+        CommandLimits.from_description(m, desc.actuators).clamp(u.copy(), rho, v)
+    with pytest.raises(ValueError, match="lower limit above upper"):
+        CommandLimits(np.ones(2), np.zeros(2), np.ones(2))
+    with pytest.raises(ValueError, match="speed and acceleration limits must be > 0"):
+        CommandLimits(np.zeros(2), np.ones(2), np.ones(2), np.array([1.0, 0.0]))
+
+
+# --------------------------------------------------------------------------------------------- estimators
+
+
+def test_both_estimators_are_exact_on_the_integrators_own_trajectory(arm):
+    """To rounding: 1e-10 (velocities are differences of positions divided by Δt)."""
+    _, m, ds, tr = arm
+    legendre, kalman = LegendreEstimator(ds), KalmanEstimator(ds, tr)
+    applied = lambda j: tr.U[j]  # noqa: E731
+    for k in range(0, 120):
+        q_prev = tr.X[k - 1, :m.nq] if k else tr.X[0, :m.nq]
+        x_k = kalman.estimate(k, tr.X[k, :m.nq], q_prev, applied)
+        np.testing.assert_allclose(x_k, tr.X[k], rtol=0, atol=1e-10)
+        if k:
+            np.testing.assert_allclose(legendre.estimate(k, tr.X[k, :m.nq], q_prev, applied), tr.X[k], atol=1e-10)
+    assert legendre.estimate(5, tr.X[5, :m.nq], None, applied) is None
+
+
+def test_kalman_filter_beats_the_legendre_transform_on_noisy_encoders(arm):
+    """Joint encoders with σ = 1 mrad, drive encoders with 10 µm: the filter's momentum errors are a fraction
+    of the transform's, its angle errors no larger than the noise, and its drive velocities (differences of
+    the measured drive positions in both) the same (200 steps, seeded; the expected momentum ratio is ~0.1)."""
+    _, m, ds, tr = arm
+    rng = np.random.default_rng(11)
+    sigma = np.array([1e-3, 1e-3, 1e-5, 1e-5])
+    noisy = tr.X[:, :m.nq] + rng.normal(0.0, 1.0, (tr.N + 1, m.nq)) * sigma
+    kalman, legendre = KalmanEstimator(ds, tr, EstimatorNoise(1e-3, 1e-4, 1e-5)), LegendreEstimator(ds)
+    e_k, e_l = [], []
+    for k in range(1, tr.N + 1):
+        e_k.append(kalman.estimate(k, noisy[k], noisy[k - 1], lambda j: tr.U[j]) - tr.X[k])
+        e_l.append(legendre.estimate(k, noisy[k], noisy[k - 1], None) - tr.X[k])
+    rms_k, rms_l = (np.sqrt(np.mean(np.array(e)[20:] ** 2, axis=0)) for e in (e_k, e_l))
+    nd, nq = m.nd, m.nq
+    assert np.all(rms_k[nq:nq + nd] < 0.3 * rms_l[nq:nq + nd]), (rms_k, rms_l)
+    assert np.all(rms_k[:nd] < 1.2e-3), rms_k
+    np.testing.assert_allclose(rms_k[nq + nd:], rms_l[nq + nd:], rtol=0.05)
+
+
+def test_kalman_gains_agree_with_the_covariance_recursion_written_out(arm):
+    """L(k) against a plain transcription of the filter equations (P⁻ = APAᵀ + W, L = P⁻Cᵀ(CP⁻Cᵀ + V)⁻¹,
+    C = [I_nd 0]: the dynamic configurations are measured, the drive positions are inputs)."""
+    _, m, ds, tr = arm
+    A, B = (np.asarray(a) for a in ds.linearize_trajectory(tr.X, tr.U))
+    noise = EstimatorNoise(2e-3, 3e-4, 5e-5)
+    L = kalman_gains(A, B, m.nd, m.nq, noise)
+    C = np.hstack([np.eye(m.nd), np.zeros((m.nd, m.nx - m.nd))])
+    G = np.zeros((m.nx, m.nd))
+    G[m.nq:m.nq + m.nd] = np.eye(m.nd)
+    W = lambda k: noise.momentum ** 2 * G @ G.T + noise.actuator ** 2 * B[k] @ B[k].T  # noqa: E731
+    V = noise.measurement ** 2 * np.eye(m.nd)
+    P = np.zeros((m.nx, m.nx))
+    for _ in range(2000):  # the stationary filter at rest (A(0), B(0))
+        Pm = A[0] @ P @ A[0].T + W(0)
+        P = Pm - Pm @ C.T @ np.linalg.inv(C @ Pm @ C.T + V) @ C @ Pm
+    Pm = A[0] @ P @ A[0].T + W(0)
+    for k in range(tr.N + 1):
+        Lk = Pm @ C.T @ np.linalg.inv(C @ Pm @ C.T + V)
+        np.testing.assert_allclose(L[k], Lk, rtol=1e-6, atol=1e-9, err_msg=f"L({k})")
+        P = (np.eye(m.nx) - Lk @ C) @ Pm
+        if k < tr.N:
+            Pm = A[k] @ P @ A[k].T + W(k)
+
+
+def test_kalman_bridges_a_gap_by_prediction_and_restarts_after_a_long_one(arm):
+    _, m, ds, tr = arm
+    kalman = KalmanEstimator(ds, tr, max_gap_steps=3)
+    applied = lambda j: tr.U[j]  # noqa: E731
+    kalman.estimate(10, tr.X[10, :m.nq], tr.X[9, :m.nq], applied)
+    np.testing.assert_allclose(kalman.estimate(13, tr.X[13, :m.nq], None, applied), tr.X[13], atol=1e-10)
+    assert kalman.estimate(17, tr.X[17, :m.nq], None, applied) is None  # 4 steps: restart needs a predecessor
+    np.testing.assert_allclose(kalman.estimate(17, tr.X[17, :m.nq], tr.X[16, :m.nq], applied), tr.X[17], atol=1e-10)
+    with pytest.raises(ValueError, match="estimator noise 'momentum' must be a finite number > 0"):
+        EstimatorNoise(momentum=0.0)
+
+
+# --------------------------------------------------------------------------------------------- prediction
+
+
+def test_command_history_answers_which_input_is_in_effect():
+    h = CommandHistory(nU=2, nk=2, delay_steps=1, size=8)
+    h.start(np.array([0.1, 0.9]))
+    np.testing.assert_array_equal(h.applied(0), [0.1, 0.9])  # before the first command: the hold
+    h.sent(0, np.array([0.2, 0.9]))
+    h.sent(1, np.array([0.3, 0.9]))
+    h.sent(4, np.array([0.6, 0.9]))  # slots 2, 3 sent nothing: the drives keep the command of slot 1
+    expected = {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.3, 4: 0.3, 5: 0.6, 9: 0.6}
+    for j, rho in expected.items():
+        assert h.applied(j)[0] == rho, j
+    rho, v = h.stream_state(4, DT)  # the stream continued by the input of step 4: ρ_4 = u_3, v_4 = (u_3 − u_2)/Δt
+    assert rho[0] == 0.3 and v[0] == pytest.approx(0.0)  # the same command over steps 2 and 3: standing still
+    rho, v = h.stream_state(2, DT)
+    assert rho[0] == 0.2 and v[0] == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="command for slot 3 after one for slot 4"):
+        h.sent(3, np.zeros(2))
+    assert h.last_slot == 4 and h.last[0] == 0.6
+
+
+def test_predictor_steps_the_model_through_the_commands_in_flight(arm):
+    _, m, ds, tr = arm
+    limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(DT)
+    for d in (0, 1, 3):
+        h = CommandHistory(m.nU, m.nk, d)
+        h.start(tr.X[0, m.nd:m.nq].copy())
+        for s in range(40):
+            h.sent(s, tr.U[s + d])  # what a delay-compensating controller sends at slot s
+        np.testing.assert_allclose(DelayPredictor(ds, d, limits).predict(40, tr.X[40], h), tr.X[40 + d], atol=1e-10)
+    # a command beyond what the drives can do in a step: they are predicted as far as their limits take them
+    slow = CommandLimits(np.full(2, -np.inf), np.full(2, np.inf), np.full(2, 0.5), np.full(2, 1.0)).for_dt(DT)
+    h = CommandHistory(m.nU, m.nk, 1)
+    h.start(tr.X[40, m.nd:m.nq].copy())
+    h.sent(39, tr.X[40, m.nd:m.nq] + [0.05, -0.05])
+    x = DelayPredictor(ds, 1, slow).predict(40, tr.X[40], h)
+    rho, v = tr.X[40, m.nd:m.nq], tr.X[40, m.nq + m.nd:]
+    np.testing.assert_allclose(x[m.nd:m.nq], rho + v * DT + np.sign([0.05, -0.05]) * 1.0 * DT ** 2, atol=1e-15)
+
+
+# --------------------------------------------------------------------------------------------- tolerances
+
+
+def test_tolerance_checks_are_per_configuration_and_zero_means_unchecked():
+    names = ["a", "b", "c"]
+    tol = np.array([0.1, 0.0, 0.2])
+    assert check_tolerance(np.array([0.1, 5.0, -0.2]), tol, names) is None  # at the bound is within
+    v = check_tolerance(np.array([0.05, 0.0, -0.5]), tol, names)
+    assert (v.index, v.name, v.error, v.tolerance) == (2, "c", -0.5, 0.2)
+    v = check_tolerance(np.array([0.3, 0.0, -0.5]), tol, names)  # 3x beyond its tolerance beats 2.5x
+    assert v.name == "a" and "a is +0.3 from the start (tolerance 0.1" in v.describe("start")
+    assert check_tolerance(np.array([np.nan, 0.0, 0.0]), tol, names).name == "a"
+    t = Tolerances(np.zeros(3), tol, np.zeros(3), 1.0, names)
+    assert t.check_path(np.array([0.0, 9.0, 0.0])) is None and t.check_goal(np.ones(3)) is None
+    with pytest.raises(ValueError, match="path tolerance of b must be finite and >= 0"):
+        Tolerances(np.zeros(3), np.array([0.1, -1.0, 0.0]), np.zeros(3), 1.0, names)
+    with pytest.raises(ValueError, match=r"goal tolerances have shape \(2,\), expected \(3,\)"):
+        Tolerances(np.zeros(3), np.zeros(3), np.zeros(2), 1.0, names)
+
+
+# --------------------------------------------------------------------------------------------- plausibility
+
+
+def test_plausibility_limits_come_from_the_urdf_and_the_actuators(arm):
+    desc, m, _, _ = arm
+    lower, upper, vmax = configuration_limits(desc)
+    np.testing.assert_array_equal(lower, [-0.5, -0.2, -0.3, 0.15])
+    np.testing.assert_array_equal(upper, [2.6, 2.6, 0.9, 1.1])
+    np.testing.assert_array_equal(vmax, [8.0, 8.0, 2.0, 1.5])
+
+
+def test_plausibility_checks_each_kind(arm):
+    desc, m, _, tr = arm
+    checks = SampleChecks(m, *configuration_limits(desc), PlausibilityOptions())
+    q = tr.X[50, :m.nq]
+    assert checks.check(q, tr.X[49, :m.nq], DT) is None
+    assert checks.check(q + [0.0, 2.7, 0, 0], None, DT)[0] == "out_of_limits"  # elbow beyond 2.6 + 0.05
+    kind, message = checks.check(q + [1000.0, 0, 0, 0], q, DT)
+    assert kind == "out_of_limits" and "shoulder = 1000" in message
+    kind, message = checks.check(q + [0.19, 0, 0, 0], q, DT)
+    assert kind == "implausible_jump" and "shoulder moved +0.19" in message and "at most 0.18" in message
+    assert checks.check(q + [0.17, 0, 0, 0], q, DT)[0] == "chain_inconsistent"  # within reach, off the string
+    assert checks.check(q + [0.19, 0, 0, 0], q, 1.0)[0] == "chain_inconsistent"  # a second later it could be there
+    h, Dh = m.constraints(q + [0, 0, 0, 0.009])
+    assert abs(h[0]) / np.linalg.norm(Dh) < 0.01 and checks.check(q + [0, 0, 0, 0.009], q, DT) is None
+    kind, message = checks.check(q + [0, 0, 0, 0.011], q, DT)
+    assert kind == "chain_inconsistent" and "'string'" in message
+    with pytest.raises(ValueError, match="'velocity_factor' must be finite and > 0"):
+        PlausibilityOptions(velocity_factor=0.0)
+
+
+# --------------------------------------------------------------------------------------------- gains
+
+
+def test_designed_gains_are_the_lqr_of_the_stated_weights_and_carry_their_record(arm):
+    _, m, ds, tr = arm
+    design = GainDesign(dynamic_configuration=50.0, drive_acceleration=0.0, delay_steps=2)
+    gains = design_gains(ds, tr.X, tr.U, design)
+    Q, R = design.weights(m)
+    A, B = ds.linearize_trajectory(tr.X, tr.U)
+    np.testing.assert_allclose(gains.K, tv_lqr(A, B, np.diag(Q), np.diag(R), np.diag(Q)).K, rtol=1e-12, atol=1e-12)
+    traj = gains.attach(tr)
+    assert traj.info[GAIN_DESIGN]["delay_steps"] == 2 and traj.info[GAIN_DESIGN]["state_weights"][0] == 50.0
+    assert gain_delay(traj) == 2 and check_gains(traj, 2) is None
+    with pytest.raises(ValueError, match="designed for a command delay of 2 step.*compensates 1"):
+        check_gains(traj, 1)
+    assert "no design record" in check_gains(tr, 1) and gain_delay(tr) is None
+    with pytest.raises(ValueError, match="gain design weight 'input' must be a finite number > 0"):
+        GainDesign(input=0.0)
+    with pytest.raises(ValueError, match="delay_steps must be an integer >= 0"):
+        GainDesign(delay_steps=-1)
+
+
+def test_the_acceleration_weight_is_the_lqr_cost_of_the_drives_acceleration(arm):
+    """The gains with the acceleration term equal the LQR of the system augmented with the previous kinematic
+    configuration (there the acceleration is a linear function of state and input) — an independent form."""
+    _, m, ds, tr = arm
+    design = GainDesign(drive_acceleration=1e-4, delay_steps=1)
+    K = design_gains(ds, tr.X, tr.U, design).K
+    A, B = (np.asarray(a) for a in ds.linearize_trajectory(tr.X, tr.U))
+    nx, nk, nd, nq = m.nx, m.nk, m.nd, m.nq
+    Q, R = design.weights(m)
+    # z = [x; ρ_{k−1}]: δa_k = (δu − 2δρ_k + δρ_{k−1})/Δt² (δv_k = (δρ_k − δρ_{k−1})/Δt is then redundant but kept)
+    N = tr.N
+    Az = np.zeros((N, nx + nk, nx + nk))
+    Bz = np.zeros((N, nx + nk, m.nU))
+    Az[:, :nx, :nx], Bz[:, :nx] = A, B
+    Az[:, nx:, nd:nq] = np.eye(nk)
+    Mz = np.zeros((nk, nx + nk))
+    Mz[:, nd:nq], Mz[:, nx:] = -2 * np.eye(nk) / DT ** 2, np.eye(nk) / DT ** 2
+    Mu = np.eye(nk) / DT ** 2
+    w = design.drive_acceleration
+    Qz = np.zeros((nx + nk, nx + nk))
+    Qz[:nx, :nx] = np.diag(Q)
+    Sz = w * Mz.T @ Mu
+    Kz = tv_lq(Az, Bz, Qz + w * Mz.T @ Mz, Sz, np.diag(R) + w * Mu.T @ Mu, None, None,
+               np.pad(np.diag(Q), ((0, nk), (0, nk))), None).K
+    # on consistent states (δv = (δρ − δρ_prev)/Δt) both laws give the same input
+    rng = np.random.default_rng(2)
+    for k in (0, 60, 150):
+        dx = 1e-3 * rng.standard_normal(nx)
+        drho_prev = dx[nd:nq] - DT * dx[nq + nd:]
+        np.testing.assert_allclose(K[k] @ dx, Kz[k] @ np.r_[dx, drho_prev], rtol=1e-6, atol=1e-9)
