@@ -102,6 +102,26 @@ class DmoccOptions:
             raise ValueError(f"dmocc ipopt options must be a mapping of option names to values, got {self.ipopt!r}")
 
 
+    def ipopt_options(self) -> dict:
+        """IPOPT's options: these settings and the ones that make the start work (the ``dmocc`` benchmark
+        gives its CasADi peer the same)."""
+        opt = self
+        ipopt = {"tol": opt.tolerance, "constr_viol_tol": opt.constraint_tolerance, "max_iter": opt.max_iterations,
+                 "print_level": opt.print_level, "sb": "yes",
+                 "hessian_approximation": "limited-memory" if opt.hessian == "limited_memory" else "exact",
+                 # The start is a simulated (feasible) trajectory: IPOPT's least-squares multiplier estimate
+                 # there is the adjoint, large when the cost is; its default cap (1000) would zero it and
+                 # leave the first iterations without the dynamics' curvature.
+                 "constr_mult_init_max": 1e20,
+                 # IPOPT scales the objective by 100/|grad f(w0)|; a start far from a heavily weighted target
+                 # (terminal weights of 1e8, seed 002's sphere) would shrink it by 1e-8, which makes `tol`
+                 # meaningless (it stopped at 536.3 for an optimum of 533.58). Bounded at 1e-4.
+                 "nlp_scaling_min_value": 1e-4}
+        if opt.deadline is not None:
+            ipopt["max_wall_time"] = float(opt.deadline)
+        ipopt.update(dict(opt.ipopt))
+        return ipopt
+
     #: Keys of a spec's ``dmocc`` section (everything but ``final_state``: the spec's x^N is its desired final state).
     SPEC_KEYS = ("tolerance", "constraint_tolerance", "max_iterations", "final", "hessian", "print_level", "ipopt")
 
@@ -229,20 +249,7 @@ class DmoccSolver:
         f, g, grad_f, jac_g, hess, keep = self._functions(ca)
         w = ca.MX.sym("w", nlp.nw)
         p = ca.MX.sym("p", 0)
-        ipopt = {"tol": opt.tolerance, "constr_viol_tol": opt.constraint_tolerance, "max_iter": opt.max_iterations,
-                 "print_level": opt.print_level, "sb": "yes",
-                 "hessian_approximation": "limited-memory" if opt.hessian == "limited_memory" else "exact",
-                 # The start is a simulated (feasible) trajectory: IPOPT's least-squares multiplier estimate
-                 # there is the adjoint, large when the cost is; its default cap (1000) would zero it and
-                 # leave the first iterations without the dynamics' curvature.
-                 "constr_mult_init_max": 1e20,
-                 # IPOPT scales the objective by 100/|grad f(w0)|; a start far from a heavily weighted target
-                 # (terminal weights of 1e8, seed 002's sphere) would shrink it by 1e-8, which makes `tol`
-                 # meaningless (it stopped at 536.3 for an optimum of 533.58). Bounded at 1e-4.
-                 "nlp_scaling_min_value": 1e-4}
-        if opt.deadline is not None:
-            ipopt["max_wall_time"] = float(opt.deadline)
-        ipopt.update(dict(opt.ipopt))
+        ipopt = opt.ipopt_options()
         stopped = {"why": None}
 
         def on_iteration(f_val, g_val, k):
