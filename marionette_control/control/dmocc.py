@@ -199,15 +199,6 @@ class DmoccSolver:
         hess_sp = ca.Sparsity.triplet(nlp.nw, nlp.nw, hp.rows.tolist(), hp.cols.tolist())
         grad_row_sp = ca.Sparsity.dense(1, nlp.nw)
 
-        def vec(a):
-            return np.asarray(a, dtype=float).ravel()
-
-        def gradient_row(w):
-            return ca.DM(nlp.gradient(w)).T
-
-        def jacobian(w):
-            return ca.DM(jac_sp, nlp.jacobian_values(w))
-
         keep = []   # CasADi holds Callbacks by reference: keep them alive with the solver
 
         def fn(name, ins, outs, body, jac=None):
@@ -215,16 +206,15 @@ class DmoccSolver:
             keep.append(cb)
             return cb
 
-        f = fn("dmocc_f", [x_sp, p_sp], [f_sp], lambda w, p: [nlp.objective(vec(w))],
-               jac=(grad_row_sp, lambda w: gradient_row(vec(w))))
-        g = fn("dmocc_g", [x_sp, p_sp], [g_sp], lambda w, p: [nlp.constraints_value(vec(w))],
-               jac=(jac_sp, lambda w: jacobian(vec(w))))
-        grad_f = fn("dmocc_grad_f", [x_sp, p_sp], [f_sp, x_sp],
-                    lambda w, p: [nlp.objective(vec(w)), nlp.gradient(vec(w))])
+        # Inputs arrive as float vectors (views of CasADi's buffers); outputs are nonzeros in the sparsity's order.
+        f = fn("dmocc_f", [x_sp, p_sp], [f_sp], lambda w, p: [nlp.objective(w)], jac=(grad_row_sp, nlp.gradient))
+        g = fn("dmocc_g", [x_sp, p_sp], [g_sp], lambda w, p: [nlp.constraints_value(w)],
+               jac=(jac_sp, nlp.jacobian_values))
+        grad_f = fn("dmocc_grad_f", [x_sp, p_sp], [f_sp, x_sp], lambda w, p: [nlp.objective(w), nlp.gradient(w)])
         jac_g = fn("dmocc_jac_g", [x_sp, p_sp], [g_sp, jac_sp],
-                   lambda w, p: [nlp.constraints_value(vec(w)), jacobian(vec(w))])
+                   lambda w, p: [nlp.constraints_value(w), nlp.jacobian_values(w)])
         hess = fn("dmocc_hess_lag", [x_sp, p_sp, f_sp, g_sp], [hess_sp],
-                  lambda w, p, s, y: [ca.DM(hess_sp, nlp.hessian_values(vec(w), float(vec(s)[0]), vec(y)))])
+                  lambda w, p, s, y: [nlp.hessian_values(w, float(s[0]), y)])
         return f, g, grad_f, jac_g, hess, keep
 
     def solve(self, X0: np.ndarray, U0: np.ndarray, Lam0: Optional[np.ndarray] = None,
@@ -303,6 +293,9 @@ def _history(stats: dict, t_start: float, elapsed: float) -> list:
                             violation=float(inf_pr[k])) for k in range(1, n)]
 
 
+_EMPTY = np.zeros(0)    # an input CasADi passes as NULL (an empty parameter vector)
+
+
 class _Callback:
     """A CasADi function evaluated in Python (``casadi.Callback``), optionally with its Jacobian."""
 
@@ -325,8 +318,17 @@ class _Callback:
             def get_sparsity_out(self, i):
                 return outs[i]
 
-            def eval(self, args):
-                return body(*[np.asarray(a, dtype=float) for a in args])
+            def has_eval_buffer(self):
+                return True
+
+            def eval_buffer(self, args, res):
+                # Zero-copy: CasADi's input and output nonzeros as numpy views (a DM round trip per argument
+                # cost as much as the derivatives on small problems).
+                values = body(*[_EMPTY if a is None else np.frombuffer(a, dtype=float) for a in args])
+                for r, v in zip(res, values):
+                    if r is not None and len(r):
+                        np.frombuffer(r, dtype=float)[:] = np.ravel(v)
+                return 0
 
             def has_jacobian(self):
                 return jac is not None
@@ -336,7 +338,7 @@ class _Callback:
                 jsp, jfun = jac
                 out_n = outs[0].numel()
                 self._jac_fn = _Callback(ca, jname, list(ins) + list(outs), [jsp, ca.Sparsity(out_n, ins[1].numel())],
-                                         lambda *a: [jfun(a[0]), np.zeros((out_n, ins[1].numel()))])
+                                         lambda *a: [jfun(a[0]), ()])
                 return self._jac_fn
 
         return Fn()
