@@ -21,8 +21,10 @@ graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, `
 ``del_residual``. The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
 and ``<problem>.dmocc.time_to_solution@casadi+ipopt``) so that the runner reports both ratios.
 
-Crocoddyl's FDDP is not measured here: see docs/dmocc.md (its discretization is another, and from u = 0
-it stalls on the swing-up).
+The peer ``crocoddyl`` (``benchmarks/peers/crocoddyl_fddp.py``, its own venv, ``ctx.peer``) adds FDDP where
+its model fits — the pendulum swing-up and the cart-pole, with Crocoddyl's own Pinocchio models and
+integrators (so its optimum is that of another discretization of the same cost), not the wave — paired
+with the projection operator's time as ``<problem>.projection.time_to_solution@crocoddyl_fddp...``.
 """
 
 from __future__ import annotations
@@ -137,4 +139,8 @@ def dmocc(ctx: Context) -> list[Figure]:
         fig(f"{name}.peer.cost", r.cost, "cost", note, PEER)
         fig(f"{name}.peer.constraint_violation", r.violation, "normalized", note, PEER)
         fig(f"{name}.peer.del_residual", r.del_residual, "residual", note, PEER)
+    croc = ctx.peer("crocoddyl")
+    if croc is not None:
+        for f in croc.get("figures", []):
+            fig(f["name"], f["value"], f["unit"], f.get("notes", ""), "crocoddyl")
     return figs
