@@ -202,3 +202,29 @@ def test_two_link_optimum_matches_seed_table_10_1():
     assert np.ptp(H) < 6e-4 and abs(H.mean() - (-0.09238)) < 5e-4
     print(f"\ntwo-link: cost {J:.7f}; state at 5 s {np.r_[r.X[k, :2], v5].round(5)}, costates {lam5.round(5)}; "
           f"H = {H.mean():.5f} ± {np.ptp(H) / 2:.1e}")
+
+
+# ------------------------------------------------------------------ the spec's terminal velocity weight
+
+
+def test_terminal_velocity_weight_is_the_velocity_penalty():
+    """weights.terminal_velocity W: the momentum block of Q_f is M⁻¹WM⁻¹ at the desired final configuration,
+    so ½ pᵀ Q_f,pp p = ½ vᵀ W v with v = M(q_d)⁻¹ p; the configurations' terminal weights stay; a name that is
+    not a dynamic configuration is refused, naming the key."""
+    from marionette_control.control.spec import SpecError
+
+    spec = load_spec(SPECS / "seed004_cartpole.yaml")
+    problem = build_problem(spec)
+    model = problem.model
+    Qf = np.asarray(problem.Qf)
+    M = np.asarray(model.lagrangian(problem.Xd[-1, :2], np.zeros(2))["Lvv"])
+    p = np.array([0.3, -0.7])
+    v = np.linalg.solve(M, p)
+    assert 0.5 * p @ Qf[2:, 2:] @ p == pytest.approx(0.5 * 1e5 * v @ v, rel=1e-12)
+    np.testing.assert_allclose(np.diag(Qf)[:2], [1e5, 1e5])
+    assert np.abs(Qf[:2, 2:]).max() == 0.0 and abs(Qf[2, 3]) > 1e3        # coupled through M
+    with pytest.raises(SpecError, match=r"weights.terminal_velocity.p_cart: matches no name"):
+        build_problem(load_spec(SPECS / "seed004_cartpole.yaml", {"weights.terminal_velocity": {"p_cart": 1.0}}))
+    summary = solve(load_spec(SPECS / "seed004_cartpole.yaml")).summary
+    assert summary["converged"] and summary["max_violation"] == 0.0
+    assert 1e-4 < summary["final_state_error"] < 1e-2        # the soft terminal state: 4.4e-3 rad short of upright
