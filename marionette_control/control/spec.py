@@ -101,7 +101,8 @@ iteration of the final optimization: iteration, cost, descent_norm, step_length,
 elapsed, barrier, barrier_weight, violation); ``stages`` (each initial-trajectory optimization:
 stage, iterations, cost, reason, extra_weight, max_extra_input, history); ``summary`` (also
 initial_cost, tracking_errors (RMS and max per prescribed configuration), input_ranges,
-constraints_satisfied, max_violation); ``constraints`` (feasible, violation, the constraint
+constraints_satisfied, max_violation, final_state_error = max |x_N − x_d(N)|; with DMOCC del_residual,
+final_error); ``constraints`` (feasible, violation, the constraint
 set with its limits, and every constraint row's worst margin, where and where active:
 :func:`~.problem.constraint_report`); ``weights`` and
 ``tracking_gains`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
