@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable
 
 # Modules whose import registers groups (later issues append theirs).
-GROUP_MODULES = ["benchmarks.core", "benchmarks.ros", "benchmarks.optimizer", "benchmarks.constraints"]
+GROUP_MODULES = ["benchmarks.core", "benchmarks.ros", "benchmarks.optimizer", "benchmarks.constraints",
+                 "benchmarks.dmocc"]
 
 
 @dataclass

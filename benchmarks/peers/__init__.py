@@ -42,6 +42,9 @@ PEERS = {
     "trep-optimizer": Peer("trep-optimizer", HERE / "install_trep.sh", HERE / "trep_optimizer.py",
                            "trep 1.0.2's discrete optimizer trep.discopt (DOptimizer, dlqr) on the optimizer "
                            "group's problems; same venv as 'trep'", env="trep"),
+    "crocoddyl": Peer("crocoddyl", HERE / "install_crocoddyl.sh", HERE / "crocoddyl_fddp.py",
+                      "Crocoddyl 3.2.1 (pin 4.0.0) FDDP on the dmocc group's pendulum swing-up and cart-pole, its own "
+                      "Pinocchio models and integrators"),
 }
 
 

@@ -102,6 +102,26 @@ class DmoccOptions:
             raise ValueError(f"dmocc ipopt options must be a mapping of option names to values, got {self.ipopt!r}")
 
 
+    def ipopt_options(self) -> dict:
+        """IPOPT's options: these settings and the ones that make the start work (the ``dmocc`` benchmark
+        gives its CasADi peer the same)."""
+        opt = self
+        ipopt = {"tol": opt.tolerance, "constr_viol_tol": opt.constraint_tolerance, "max_iter": opt.max_iterations,
+                 "print_level": opt.print_level, "sb": "yes",
+                 "hessian_approximation": "limited-memory" if opt.hessian == "limited_memory" else "exact",
+                 # The start is a simulated (feasible) trajectory: IPOPT's least-squares multiplier estimate
+                 # there is the adjoint, large when the cost is; its default cap (1000) would zero it and
+                 # leave the first iterations without the dynamics' curvature.
+                 "constr_mult_init_max": 1e20,
+                 # IPOPT scales the objective by 100/|grad f(w0)|; a start far from a heavily weighted target
+                 # (terminal weights of 1e8, seed 002's sphere) would shrink it by 1e-8, which makes `tol`
+                 # meaningless (it stopped at 536.3 for an optimum of 533.58). Bounded at 1e-4.
+                 "nlp_scaling_min_value": 1e-4}
+        if opt.deadline is not None:
+            ipopt["max_wall_time"] = float(opt.deadline)
+        ipopt.update(dict(opt.ipopt))
+        return ipopt
+
     #: Keys of a spec's ``dmocc`` section (everything but ``final_state``: the spec's x^N is its desired final state).
     SPEC_KEYS = ("tolerance", "constraint_tolerance", "max_iterations", "final", "hessian", "print_level", "ipopt")
 
@@ -179,15 +199,6 @@ class DmoccSolver:
         hess_sp = ca.Sparsity.triplet(nlp.nw, nlp.nw, hp.rows.tolist(), hp.cols.tolist())
         grad_row_sp = ca.Sparsity.dense(1, nlp.nw)
 
-        def vec(a):
-            return np.asarray(a, dtype=float).ravel()
-
-        def gradient_row(w):
-            return ca.DM(nlp.gradient(w)).T
-
-        def jacobian(w):
-            return ca.DM(jac_sp, nlp.jacobian_values(w))
-
         keep = []   # CasADi holds Callbacks by reference: keep them alive with the solver
 
         def fn(name, ins, outs, body, jac=None):
@@ -195,16 +206,15 @@ class DmoccSolver:
             keep.append(cb)
             return cb
 
-        f = fn("dmocc_f", [x_sp, p_sp], [f_sp], lambda w, p: [nlp.objective(vec(w))],
-               jac=(grad_row_sp, lambda w: gradient_row(vec(w))))
-        g = fn("dmocc_g", [x_sp, p_sp], [g_sp], lambda w, p: [nlp.constraints_value(vec(w))],
-               jac=(jac_sp, lambda w: jacobian(vec(w))))
-        grad_f = fn("dmocc_grad_f", [x_sp, p_sp], [f_sp, x_sp],
-                    lambda w, p: [nlp.objective(vec(w)), nlp.gradient(vec(w))])
+        # Inputs arrive as float vectors (views of CasADi's buffers); outputs are nonzeros in the sparsity's order.
+        f = fn("dmocc_f", [x_sp, p_sp], [f_sp], lambda w, p: [nlp.objective(w)], jac=(grad_row_sp, nlp.gradient))
+        g = fn("dmocc_g", [x_sp, p_sp], [g_sp], lambda w, p: [nlp.constraints_value(w)],
+               jac=(jac_sp, nlp.jacobian_values))
+        grad_f = fn("dmocc_grad_f", [x_sp, p_sp], [f_sp, x_sp], lambda w, p: [nlp.objective(w), nlp.gradient(w)])
         jac_g = fn("dmocc_jac_g", [x_sp, p_sp], [g_sp, jac_sp],
-                   lambda w, p: [nlp.constraints_value(vec(w)), jacobian(vec(w))])
+                   lambda w, p: [nlp.constraints_value(w), nlp.jacobian_values(w)])
         hess = fn("dmocc_hess_lag", [x_sp, p_sp, f_sp, g_sp], [hess_sp],
-                  lambda w, p, s, y: [ca.DM(hess_sp, nlp.hessian_values(vec(w), float(vec(s)[0]), vec(y)))])
+                  lambda w, p, s, y: [nlp.hessian_values(w, float(s[0]), y)])
         return f, g, grad_f, jac_g, hess, keep
 
     def solve(self, X0: np.ndarray, U0: np.ndarray, Lam0: Optional[np.ndarray] = None,
@@ -229,16 +239,7 @@ class DmoccSolver:
         f, g, grad_f, jac_g, hess, keep = self._functions(ca)
         w = ca.MX.sym("w", nlp.nw)
         p = ca.MX.sym("p", 0)
-        ipopt = {"tol": opt.tolerance, "constr_viol_tol": opt.constraint_tolerance, "max_iter": opt.max_iterations,
-                 "print_level": opt.print_level, "sb": "yes",
-                 "hessian_approximation": "limited-memory" if opt.hessian == "limited_memory" else "exact",
-                 # The start is a simulated (feasible) trajectory: IPOPT's least-squares multiplier estimate
-                 # there is the adjoint, large when the cost is; its default cap (1000) would zero it and
-                 # leave the first iterations without the dynamics' curvature.
-                 "constr_mult_init_max": 1e20}
-        if opt.deadline is not None:
-            ipopt["max_wall_time"] = float(opt.deadline)
-        ipopt.update(dict(opt.ipopt))
+        ipopt = opt.ipopt_options()
         stopped = {"why": None}
 
         def on_iteration(f_val, g_val, k):
@@ -292,6 +293,9 @@ def _history(stats: dict, t_start: float, elapsed: float) -> list:
                             violation=float(inf_pr[k])) for k in range(1, n)]
 
 
+_EMPTY = np.zeros(0)    # an input CasADi passes as NULL (an empty parameter vector)
+
+
 class _Callback:
     """A CasADi function evaluated in Python (``casadi.Callback``), optionally with its Jacobian."""
 
@@ -314,8 +318,17 @@ class _Callback:
             def get_sparsity_out(self, i):
                 return outs[i]
 
-            def eval(self, args):
-                return body(*[np.asarray(a, dtype=float) for a in args])
+            def has_eval_buffer(self):
+                return True
+
+            def eval_buffer(self, args, res):
+                # Zero-copy: CasADi's input and output nonzeros as numpy views (a DM round trip per argument
+                # cost as much as the derivatives on small problems).
+                values = body(*[_EMPTY if a is None else np.frombuffer(a, dtype=float) for a in args])
+                for r, v in zip(res, values):
+                    if r is not None and len(r):
+                        np.frombuffer(r, dtype=float)[:] = np.ravel(v)
+                return 0
 
             def has_jacobian(self):
                 return jac is not None
@@ -325,7 +338,7 @@ class _Callback:
                 jsp, jfun = jac
                 out_n = outs[0].numel()
                 self._jac_fn = _Callback(ca, jname, list(ins) + list(outs), [jsp, ca.Sparsity(out_n, ins[1].numel())],
-                                         lambda *a: [jfun(a[0]), np.zeros((out_n, ins[1].numel()))])
+                                         lambda *a: [jfun(a[0]), ()])
                 return self._jac_fn
 
         return Fn()

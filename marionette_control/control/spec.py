@@ -60,6 +60,9 @@ are required)::
       input: {default: 0.01}               # defaults by kind, tracking_problem.py); exact names
                                            # override patterns; input weights must be > 0
       terminal: {}                  #   overrides of the state weights at the final step
+      terminal_velocity: {theta: 1.0e+5}   # weights on the final velocities of dynamic configurations
+                                    #   (replace the momenta's terminal weights by M^-1 W M^-1 at the
+                                    #   desired final configuration; seed004_cartpole.yaml)
     optimizer:                      # defaults: tracking_problem.py (ProblemDefaults)
       schedule: [[quasi_newton, 4], [newton, null]]   # (method, iterations); null = until convergence
       tolerance: 1.0e-6             # stop when |Dh o dxi| < tolerance (thesis L2377)
@@ -98,7 +101,8 @@ iteration of the final optimization: iteration, cost, descent_norm, step_length,
 elapsed, barrier, barrier_weight, violation); ``stages`` (each initial-trajectory optimization:
 stage, iterations, cost, reason, extra_weight, max_extra_input, history); ``summary`` (also
 initial_cost, tracking_errors (RMS and max per prescribed configuration), input_ranges,
-constraints_satisfied, max_violation); ``constraints`` (feasible, violation, the constraint
+constraints_satisfied, max_violation, final_state_error = max |x_N − x_d(N)|; with DMOCC del_residual,
+final_error); ``constraints`` (feasible, violation, the constraint
 set with its limits, and every constraint row's worst margin, where and where active:
 :func:`~.problem.constraint_report`); ``weights`` and
 ``tracking_gains`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
@@ -160,6 +164,7 @@ from marionette_control.control.tracking_problem import (
     rest_state,
     sample_keyframes,
     static_equilibrium,
+    terminal_velocity_weight,
     weights_by_name,
 )
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
@@ -486,9 +491,11 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
     if "embedding" in it and method == "relaxation" and init.embedding is None:
         c.fail("initial_trajectory.embedding", "set relaxation.embedding: true to embed the relaxed system")
 
-    w = c.mapping(data.get("weights") or {}, "weights", optional=("state", "input", "terminal"))
+    w = c.mapping(data.get("weights") or {}, "weights", optional=("state", "input", "terminal", "terminal_velocity"))
     weights = {k: _weights_map(c, w.get(k), f"weights.{k}") for k in ("state", "input")}
     weights["terminal"] = _weights_map(c, w["terminal"], "weights.terminal") if "terminal" in w else None
+    weights["terminal_velocity"] = (_weights_map(c, w["terminal_velocity"], "weights.terminal_velocity")
+                                    if "terminal_velocity" in w else None)
 
     o = c.mapping(data.get("optimizer") or {}, "optimizer",
                   optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
@@ -666,6 +673,11 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
     except UnknownWeightName as e:
         _unknown_weight(spec, e)
     _positive_weights(spec, "weights.input", R)
+    if w["terminal_velocity"] is not None:
+        try:
+            Qf = terminal_velocity_weight(model, Xd[-1], w["terminal_velocity"], Qf, "weights.terminal_velocity")
+        except UnknownWeightName as e:
+            _unknown_weight(spec, e)
     GQ, GR = GainWeights().vectors(model)
     GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names), GQ)
     GR = _positive_weights(spec, "tracking_gains.input", weight_vector(
@@ -829,6 +841,7 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
         "tracking_errors": problem.tracking_errors(result.X),
         "input_ranges": input_ranges(model, result.U),
         "constraints_satisfied": bool(result.feasible), "max_violation": float(result.violation),
+        "final_state_error": float(np.abs(result.X[-1] - problem.Xd[-1]).max()),
     }
     info = {
         "summary": summary,

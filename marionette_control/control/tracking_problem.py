@@ -319,6 +319,24 @@ def cost_weights(model, named: Sequence[str], defaults: WeightDefaults, state: O
     return Q, R, Qf
 
 
+def terminal_velocity_weight(model, xd: np.ndarray, velocity: Mapping[str, float], Qf: np.ndarray,
+                             group: str = "terminal_velocity") -> np.ndarray:
+    """Qf (nx, nx): the terminal weight ``Qf`` (nx,) whose momentum block is replaced by weights on the
+    *velocities* of the dynamic configurations: ½ (v − v_d)ᵀ W (v − v_d) with v = M(q_d)⁻¹ p, i.e. the block
+    M⁻¹ W M⁻¹ (M the dynamic block of the mass matrix at the desired final configuration; exact where
+    q_N = q_d and the kinematic velocities are the desired ones — the Hessian of a velocity penalty at a rest
+    target, as seed 004 App. A states its terminal cost). ``velocity`` maps dynamic configuration names (or
+    ``default``, glob patterns) to weights ≥ 0; the momenta's weights in ``Qf`` are discarded."""
+    nq, nd = model.nq, model.nd
+    W = weights_by_name(np.zeros(nd), list(model.config_names)[:nd], velocity, group)
+    M = np.asarray(model.lagrangian(np.asarray(xd[:nq], float), np.zeros(nq))["Lvv"])[:nd, :nd]
+    Minv = np.linalg.inv(M)
+    out = np.diag(np.asarray(Qf, dtype=float))
+    p = slice(nq, nq + nd)
+    out[p, p] = Minv @ np.diag(W) @ Minv
+    return 0.5 * (out + out.T)
+
+
 # --------------------------------------------------------------------------------------------- initial state
 
 

@@ -280,7 +280,10 @@ class Transcription:
         return r
 
     def step_jacobian(self, ev) -> np.ndarray:
-        """E (N+1, nx + nU + m, 2n + nU + m): d(x_k, u_k, λ_k)/d(q_{k-1}, q_k, u_k, λ_k) (module docstring)."""
+        """E (N+1, nx + nU + m, 2n + nU + m): d(x_k, u_k, λ_k)/d(q_{k-1}, q_k, u_k, λ_k) (module docstring);
+        computed once per point (the gradient, Jacobian and Hessian at one w share it)."""
+        if "E" in ev:
+            return ev["E"]
         n, nd, nk, nq, nx, nU, m, N = self.n, self.nd, self.nk, self.n, self.nx, self.nU, self.m, self.N
         E = np.zeros((N + 1, nx + nU + m, 2 * n + nU + m))
         E[:, :nq, n:2 * n] = np.eye(n)
@@ -289,13 +292,16 @@ class Transcription:
         E[:, nq + nd:nx, nd:n] = -np.eye(nk) / self.dt
         E[:, nx:, 2 * n:] = np.eye(nU + m)
         E[0, :nx] = 0.0          # x(0) is fixed
+        ev["E"] = E
         return E
 
     def _step_gradients(self, ev, sigma: float, y_ineq: Sequence[np.ndarray]):
         """G (N+1, nx + nU + m): σ∇h + Σ y ∇margins w.r.t. (x_k, u_k, λ_k); and the Hessian blocks
         Hs (N+1, nx + nU + m, nx + nU + m) of the same without the momenta's curvature."""
         N, nx, nU, m = self.N, self.nx, self.nU, self.m
-        d = self.cost.calc_diff(self.cost.create_data(), ev["point"], exact=True)
+        d = ev.get("cost_diff")
+        if d is None:
+            d = ev["cost_diff"] = self.cost.calc_diff(self.cost.create_data(), ev["point"], exact=True)
         G = np.zeros((N + 1, nx + nU + m))
         G[:, :nx] = sigma * d.lx
         G[:N, nx:nx + nU] = sigma * d.lu
@@ -349,7 +355,7 @@ class Transcription:
         ev = self.evaluate(w, jacobian=True)
         G, _ = self._step_gradients(ev, 1.0, [np.zeros((self.N + 1, len(c))) for c in self.constraints])
         E = self.step_jacobian(ev)
-        loc = np.einsum("kij,ki->kj", E, G)
+        loc = np.matmul(G[:, None, :], E)[:, 0]
         out = np.zeros(self.nw)
         ok = self.step_idx >= 0
         np.add.at(out, self.step_idx[ok], loc[ok])
@@ -366,7 +372,7 @@ class Transcription:
         E = self.step_jacobian(ev)
         for c, (steps, rows) in zip(self.constraints, self._ineq_rows):
             D = self._margin_jacobian(c, ev)
-            blocks.append(np.einsum("kri,kij->krj", D, E)[steps, rows])
+            blocks.append(np.matmul(D, E)[steps, rows])
         return self.jac_pattern.values(blocks)
 
     def hessian_values(self, w, sigma: float, lam_g: np.ndarray) -> np.ndarray:
@@ -391,7 +397,7 @@ class Transcription:
         Z += G[1:, n:n + nd]          # covectors on p_k = P[k-1]: their curvature comes from the core
         Hcore = self.system.del_hessian(ev["Q"], ev["U"][:, :self.nu], ev["Lam"], Y, Z)
         E = self.step_jacobian(ev)
-        Hloc = np.einsum("kai,kab,kbj->kij", E, Hs, E, optimize=True)
+        Hloc = np.matmul(np.swapaxes(E, 1, 2), np.matmul(Hs, E))
         return self.hess_pattern.values([Hcore, Hloc])
 
     # -- sparsity --------------------------------------------------------------------------------------

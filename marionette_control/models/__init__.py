@@ -45,13 +45,15 @@ def get(name: str, **params) -> _core.Model:
 
 
 def _register_builtin() -> None:
-    from marionette_control.models import cart_pendulum, humanoid_marionette, marionette_arm, pendulum
+    from marionette_control.models import cart_pendulum, humanoid_marionette, marionette_arm, pendulum, seed_benchmarks
 
     register("pendulum", pendulum.pendulum, pendulum.PENDULUM_DESCRIPTION)
     register("double_pendulum", pendulum.double_pendulum, pendulum.DOUBLE_PENDULUM_DESCRIPTION)
     register("humanoid_marionette", humanoid_marionette.humanoid_marionette, humanoid_marionette.DESCRIPTION)
     register("cart_pendulum", cart_pendulum.cart_pendulum, cart_pendulum.DESCRIPTION)
     register("marionette_arm", marionette_arm.marionette_arm, marionette_arm.DESCRIPTION)
+    register("rigid_sphere", seed_benchmarks.rigid_sphere, seed_benchmarks.SPHERE_DESCRIPTION)
+    register("two_link_arm", seed_benchmarks.two_link_arm, seed_benchmarks.TWO_LINK_DESCRIPTION)
 
 
 _register_builtin()

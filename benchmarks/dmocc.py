@@ -1,0 +1,146 @@
+"""DMOCC group: the projection operator, DMOCC and CasADi + IPOPT on the same discrete problems (issue 15).
+
+Problems (each from the same start, the projection optimizer's initial trajectory):
+
+* ``pendulum``: seed 001 §VIII-A's swing-up (the optimizer group's: Δt = 0.1, N = 100, Q = diag(1000, 1),
+  R = 50, Q_f = Q, from hanging at rest; optimum 13297.37889);
+* ``cartpole``: seed 004 App. A (``config/optimize/seed004_cartpole.yaml``: N = 200, soft terminal
+  state; optimum 308.8219);
+* ``wave``: the marionette arm's 8 s wave (``config/optimize/marionette_arm_wave.yaml``: N = 800, the
+  string constraint, 14 drive-range, speed, acceleration and string-tension rows per step).
+
+Methods: ``projection`` (:class:`~marionette_control.control.optimizer.ProjectionOptimizer` with the
+problem's options: the wave's limits by its barrier), ``dmocc`` (:func:`~marionette_control.control.dmocc.
+solve_problem`, IPOPT on the core's exact derivatives through Python callbacks) and the peer
+``casadi+ipopt`` (:mod:`benchmarks.casadi_del`: the same DEL transcribed in CasADi symbols, CasADi's
+automatic derivatives, the same variables, start and IPOPT options; checked against the core first).
+Figures per problem and method: ``time_to_solution`` (s, median of repeated runs; ours from the problem
+and start to the result, the NLP's construction included; the peer's IPOPT solve alone, its expression
+graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, ``cost``,
+``constraint_violation`` (largest normalized inequality violation) and, for the transcriptions,
+``del_residual``. The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
+and ``<problem>.dmocc.time_to_solution@casadi+ipopt``) so that the runner reports both ratios.
+
+The peer ``crocoddyl`` (``benchmarks/peers/crocoddyl_fddp.py``, its own venv, ``ctx.peer``) adds FDDP where
+its model fits — the pendulum swing-up and the cart-pole, with Crocoddyl's own Pinocchio models and
+integrators (so its optimum is that of another discretization of the same cost), not the wave — paired
+with the projection operator's time as ``<problem>.projection.time_to_solution@crocoddyl_fddp...``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks.registry import Context, Figure, benchmark_group
+
+PEER = "casadi+ipopt"
+
+
+def _pendulum():
+    from marionette_control import models
+    from marionette_control.control.optimizer import OptimizerOptions
+    from marionette_control.control.problem import ConstraintOptions, build
+
+    m = models.get("pendulum")
+    N, dt = 100, 0.1
+    Xd = np.zeros((N + 1, 2))
+    Xd[N // 2:, 0] = np.pi
+    Q = np.array([1000.0, 1.0])
+    p = build(m, dt, np.arange(N + 1) * dt, Xd, np.zeros((N, 1)), np.zeros(2), Q, np.array([50.0]), Q,
+              constraints=ConstraintOptions(enabled=False), options=OptimizerOptions())
+    return p, np.zeros((N + 1, 2)), np.zeros((N, 1)), {}, {"theta": 0}
+
+
+def _from_spec(name, damping, forces):
+    def make():
+        from marionette_control.control.spec import build_problem, config_dir, initial_trajectory, load_spec
+
+        spec = load_spec(config_dir() / "optimize" / name)
+        problem = build_problem(spec)
+        X0, U0, _ = initial_trajectory(spec, problem)
+        return problem, X0, U0, damping, forces
+    return make
+
+
+PROBLEMS = {
+    "pendulum": _pendulum,
+    "cartpole": _from_spec("seed004_cartpole.yaml", {}, {"cart": 0}),
+    "wave": _from_spec("marionette_arm_wave.yaml", {"shoulder": 0.02, "elbow": 0.01}, {}),
+}
+
+
+def _median_run(fn, reps):
+    out, times = None, []
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return out, times
+
+
+def _spread(times):
+    return f"median of {len(times)} runs (min {min(times):.4g} s, max {max(times):.4g} s)"
+
+
+@benchmark_group("dmocc", "projection operator, DMOCC and CasADi + IPOPT on the pendulum swing-up, the "
+                          "cart-pole and the constrained wave")
+def dmocc(ctx: Context) -> list[Figure]:
+    import casadi as ca
+
+    from benchmarks import casadi_del
+    from marionette_control.control.dmocc import DmoccOptions, solve_problem
+    from marionette_control.control.optimizer import ProjectionOptimizer
+
+    figs: list[Figure] = []
+
+    def fig(name, value, unit, notes, peer=None):
+        figs.append(Figure(name, float(value), unit, "dmocc", peer, notes))
+
+    reps = {"pendulum": 3 if ctx.quick else 9, "cartpole": 3 if ctx.quick else 7, "wave": 1 if ctx.quick else 3}
+    for name, make in PROBLEMS.items():
+        problem, X0, U0, damping, forces = make()
+        ctx.log(f"dmocc: {name} (N = {problem.N}, {reps[name]} runs per method)")
+        Lam0 = problem.system.constraint_forces_trajectory(X0, U0) if problem.model.nc else np.zeros((problem.N, 0))
+
+        def projection():
+            return ProjectionOptimizer(problem.system, problem.cost, problem.options).optimize(X0, U0)
+
+        def transcription():
+            return solve_problem(problem, X0, U0, DmoccOptions())
+
+        for method, fn in (("projection", projection), ("dmocc", transcription)):
+            fn()                                                    # warm-up
+            r, times = _median_run(fn, reps[name])
+            note = f"{r.reason} after {r.iterations} iterations, cost {r.cost:.10g}; {_spread(times)}"
+            fig(f"{name}.{method}.time_to_solution", statistics.median(times), "s", note)
+            fig(f"{name}.{method}.iterations", r.iterations, "iterations", note)
+            fig(f"{name}.{method}.cost", r.cost, "cost", note)
+            fig(f"{name}.{method}.constraint_violation", r.violation, "normalized", note)
+            if method == "dmocc":
+                fig(f"{name}.dmocc.del_residual", r.del_residual, "residual", note)
+
+        sm = casadi_del.symbolic_model(ca, problem.model, problem.dt, damping, forces)
+        check = casadi_del.check_against_core(ca, sm, problem.model, problem.system, X0, U0, Lam0)
+        ipopt = DmoccOptions().ipopt_options()
+        runs = [casadi_del.solve(ca, sm, problem, X0, U0, Lam0, ipopt) for _ in range(reps[name] + 1)][1:]
+        r = runs[-1]
+        solve_times, setups = [x.solve for x in runs], [x.setup for x in runs]
+        note = (f"{r.status} after {r.iterations} IPOPT iterations, cost {r.cost:.10g}; IPOPT solve only, "
+                f"{_spread(solve_times)}; the same DEL as the core's (largest difference on the start "
+                f"{check:.1e})")
+        for method in ("projection", "dmocc"):
+            fig(f"{name}.{method}.time_to_solution@{PEER}", statistics.median(solve_times), "s", note, PEER)
+        fig(f"{name}.peer_setup", statistics.median(setups), "s",
+            f"the peer's expression graph and nlpsol creation before its solve; {_spread(setups)}", PEER)
+        fig(f"{name}.peer.iterations", r.iterations, "iterations", note, PEER)
+        fig(f"{name}.peer.cost", r.cost, "cost", note, PEER)
+        fig(f"{name}.peer.constraint_violation", r.violation, "normalized", note, PEER)
+        fig(f"{name}.peer.del_residual", r.del_residual, "residual", note, PEER)
+    croc = ctx.peer("crocoddyl")
+    if croc is not None:
+        for f in croc.get("figures", []):
+            fig(f["name"], f["value"], f["unit"], f.get("notes", ""), "crocoddyl")
+    return figs
