@@ -261,18 +261,8 @@ class LQSolution:
         X : numpy.ndarray, shape (N + 1, n)
         U : numpy.ndarray, shape (N, m)
         """
-        N, m, n = self.K.shape
-        X = np.empty((N + 1, n))
-        X[0] = _state_vector(x0, n)
-        A, B, K, C = self.A, self.B, self.K, self.C
-        # x(k+1) = (A - BK) x(k) - BC: the closed-loop matrices in one batch, then one product per step.
-        Acl = A - B @ K
-        d = -np.einsum("kij,kj->ki", B, C)
-        for k in range(N):
-            np.dot(Acl[k], X[k], out=X[k + 1])
-            X[k + 1] += d[k]
-        U = -(np.einsum("kij,kj->ki", K, X[:-1]) + C)
-        return X, U
+        x = np.ascontiguousarray(_state_vector(x0, self.K.shape[2]))
+        return _core._lq_rollout(np.ascontiguousarray(self.A), np.ascontiguousarray(self.B), self.K, self.C, x)
 
 
 class DLQRSolution(NamedTuple):
