@@ -33,6 +33,9 @@ using OStride = Eigen::OuterStride<>;
 using CMap = Eigen::Map<const ColMat, 0, OStride>;
 using MMap = Eigen::Map<ColMat, 0, OStride>;
 
+/// Products of at most this many multiply-adds run as plain loops (see Gemm).
+constexpr long kSmallProduct = 512;
+
 /// C (M x N, column-major, leading dimension ldc) = alpha op(A) op(B) + beta C.
 struct Gemm {
   DgemmFn blas;
@@ -45,6 +48,20 @@ struct Gemm {
         for (int i = 0; i < M; ++i) {
           double& c = C[i + static_cast<long>(j) * ldc];
           c = beta == 0.0 ? 0.0 : beta * c;
+        }
+      return;
+    }
+    if (static_cast<long>(M) * N * K <= kSmallProduct) {
+      // Small products (a pendulum's sweep: 1 x 2 x 2) cost less as plain loops than a BLAS call's
+      // dispatch and packing.
+      for (int j = 0; j < N; ++j)
+        for (int i = 0; i < M; ++i) {
+          double sum = 0.0;
+          for (int l = 0; l < K; ++l)
+            sum += (ta ? A[l + static_cast<long>(i) * lda] : A[i + static_cast<long>(l) * lda]) *
+                   (tb ? B[j + static_cast<long>(l) * ldb] : B[l + static_cast<long>(j) * ldb]);
+          double& c = C[i + static_cast<long>(j) * ldc];
+          c = beta == 0.0 ? alpha * sum : beta * c + alpha * sum;
         }
       return;
     }

@@ -447,6 +447,8 @@ class ProjectionOptimizer:
         data = cost.create_data()
         p = self.point(X, U, Lam)
         g = cost.calc(data, p)
+        if not cost.barriers:
+            return _Iterate(X, U, p.Lam, g, g, 0.0, 0.0)
         barrier = sum(data.values[t.name] for t in cost.barriers)
         C = self.margins(p)
         return _Iterate(X, U, p.Lam, g, g - barrier, barrier, max(0.0, -float(C.min(initial=np.inf))), C)
@@ -736,8 +738,8 @@ class ProjectionOptimizer:
             new = self._cost_at(cost, out[0], out[1], out[2] if self._lam else None)
             if not np.isfinite(new.objective) or new.objective >= it.objective + opt.armijo_alpha * lam * slope:
                 return None
-            if feasible and (new.violation > opt.feasibility_tolerance
-                             or np.any(new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
+            if feasible and self._barriers and (new.violation > opt.feasibility_tolerance or np.any(
+                    new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
                 return None
             return lam, new
 
