@@ -68,6 +68,7 @@ x(0) is the running cost ℓ(x(0), u(0), 0); an :class:`~.terms.InitialState` te
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -88,12 +89,14 @@ MAX_RETREATS = 3
 
 
 class OptionError(ValueError):
-    """An invalid optimizer option; ``option`` names it (``tolerance``, ``schedule[1]``) for front ends to word
-    the error in their own terms (a spec key, a request field)."""
+    """An invalid optimizer option: ``option`` names it (an :class:`OptimizerOptions` field, or
+    ``schedule[i]``, ``schedule[i].method``, ``schedule[i].iterations`` for entry ``entry`` = i of the
+    schedule), ``message`` says what is wrong without naming it. Front ends word ``option`` in their
+    own terms (a spec key, a request field, a parameter entry); ``str()`` is ``"<option>: <message>"``."""
 
-    def __init__(self, option: str, message: str):
-        super().__init__(message)
-        self.option = option
+    def __init__(self, option: str, message: str, entry: Optional[int] = None):
+        super().__init__(f"{option}: {message}")
+        self.option, self.message, self.entry = option, message, entry
 
 
 @dataclass
@@ -152,50 +155,43 @@ class OptimizerOptions:
     barrier_iterations: int = 5
 
     def __post_init__(self):
+        """The one check of every optimizer option (OptionError names the option)."""
         sched = []
         for i, entry in enumerate(self.schedule):
             try:
                 method, count = entry
             except (TypeError, ValueError):
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i} must be (method, iterations), got {entry!r}") \
-                    from None
+                raise OptionError(f"schedule[{i}]", f"expected (method, iterations), got {entry!r}", i) from None
             if method not in METHODS:
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: unknown method {method!r}; use one of "
-                                                    f"{', '.join(METHODS)}")
-            if count is not None and (isinstance(count, bool) or int(count) != count or count < 0):
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: iterations must be a non-negative integer "
-                                                    "or None")
+                raise OptionError(f"schedule[{i}].method", f"unknown method {method!r}; use one of {', '.join(METHODS)}",
+                                  i)
+            if count is not None and not _is_integer(count, 0):
+                raise OptionError(f"schedule[{i}].iterations", f"expected an integer >= 0 or None (until convergence), "
+                                                               f"got {count!r}", i)
             if count is None and i != len(self.schedule) - 1:
-                raise OptionError(f"schedule[{i}]", "only the last schedule entry may run until convergence (None)")
+                raise OptionError(f"schedule[{i}].iterations", "only the last entry of the schedule may run until "
+                                                               "convergence", i)
             sched.append((method, None if count is None else int(count)))
         if not sched:
             raise OptionError("schedule", "the method schedule is empty")
         self.schedule = tuple(sched)
         for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
                      "feasibility_tolerance"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {v}")
-        if not (np.isfinite(self.barrier_start) and self.barrier_start >= 1):
-            raise ValueError(f"barrier_start must be finite and >= 1, got {self.barrier_start}")
-        if isinstance(self.barrier_iterations, bool) or int(self.barrier_iterations) != self.barrier_iterations \
-                or self.barrier_iterations < 1:
-            raise ValueError(f"barrier_iterations must be an integer >= 1, got {self.barrier_iterations!r}")
-        if not (0 < self.fraction_to_boundary < 1):
-            raise ValueError(f"fraction_to_boundary must lie in (0, 1), got {self.fraction_to_boundary}")
-        if not (0 < self.barrier_decrease < 1):
-            raise ValueError(f"barrier_decrease must lie in (0, 1), got {self.barrier_decrease}")
-        if not (0 < self.armijo_beta < 1) or not (0 < self.armijo_alpha < 1):
-            raise ValueError("armijo_beta and armijo_alpha must lie in (0, 1)")
-        if self.max_iterations < 0 or self.armijo_max_steps < 1:
-            raise ValueError("max_iterations must be >= 0 and armijo_max_steps >= 1")
-        if self.deadline is not None and not (self.deadline > 0):
-            raise ValueError(f"deadline must be > 0 seconds, got {self.deadline}")
+            _require(name, getattr(self, name), lambda v: v > 0, "finite and > 0")
+        _require("barrier_start", self.barrier_start, lambda v: v >= 1, "finite and >= 1")
+        for name in ("fraction_to_boundary", "barrier_decrease", "armijo_beta", "armijo_alpha"):
+            _require(name, getattr(self, name), lambda v: 0 < v < 1, "in (0, 1)")
+        for name, low in (("max_iterations", 0), ("armijo_max_steps", 1), ("barrier_iterations", 1)):
+            if not _is_integer(getattr(self, name), low):
+                raise OptionError(name, f"expected an integer >= {low}, got {getattr(self, name)!r}")
+            setattr(self, name, int(getattr(self, name)))
+        if self.deadline is not None:
+            _require("deadline", self.deadline, lambda v: v > 0, "None or finite and > 0 (seconds)")
         if not isinstance(self.free_initial_state, (bool, np.bool_)):
-            raise ValueError(f"free_initial_state must be True or False, got {self.free_initial_state!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or int(self.threads) != self.threads
-                                         or self.threads < 1):
-            raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
+            raise OptionError("free_initial_state", f"expected True or False, got {self.free_initial_state!r}")
+        if self.threads is not None and not _is_integer(self.threads, 1):
+            raise OptionError("threads", f"expected None or an integer >= 1, got {self.threads!r}")
+        self.threads = None if self.threads is None else int(self.threads)
 
     def method_at(self, iteration: int) -> str:
         """Method of the schedule for a 0-based iteration number."""
@@ -205,6 +201,22 @@ class OptimizerOptions:
                 return method
             start += count
         return self.schedule[-1][0]
+
+
+def _is_integer(value, low: int) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
+        return False
+    return math.isfinite(value) and value == int(value) and value >= low
+
+
+def _require(option: str, value, ok, expected: str) -> None:
+    """OptionError unless ``value`` is a finite number with ``ok(value)``."""
+    try:
+        good = not isinstance(value, bool) and math.isfinite(value) and ok(value)
+    except TypeError:
+        good = False
+    if not good:
+        raise OptionError(option, f"must be {expected}, got {value!r}")
 
 
 @dataclass
