@@ -203,6 +203,11 @@ class OptimizerOptions:
         return self.schedule[-1][0]
 
 
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ a·b over every entry (a directional derivative Dh∘ζ)."""
+    return float(np.vdot(a, b))
+
+
 def _is_integer(value, low: int) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
         return False
@@ -553,8 +558,7 @@ class ProjectionOptimizer:
                     raise
                 used = "quasi_newton" if used == "newton" else "steepest"
         Z, V = sol.rollout(dx0)
-        slope = float(np.einsum("ki,ki->", lx, Z) + np.einsum("ki,ki->", lu, V))
-        return _Direction(Z, V, slope, used, model, lx, lu)
+        return _Direction(Z, V, _dot(lx, Z) + _dot(lu, V), used, model, lx, lu)
 
     def _barrier_step(self, d: "_Direction", A, B, point: Point, cost: Cost) -> tuple:
         """(Z, V, Dg∘ζ) of the barrier problem ``cost``: the minimizer of the model with the barrier of the
@@ -564,7 +568,7 @@ class ProjectionOptimizer:
             return d.Z, d.V, d.slope
         Z, V, _ = barrier_direction(A, B, d.model, d.lx, d.lu, d.Z, d.V, cost.barriers, point,
                                     opt.barrier_iterations, opt.fraction_to_boundary)
-        return Z, V, float(np.einsum("ki,ki->", d.lx, Z) + np.einsum("ki,ki->", d.lu, V))
+        return Z, V, _dot(d.lx, Z) + _dot(d.lu, V)
 
     @staticmethod
     def _initial_direction(sol, model: QuadraticModel) -> np.ndarray:
