@@ -757,8 +757,9 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
 
     ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
     receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
-    the whole run; on a deadline or cancel the best trajectory so far is returned (satisfying the
-    constraints as soon as one iterate did; ``summary['constraints_satisfied']`` says whether it does).
+    the whole run; on a deadline or cancel the best trajectory so far is returned (one that satisfies the
+    constraints when the start or an iterate did, :mod:`.optimizer`; ``summary['constraints_satisfied']``
+    says whether it does).
     """
     t_start = time.perf_counter()
     say = log or (lambda msg: None)
