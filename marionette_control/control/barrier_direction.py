@@ -47,7 +47,7 @@ from marionette_control.control.terms import Point, TermData
 @dataclass
 class _Rows:
     """One barrier term's rows on the linearization: normalized margins c (N+1, R) at the point (1 where
-    a row is unused, masked by ``used``), scale (R,), weight f = μΔt, threshold δ, and β', β'' at c."""
+    a row is unused, masked by ``used``), scale (R,), weight f = μΔt, and β', β'' at c (the term's δ)."""
 
     term: BarrierTerm
     c: np.ndarray
