@@ -223,8 +223,8 @@ def tracking(img: Path, steps: int) -> dict:
 
 
 def wave(img: Path) -> dict:
-    """The wave spec with and without its model file's limits, at the animated speed and at twice it:
-    angles, inputs, drive accelerations and string tension side by side."""
+    """The wave spec with and without its model file's limits, at the animated speed and at twice it (there
+    also with the string tension alone): angles, inputs, drive accelerations and string tension side by side."""
     import math
 
     from marionette_control.cli.plot import drive_motion, string_tensions
@@ -239,9 +239,11 @@ def wave(img: Path) -> dict:
     fast = dict(data, motion={"joints": wave_motion["joints"], "angle_unit": "deg", "interpolation": "clamped",
                               "keyframes": [[t / 2.0] + v for t, *v in wave_motion["keyframes"]]})
     runs, out = {}, {}
+    variants = {"unconstrained": {"enabled": False}, "constrained": {"enabled": True},
+                "tension only": {"families": ["tension"]}}
     for speed, base in (("1x", data), ("2x", fast)):
-        for label, enabled in (("unconstrained", False), ("constrained", True)):
-            spec = parse_spec(dict(base, constraints={"enabled": enabled}), str(spec_path))
+        for label in variants if speed == "2x" else ("unconstrained", "constrained"):
+            spec = parse_spec(dict(base, constraints=variants[label]), str(spec_path))
             t = time.perf_counter()
             res = solve(spec)
             wall = time.perf_counter() - t
@@ -265,7 +267,7 @@ def wave(img: Path) -> dict:
                 f"{out[key]['first_step_acceleration']}, min tension {tension.min():.3f} N, active {out[key]['active']}")
     plt = pyplot()
     fig, axes = plt.subplots(5, 2, figsize=(13, 14), sharex="col")
-    colors = {"unconstrained": "C3", "constrained": "C0"}
+    colors = {"unconstrained": "C3", "constrained": "C0", "tension only": "C2"}
     lim = runs["1x constrained"][3].problem.limits
     for col, speed in enumerate(("1x", "2x")):
         tr0 = runs[f"{speed} constrained"][0]
@@ -274,6 +276,8 @@ def wave(img: Path) -> dict:
         for j, name in enumerate(("shoulder", "elbow")):
             axes[0, col].plot(t, np.degrees(Qd[:, j]), "k--", lw=1, label="desired" if j == 0 else None)
         for label, c in colors.items():
+            if f"{speed} {label}" not in runs:
+                continue
             tr, motion, tension, res = runs[f"{speed} {label}"]
             for j, ls in ((0, "-"), (1, ":")):
                 axes[0, col].plot(t, np.degrees(tr.X[:, j]), c, ls=ls, lw=1,
@@ -290,10 +294,9 @@ def wave(img: Path) -> dict:
                 axes[row, col].axhline(v, color="r", ls=":", lw=0.8)
         axes[4, col].axhline(lim.min_tension[0], color="r", ls=":", lw=0.8)
         axes[4, col].axhline(0.0, color="k", lw=0.6)
-        axes[0, col].set_title(f"wave at {speed} speed: constrained {out[speed + ' constrained']['iterations']} it, "
-                               f"{out[speed + ' constrained']['optimization_s']:.2f} s; unconstrained "
-                               f"{out[speed + ' unconstrained']['iterations']} it, "
-                               f"{out[speed + ' unconstrained']['optimization_s']:.2f} s", fontsize=9)
+        axes[0, col].set_title(f"wave at {speed} speed: " + "; ".join(
+            f"{label} {out[f'{speed} {label}']['iterations']} it, {out[f'{speed} {label}']['optimization_s']:.2f} s"
+            for label in colors if f"{speed} {label}" in out), fontsize=9)
         axes[-1, col].set_xlabel("t [s]")
     for row, lab in enumerate(("angle [deg]", "inputs [m]", "carriage accel. [m/s²]", "string accel. [m/s²]",
                                "string tension [N]")):
@@ -302,6 +305,7 @@ def wave(img: Path) -> dict:
             axes[row, col].grid(True, alpha=0.3)
     axes[0, 0].legend(fontsize=7, ncol=2)
     axes[2, 0].legend(fontsize=7)
+    axes[2, 1].legend(fontsize=7)
     axes[1, 0].legend(fontsize=6, ncol=2)
     for col in (0, 1):
         axes[2, col].set_ylim(-4 * lim.max_acceleration[0], 4 * lim.max_acceleration[0])

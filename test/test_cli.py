@@ -217,7 +217,7 @@ def test_parse_set_reads_yaml_values():
 
 def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path):
     """marionette-optimize on the wave (constraints on by default): progress lines carry the violation next to
-    the cost, the summary lists every constraint's worst margin; marionette-plot draws the drives' speed and
+    the cost (the first iterates' is not zero: the approximate barrier lets them leave the limits), the summary lists every constraint's worst margin; marionette-plot draws the drives' speed and
     acceleration and the string tension (recomputed from the model: at least the 0.5 N minimum)."""
     from marionette_control.control.spec import config_dir
 
@@ -231,7 +231,8 @@ def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path)
     text = buf.getvalue()
     assert code == 0, text
     iters = [line for line in text.splitlines() if "optimization  iter" in line]
-    assert iters and all(" viol 0.0e+00 " in line and " mu " in line for line in iters)
+    assert iters and all(" viol " in line and " mu " in line for line in iters)
+    assert " viol 0.0e+00 " in iters[-1]          # the first iterates may leave the limits, the last is inside
     assert "constraints: all satisfied" in text
     assert "carriage acceleration >= -15 m/s^2: worst margin" in text and "string tension >= 0.5 N" in text
     tr = Trajectory.load(out, models.get("marionette_arm"))

@@ -30,6 +30,7 @@ from marionette_control.control.cost import tracking_cost
 from marionette_control.control.terms import InitialState
 from marionette_control.control.optimizer import (
     OptimizerOptions,
+    OptionError,
     ProjectionOptimizer,
 )
 from marionette_control.models import humanoid_marionette as hm
@@ -311,31 +312,35 @@ def test_free_initial_state_refused_for_constrained_models():
 # ------------------------------------------------------------------------ options
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(schedule=()), "empty"),
-    (dict(schedule=(("newton",),)), "must be \\(method, iterations\\)"),
-    (dict(schedule=(("gauss", 3),)), "unknown method 'gauss'"),
-    (dict(schedule=(("newton", -1),)), "non-negative integer"),
-    (dict(schedule=(("newton", 2.5),)), "non-negative integer"),
-    (dict(schedule=(("newton", None), ("steepest", 3))), "only the last schedule entry"),
-    (dict(tolerance=0.0), "tolerance must be finite and > 0"),
-    (dict(tolerance=float("nan")), "tolerance"),
-    (dict(projection_Q=-1.0), "projection_Q"),
-    (dict(armijo_beta=1.0), "armijo_beta"),
-    (dict(armijo_alpha=0.0), "armijo_alpha"),
-    (dict(max_iterations=-1), "max_iterations"),
-    (dict(armijo_max_steps=0), "armijo_max_steps"),
-    (dict(deadline=0.0), "deadline must be > 0"),
-    (dict(free_initial_state="yes"), "free_initial_state must be True or False"),
-    (dict(barrier_decrease=1.0), "barrier_decrease must lie in \\(0, 1\\)"),
-    (dict(barrier_start=0.5), "barrier_start must be finite and >= 1"),
-    (dict(feasibility_tolerance=0.0), "feasibility_tolerance must be finite and > 0"),
-    (dict(threads=0), "threads must be None or an integer >= 1"),
-    (dict(threads=1.5), "threads must be None or an integer >= 1"),
+@pytest.mark.parametrize("kwargs,option,match", [
+    (dict(schedule=()), "schedule", "empty"),
+    (dict(schedule=(("newton",),)), "schedule[0]", "expected \\(method, iterations\\)"),
+    (dict(schedule=(("gauss", 3),)), "schedule[0].method", "unknown method 'gauss'"),
+    (dict(schedule=(("newton", -1),)), "schedule[0].iterations", "integer >= 0 or None"),
+    (dict(schedule=(("newton", 2.5),)), "schedule[0].iterations", "integer >= 0 or None"),
+    (dict(schedule=(("newton", None), ("steepest", 3))), "schedule[0].iterations", "only the last entry"),
+    (dict(tolerance=0.0), "tolerance", "must be finite and > 0"),
+    (dict(tolerance=float("nan")), "tolerance", "finite"),
+    (dict(projection_Q=-1.0), "projection_Q", "> 0"),
+    (dict(armijo_beta=1.0), "armijo_beta", "in \\(0, 1\\)"),
+    (dict(armijo_alpha=0.0), "armijo_alpha", "in \\(0, 1\\)"),
+    (dict(max_iterations=-1), "max_iterations", "integer >= 0"),
+    (dict(armijo_max_steps=0), "armijo_max_steps", "integer >= 1"),
+    (dict(deadline=0.0), "deadline", "> 0"),
+    (dict(free_initial_state="yes"), "free_initial_state", "True or False"),
+    (dict(barrier_decrease=1.0), "barrier_decrease", "in \\(0, 1\\)"),
+    (dict(barrier_start=0.5), "barrier_start", "finite and >= 1"),
+    (dict(barrier_iterations=0), "barrier_iterations", "integer >= 1"),
+    (dict(feasibility_tolerance=0.0), "feasibility_tolerance", "finite and > 0"),
+    (dict(threads=0), "threads", "None or an integer >= 1"),
+    (dict(threads=1.5), "threads", "None or an integer >= 1"),
 ])
-def test_options_validation(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_options_validation(kwargs, option, match):
+    """Every rule of the optimizer options in one place, OptionError naming the option (front ends word it as
+    their key: test_spec, test_request, test_optimizer_node)."""
+    with pytest.raises(OptionError, match=match) as e:
         OptimizerOptions(**kwargs)
+    assert e.value.option == option and str(e.value).startswith(f"{option}: ")
 
 
 def test_optimizer_validation():

@@ -53,6 +53,17 @@ class Client:
         self.executor.add_node(self.node)
         self.service = self.node.create_client(OptimizeService, SERVICE)
         self.action = ActionClient(self.node, OptimizeAction, ACTION)
+        # The feedback topic read directly: rclpy's ActionClient drops the feedback that arrives after the
+        # goal's result (topic and result service are separate channels), which a fast optimization's last
+        # messages often do.
+        self.feedback_messages = []
+        self.node.create_subscription(OptimizeAction.Impl.FeedbackMessage, FEEDBACK_TOPIC, self.feedback_messages.append,
+                                      QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
+                                                 reliability=ReliabilityPolicy.RELIABLE))
+
+    def feedback_of(self, handle) -> list:
+        """The feedback messages of a goal received so far, in order."""
+        return [m.feedback for m in self.feedback_messages if bytes(m.goal_id.uuid) == bytes(handle.goal_id.uuid)]
 
     def wait(self, future, timeout: float):
         self.executor.spin_until_future_complete(future, timeout_sec=timeout)
@@ -154,9 +165,11 @@ def check_history(c: ConvergenceData, constrained: bool = False):
         assert len(arr) == n + 1
     assert c.step_lengths[0] == 0.0 and c.methods[0] == ""
     if constrained:
-        # Every iterate satisfies the constraints; the barrier problems' objective decreases, the tracking cost
+        # The first iterates may leave the constraints (the approximate barrier); once one satisfies them every
+        # later one does, the result included. The barrier problems' objective decreases, the tracking cost
         # alone may rise slightly when the barrier weight falls (the iterate moves closer to a limit).
-        assert all(v == 0.0 for v in c.violations)
+        inside = [v == 0.0 for v in c.violations[1:]]
+        assert inside and inside == sorted(inside) and inside[-1]
         assert c.costs[-1] <= min(c.costs) * (1 + 1e-3)
     else:
         assert all(b <= a for a, b in zip(c.costs, c.costs[1:])), "costs must decrease"
@@ -208,27 +221,19 @@ def test_service_reproduces_seed_001_swing_up_cost(optimizer):
 
 def test_action_publishes_feedback_and_returns_the_result(optimizer):
     client, _ = optimizer
-    # The feedback topic itself, subscribed before the goal is sent: the pendulum's iterations take
-    # milliseconds, and an ActionClient drops feedback that arrives before it has processed the goal's
-    # acceptance (under load, all of it).
-    messages = []
-    sub = client.node.create_subscription(OptimizeAction.Impl.FeedbackMessage, FEEDBACK_TOPIC, messages.append, 100)
-    try:
-        handle = client.send_goal(pendulum_request(OptimizeAction.Goal))
-        assert handle.accepted
-        res = client.wait(handle.get_result_async(), 30.0)
-        assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
-        result = res.result
-        assert result.success and result.convergence.converged
-        check_feasible(result.trajectory, "pendulum")
-        # One message per iteration, in order, matching the result's history (volatile, KEEP_LAST 10 on the
-        # server: a busy client may lose some, never the last).
-        n = result.convergence.iterations
-        ours = lambda: [m.feedback for m in messages if bytes(m.goal_id.uuid) == bytes(handle.goal_id.uuid)]  # noqa: E731
-        assert client.spin_until(lambda: ours() and ours()[-1].iteration == n, 10.0)  # may trail the result
-    finally:
-        client.node.destroy_subscription(sub)
-    feedback = ours()
+    handle = client.send_goal(pendulum_request(OptimizeAction.Goal))
+    assert handle.accepted
+    res = client.wait(handle.get_result_async(), 30.0)
+    assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.message
+    result = res.result
+    assert result.success and result.convergence.converged
+    check_feasible(result.trajectory, "pendulum")
+    # One message per iteration, in order, matching the result's history. The pendulum's iterations
+    # take milliseconds, so a busy client may lose some (feedback is volatile, KEEP_LAST 10).
+    n = result.convergence.iterations
+    assert client.spin_until(lambda: (client.feedback_of(handle) or [None])[-1] is not None
+                             and client.feedback_of(handle)[-1].iteration == n, 5.0)  # may trail the result
+    feedback = client.feedback_of(handle)
     its = [f.iteration for f in feedback]
     assert its == sorted(set(its)) and its[0] >= 1 and len(its) >= min(n, 5)
     for f in feedback:
@@ -321,7 +326,7 @@ BAD_REQUESTS = {
     "schedule sizes": (_request(desired=_desired(["theta"], GOOD), options=dict(
         methods=["newton"], method_iterations=[1, 0])), "options.methods has 1 entries"),
     "unknown method": (_request(desired=_desired(["theta"], GOOD), options=dict(
-        methods=["gradient"], method_iterations=[0])), "'gradient' is not a method"),
+        methods=["gradient"], method_iterations=[0])), "options.methods[0]: unknown method 'gradient'"),
     "negative tolerance": (_request(desired=_desired(["theta"], GOOD), options=dict(tolerance=-1.0)),
                            "options.tolerance must be finite and >= 0"),
     "NaN deadline": (_request(desired=_desired(["theta"], GOOD), options=dict(deadline_s=math.nan)),

@@ -52,9 +52,78 @@ double* output(const py::object& o, const std::vector<long>& shape, const char* 
   return static_cast<double*>(a.mutable_data());
 }
 
+/// A C-contiguous float64 array of exactly `shape` (no conversion: the Python layer passes its own arrays).
+const double* exact(const py::object& o, const std::vector<long>& shape, const char* name) {
+  if (!py::isinstance<py::array>(o)) throw py::value_error(std::string(name) + " must be a numpy array");
+  py::array a = py::reinterpret_borrow<py::array>(o);
+  bool ok = a.dtype().is(py::dtype::of<double>()) && (a.flags() & py::array::c_style) &&
+            a.ndim() == static_cast<long>(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = a.shape(i) == shape[i];
+  if (!ok)
+    throw py::value_error(std::string(name) + " must be a C-contiguous float64 array of shape " + shape_str(shape) +
+                          ", got " + shape_str(a));
+  return static_cast<const double*>(a.data());
+}
+
+/// (N, n, m) of A (N, n, n) and B (N, n, m), checked like `exact`.
+std::vector<long> lq_sizes(const py::object& A, const py::object& B) {
+  if (!py::isinstance<py::array>(A) || !py::isinstance<py::array>(B))
+    throw py::value_error("A and B must be numpy arrays");
+  py::array a = py::reinterpret_borrow<py::array>(A), b = py::reinterpret_borrow<py::array>(B);
+  if (a.ndim() != 3 || b.ndim() != 3) throw py::value_error("A and B must have shapes (N, n, n) and (N, n, m)");
+  return {static_cast<long>(a.shape(0)), static_cast<long>(a.shape(1)), static_cast<long>(b.shape(2))};
+}
+
 }  // namespace
 
 void bind_riccati(py::module_& m) {
+  m.def(
+      "_lq_rollout",
+      [](const py::object& A_, const py::object& B_, const py::object& K_, const py::object& C_,
+         const py::object& x0_) {
+        const auto s = lq_sizes(A_, B_);
+        const long N = s[0], n = s[1], mm = s[2];
+        const double* A = exact(A_, {N, n, n}, "A");
+        const double* B = exact(B_, {N, n, mm}, "B");
+        const double* K = exact(K_, {N, mm, n}, "K");
+        const double* C = C_.is_none() ? nullptr : exact(C_, {N, mm}, "C");
+        const double* x0 = exact(x0_, {n}, "x0");
+        py::array_t<double> X({N + 1, n}), U({N, mm});
+        double* Xp = X.mutable_data();
+        double* Up = U.mutable_data();
+        {
+          py::gil_scoped_release nogil;
+          mc::lq_rollout(N, n, mm, A, B, K, C, x0, Xp, Up);
+        }
+        return py::make_tuple(X, U);
+      },
+      py::arg("A"), py::arg("B"), py::arg("K"), py::arg("C"), py::arg("x0"),
+      "(X (N+1, n), U (N, m)) of the closed loop u = -K x - C, x' = A x + B u from x0 (internal; use "
+      "marionette_control.control.riccati.LQSolution.rollout).");
+  m.def(
+      "_closed_loop_adjoint",
+      [](const py::object& A_, const py::object& B_, const py::object& K_, const py::object& q_,
+         const py::object& r_, const py::object& zN_) {
+        const auto s = lq_sizes(A_, B_);
+        const long N = s[0], n = s[1], mm = s[2];
+        const double* A = exact(A_, {N, n, n}, "A");
+        const double* B = exact(B_, {N, n, mm}, "B");
+        const double* K = exact(K_, {N, mm, n}, "K");
+        const double* q = exact(q_, {N, n}, "q");
+        const double* r = exact(r_, {N, mm}, "r");
+        const double* zN = exact(zN_, {n}, "zN");
+        py::array_t<double> z({N + 1, n});
+        double* zp = z.mutable_data();
+        {
+          py::gil_scoped_release nogil;
+          mc::closed_loop_adjoint(N, n, mm, A, B, K, q, r, zN, zp);
+        }
+        return z;
+      },
+      py::arg("A"), py::arg("B"), py::arg("K"), py::arg("q"), py::arg("r"), py::arg("zN"),
+      "z (N+1, n): z(N) = zN, z(k) = (A - B K)^T z(k+1) + q(k) - K^T r(k) (internal; the optimizer's adjoint, "
+      "thesis Prop. 7).");
+
   m.def(
       "_riccati_sweep",
       [](const py::object& A_, const py::object& B_, const py::object& Q_, const py::object& R_, const py::object& Qf_,

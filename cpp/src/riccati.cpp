@@ -1,5 +1,6 @@
 // Backward Riccati sweep with the sparsity of the VI linearization (see riccati.hpp).
 #include "marionette/riccati.hpp"
+#include "marionette/types.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -32,6 +33,9 @@ using OStride = Eigen::OuterStride<>;
 using CMap = Eigen::Map<const ColMat, 0, OStride>;
 using MMap = Eigen::Map<ColMat, 0, OStride>;
 
+/// Products of at most this many multiply-adds run as plain loops (see Gemm).
+constexpr long kSmallProduct = 512;
+
 /// C (M x N, column-major, leading dimension ldc) = alpha op(A) op(B) + beta C.
 struct Gemm {
   DgemmFn blas;
@@ -44,6 +48,20 @@ struct Gemm {
         for (int i = 0; i < M; ++i) {
           double& c = C[i + static_cast<long>(j) * ldc];
           c = beta == 0.0 ? 0.0 : beta * c;
+        }
+      return;
+    }
+    if (static_cast<long>(M) * N * K <= kSmallProduct) {
+      // Small products (a pendulum's sweep: 1 x 2 x 2) cost less as plain loops than a BLAS call's
+      // dispatch and packing.
+      for (int j = 0; j < N; ++j)
+        for (int i = 0; i < M; ++i) {
+          double sum = 0.0;
+          for (int l = 0; l < K; ++l)
+            sum += (ta ? A[l + static_cast<long>(i) * lda] : A[i + static_cast<long>(l) * lda]) *
+                   (tb ? B[j + static_cast<long>(l) * ldb] : B[l + static_cast<long>(j) * ldb]);
+          double& c = C[i + static_cast<long>(j) * ldc];
+          c = beta == 0.0 ? alpha * sum : beta * c + alpha * sum;
         }
       return;
     }
@@ -578,6 +596,42 @@ RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, 
     }
   }
   return finish(ws.Pcur);
+}
+
+// Per step two or three matrix-vector products on the step's own matrices: the recursion is
+// sequential and at the optimizer's sizes (n = 2 ... 80) memory-bound, so plain Eigen products on
+// the row-major maps, with no work array.
+void lq_rollout(long N, long n, long m, const double* A, const double* B, const double* K, const double* C,
+                const double* x0, double* X, double* U) {
+  using RMap = Eigen::Map<const MatXR>;
+  using VMap = Eigen::Map<Eigen::VectorXd>;
+  std::copy(x0, x0 + n, X);
+  for (long k = 0; k < N; ++k) {
+    const Eigen::Map<const Eigen::VectorXd> x(X + k * n, n);
+    VMap u(U + k * m, m);
+    u.noalias() = -(RMap(K + k * m * n, m, n) * x);
+    if (C != nullptr) u -= Eigen::Map<const Eigen::VectorXd>(C + k * m, m);
+    VMap xn(X + (k + 1) * n, n);
+    xn.noalias() = RMap(A + k * n * n, n, n) * x;
+    xn.noalias() += RMap(B + k * n * m, n, m) * u;
+  }
+}
+
+void closed_loop_adjoint(long N, long n, long m, const double* A, const double* B, const double* K, const double* q,
+                         const double* r, const double* zN, double* z) {
+  using RMap = Eigen::Map<const MatXR>;
+  using CVMap = Eigen::Map<const Eigen::VectorXd>;
+  std::copy(zN, zN + n, z + N * n);
+  Eigen::VectorXd w(m);
+  for (long k = N - 1; k >= 0; --k) {
+    const CVMap zn(z + (k + 1) * n, n);
+    Eigen::Map<Eigen::VectorXd> zk(z + k * n, n);
+    w.noalias() = RMap(B + k * n * m, n, m).transpose() * zn;
+    w += CVMap(r + k * m, m);
+    zk.noalias() = RMap(A + k * n * n, n, n).transpose() * zn;
+    zk += CVMap(q + k * n, n);
+    zk.noalias() -= RMap(K + k * m * n, m, n).transpose() * w;
+  }
 }
 
 }  // namespace mc

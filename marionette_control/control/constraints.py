@@ -90,6 +90,11 @@ class InequalityConstraints:
         """Margins (N+1, R) in physical units (≥ 0 satisfied); row N is NaN where a row has no terminal part."""
         raise NotImplementedError  # pragma: no cover
 
+    def margin_derivative(self, point, Z: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """The margins' first-order change along a direction ζ = (Z (N+1, nx), V (N, nU)) at ``point``:
+        (N+1, R), row N zero where a row has no terminal part (what :meth:`contract` differentiates)."""
+        raise NotImplementedError  # pragma: no cover
+
     def contract(self, point, a: np.ndarray, b: np.ndarray, exact: bool, data) -> None:
         """Derivatives of Σ_{k,r} B_kr(margin_kr) into ``data`` (a TermData), given a = B' and b = B''
         (N+1, R) at the margins (row N only where ``terminal``; NaN-free, zero where unused)."""
@@ -105,9 +110,12 @@ class LinearConstraints(InequalityConstraints):
         self.Gx, self.Gu, self.g0 = (np.asarray(a, dtype=float) for a in (Gx, Gu, g0))
         if np.any(self.terminal & np.any(self.Gu != 0, axis=1)):
             raise ValueError("a terminal constraint row may not depend on the inputs")
-        # Columns the rows touch: the Hessians are assembled on these only.
-        self._sx = np.flatnonzero(np.any(self.Gx != 0, axis=0))
-        self._su = np.flatnonzero(np.any(self.Gu != 0, axis=0))
+        # The Hessian of Σ_r B_r(margin_r) is Σ_r B_r'' g_r g_rᵀ with g_r = (Gx_r, Gu_r): one product of the
+        # weights B'' (N, R) with the rows' outer products (R, (nx + nU)²) gives every step's blocks.
+        G = np.hstack([self.Gx, self.Gu])
+        self._outer = np.einsum("ri,rj->rij", G, G).reshape(len(self.rows), -1)
+        self._outer_x = np.einsum("ri,rj->rij", self.Gx, self.Gx).reshape(len(self.rows), -1)
+        self._has_u = bool(np.any(self.Gu != 0))
 
     def margins(self, point):
         X, U = point.X, point.U
@@ -117,26 +125,24 @@ class LinearConstraints(InequalityConstraints):
         M[-1, t] = self.Gx[t] @ X[-1] + self.g0[t]
         return M
 
+    def margin_derivative(self, point, Z, V):
+        D = np.zeros((Z.shape[0], len(self.rows)))
+        D[:-1] = Z[:-1] @ self.Gx.T + V @ self.Gu.T
+        t = self.terminal
+        D[-1, t] = self.Gx[t] @ Z[-1]
+        return D
+
     def contract(self, point, a, b, exact, data):
         N, nx = point.U.shape[0], point.X.shape[1]
         nU = point.U.shape[1]
         data.lx = a @ self.Gx
         data.lu = a[:-1] @ self.Gu
-        sx, su = self._sx, self._su
-        Gx, Gu = self.Gx[:, sx], self.Gu[:, su]
-        Lxx = np.zeros((N, nx, nx))
-        Lxx[:, sx[:, None], sx] = np.einsum("kr,ri,rj->kij", b[:-1], Gx, Gx)
-        data.Lxx = Lxx
-        if su.size:
-            Luu = np.zeros((N, nU, nU))
-            Luu[:, su[:, None], su] = np.einsum("kr,ri,rj->kij", b[:-1], Gu, Gu)
-            Lxu = np.zeros((N, nx, nU))
-            Lxu[:, sx[:, None], su] = np.einsum("kr,ri,rj->kij", b[:-1], Gx, Gu)
-            data.Luu, data.Lxu = Luu, Lxu
+        H = (b[:-1] @ self._outer).reshape(N, nx + nU, nx + nU)
+        data.Lxx = H[:, :nx, :nx]
+        if self._has_u:
+            data.Lxu, data.Luu = H[:, :nx, nx:], H[:, nx:, nx:]
         if self.terminal.any():
-            LN = np.zeros((nx, nx))
-            LN[sx[:, None], sx] = np.einsum("r,ri,rj->ij", b[-1], Gx, Gx)
-            data.Lxx_N = LN
+            data.Lxx_N = (b[-1] @ self._outer_x).reshape(nx, nx)
 
 
 class TensionConstraints(InequalityConstraints):
@@ -170,38 +176,46 @@ class TensionConstraints(InequalityConstraints):
         M[:-1] = self.tension(point) - self.min_tension
         return M
 
-    def contract(self, point, a, b, exact, data):
+    def _gradients(self, point):
+        """(∇_x T (N, S, nx), ∇_u T (N, S, nU)) from the core's λ_x, λ_u (class docstring)."""
         if point.Lam_x is None:
             raise ValueError("the tension constraints' derivatives need Point.Lam_x and Point.Lam_u")
+        X, j, li = point.X, self.cidx, self.lidx
+        L = X[:-1, li, None]                               # (N, S, 1)
+        Tx = L * point.Lam_x[:, j, :]
+        Tx[:, np.arange(len(j)), li] += point.Lam[:, j]
+        return self.c * Tx, self.c * L * point.Lam_u[:, j, :]
+
+    def margin_derivative(self, point, Z, V):
+        Tx, Tu = self._gradients(point)
+        D = np.zeros((Z.shape[0], len(self.rows)))
+        D[:-1] = np.einsum("ksi,ki->ks", Tx, Z[:-1]) + np.einsum("ksi,ki->ks", Tu, V)
+        return D
+
+    def contract(self, point, a, b, exact, data):
         X = point.X
         N, nx = point.U.shape[0], X.shape[1]
         c, j, li = self.c, self.cidx, self.lidx
-        L = X[:-1, li]                                     # (N, S)
-        lam = point.Lam[:, j]                              # (N, S)
-        lx = point.Lam_x[:, j, :]                          # (N, S, nx)
-        lu = point.Lam_u[:, j, :]                          # (N, S, nU)
-        S = len(j)
-        eL = np.zeros((S, nx))
-        eL[np.arange(S), li] = 1.0
-        Tx = c * (lam[:, :, None] * eL[None] + L[:, :, None] * lx)      # (N, S, nx)
-        Tu = c * L[:, :, None] * lu                                        # (N, S, nU)
+        Tx, Tu = self._gradients(point)                     # (N, S, nx), (N, S, nU)
+        T = np.concatenate([Tx, Tu], axis=2)                # (N, S, nx + nU)
         a, b = a[:-1], b[:-1]
         gx = np.zeros_like(X)
-        gx[:-1] = np.einsum("ks,ksi->ki", a, Tx)
-        data.lx = gx
-        data.lu = np.einsum("ks,ksi->ki", a, Tu)
-        Lxx = np.einsum("ks,ksi,ksj->kij", b, Tx, Tx)
-        Lxu = np.einsum("ks,ksi,ksj->kij", b, Tx, Tu)
-        Luu = np.einsum("ks,ksi,ksj->kij", b, Tu, Tu)
+        g = np.einsum("ks,ksi->ki", a, T)
+        gx[:-1] = g[:, :nx]
+        data.lx, data.lu = gx, g[:, nx:]
+        H = np.matmul(T.transpose(0, 2, 1), b[:, :, None] * T)             # Σ_s b ∇T ∇Tᵀ
         if exact:
+            # B' (2/Δt)(e_L ∇λᵀ + ∇λ e_Lᵀ): the string length's row and column of every step.
             ac = c * a
-            cross = np.einsum("ks,si,ksj->kij", ac, eL, lx)
-            Lxx += cross + cross.transpose(0, 2, 1)
-            Lxu += np.einsum("ks,si,ksj->kij", ac, eL, lu)
+            lam_xu = np.concatenate([point.Lam_x[:, j, :], point.Lam_u[:, j, :]], axis=2)    # (N, S, nx + nU)
+            for s_, i in enumerate(li):
+                cross = ac[:, s_, None] * lam_xu[:, s_, :]
+                H[:, i, :] += cross
+                H[:, :, i] += cross
             w = np.zeros((N, point.Lam.shape[1]))
-            np.add.at(w, (slice(None), j), ac * L)
+            np.add.at(w, (slice(None), j), ac * X[:-1, li])
             data.w = w
-        data.Lxx, data.Lxu, data.Luu = Lxx, Lxu, Luu
+        data.Lxx, data.Lxu, data.Luu = H[:, :nx, :nx], H[:, :nx, nx:], H[:, nx:, nx:]
 
 
 # --------------------------------------------------------------------------------------------- building
@@ -324,14 +338,15 @@ class BarrierTerm(Term):
             out.delta = float(delta)
         return out
 
-    def _normalized(self, point):
+    def normalized_margins(self, point) -> np.ndarray:
+        """margin/scale (N+1, R) of every row and step; +inf where a row has no terminal part."""
         M = self.constraints.margins(point)
         C = M / self.constraints.scale
         C[-1, ~self.constraints.terminal] = np.inf         # no terminal part: β(∞) is taken as 0 below
         return C
 
     def calc(self, data, point):
-        C = self._normalized(point)
+        C = self.normalized_margins(point)
         used = C != np.inf
         v = np.zeros_like(C)
         v[used] = barrier(C[used], self.delta)
@@ -339,7 +354,7 @@ class BarrierTerm(Term):
         return data.value
 
     def calc_diff(self, data, point, exact=True):
-        C = self._normalized(point)
+        C = self.normalized_margins(point)
         used = C != np.inf
         a, b = np.zeros_like(C), np.zeros_like(C)
         _, d1, d2 = barrier(C[used], self.delta, 2)

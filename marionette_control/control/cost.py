@@ -76,6 +76,9 @@ class Cost:
         self.nx, self.nU, self.N = sizes["nx"], sizes["nU"], sizes["N"]
         self.needs_lambda = any(t.needs_lambda for t in self.terms)
         self.has_curvature = any(t.has_curvature for t in self.terms)
+        from marionette_control.control.constraints import BarrierTerm
+
+        self.barriers = tuple(t for t in self.terms if isinstance(t, BarrierTerm))
 
     # -- composition --------------------------------------------------------------------------------
 
@@ -84,12 +87,6 @@ class Cost:
             if t.name == name:
                 return t
         raise KeyError(f"no cost term '{name}' (terms: {', '.join(t.name for t in self.terms)})")
-
-    @property
-    def barriers(self) -> tuple:
-        from marionette_control.control.constraints import BarrierTerm
-
-        return tuple(t for t in self.terms if isinstance(t, BarrierTerm))
 
     def without_barriers(self) -> "Cost":
         """The cost without its constraint barriers (the objective the constraints restrict)."""

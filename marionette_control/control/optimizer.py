@@ -25,24 +25,34 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
-    problems h + μ_s Δt Σ β(c): the barrier weight starts at ``barrier_start`` times the
-    terms' own (final) weight μ (by default scaled to the start's cost) and is multiplied by
-    ``barrier_decrease`` whenever the current problem is solved to |Dg∘ζ| <
-    max(tolerance, ``barrier_centering`` μ_s Δt), until it reaches μ; the last problem is solved
-    to ``tolerance``. The schedule's Newton iterations are quasi-Newton before the last problem.
-    If the line search stalls against a limit, the weight is raised again (at most
-    ``MAX_RETREATS`` times in a row). The iterate carries over from
-    problem to problem. While the iterate violates a constraint the barrier is Hauser and
-    Saccon's quadratic extension below ``barrier_delta`` (finite for infeasible trajectories,
-    so the optimizer can start outside); once it satisfies every constraint (normalized
-    margin ≥ −``feasibility_tolerance``) the barrier is the exact logarithm and the line
-    search accepts only trajectories that satisfy every constraint: from then on every
-    iterate does, and the returned trajectory does. ``OptimizationResult.feasible`` says
-    whether it does (False only when no iterate satisfied the constraints).
+    problems g = h + μ_s Δt Σ β(c): the barrier weight starts at ``barrier_start`` times the
+    terms' own (final) weight μ and is multiplied by ``barrier_decrease`` whenever the current
+    problem is solved to |Dg∘ζ| < max(tolerance, ``barrier_centering`` μ_s Δt), until it
+    reaches μ; the last problem is solved to ``tolerance``. The schedule's Newton iterations
+    are quasi-Newton before the last problem. If the line search stalls against a limit, the
+    weight is raised again (at most ``MAX_RETREATS`` times in a row). The iterate carries over
+    from problem to problem.
 
-Anytime: the optimization can stop at a deadline or on a cancel request and
-return the best trajectory so far: feasible for the dynamics, and for the constraints
-as soon as one iterate was.
+    Hauser and Saccon's approximate barrier: until an iterate satisfies every constraint
+    (normalized margin ≥ −``feasibility_tolerance``) the barrier is their quadratic extension
+    below ``barrier_delta``, finite outside the constraints, so the first iterates may leave
+    them — also from a start that satisfies them, as the early, far-reaching steps of a
+    projection-operator optimization do (measured on the wave: they follow the unconstrained
+    path, which crosses the carriage's range for two iterations; an interior path that may
+    not cross needs several iterations more, and with the string tension alone it stalls:
+    ``docs/reproductions.md`` §4d). From the first iterate that satisfies every constraint
+    the barrier is the exact logarithm and the line search accepts only trajectories that
+    satisfy every constraint: every later iterate does, and the returned trajectory does.
+
+    The direction of a barrier problem minimizes the model with the barrier of the linearized
+    margins (:mod:`.barrier_direction`, up to ``barrier_iterations`` LQ solves), so that a
+    limit the quadratic model would cross does not cut the step of the whole trajectory.
+
+Anytime: the optimization can stop at a deadline or on a cancel request (or end without
+converging) and return the best trajectory so far: feasible for the dynamics, and for the
+constraints when one was found — the current iterate once one iterate satisfied them, before
+that the start if it satisfies them. ``OptimizationResult.feasible`` says whether the returned
+trajectory satisfies every constraint (False only when neither the start nor an iterate did).
 
 Optimized initial condition (thesis §6.3.2.1, ``free_initial_state``): instead
 of δx(0) = 0 the descent direction starts from the minimizer of the LQ value
@@ -58,6 +68,7 @@ x(0) is the running cost ℓ(x(0), u(0), 0); an :class:`~.terms.InitialState` te
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +78,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core
+from marionette_control.control.barrier_direction import barrier_direction
 from marionette_control.control.cost import Cost
 from marionette_control.control.riccati import IndefiniteGammaError, tv_lq, tv_lqr
 from marionette_control.control.terms import InitialState, Point
@@ -77,12 +89,14 @@ MAX_RETREATS = 3
 
 
 class OptionError(ValueError):
-    """An invalid optimizer option; ``option`` names it (``tolerance``, ``schedule[1]``) for front ends to word
-    the error in their own terms (a spec key, a request field)."""
+    """An invalid optimizer option: ``option`` names it (an :class:`OptimizerOptions` field, or
+    ``schedule[i]``, ``schedule[i].method``, ``schedule[i].iterations`` for entry ``entry`` = i of the
+    schedule), ``message`` says what is wrong without naming it. Front ends word ``option`` in their
+    own terms (a spec key, a request field, a parameter entry); ``str()`` is ``"<option>: <message>"``."""
 
-    def __init__(self, option: str, message: str):
-        super().__init__(message)
-        self.option = option
+    def __init__(self, option: str, message: str, entry: Optional[int] = None):
+        super().__init__(f"{option}: {message}")
+        self.option, self.message, self.entry = option, message, entry
 
 
 @dataclass
@@ -110,10 +124,11 @@ class OptimizerOptions:
         whose early trials fail part-way.
     barrier_start, barrier_decrease, barrier_centering, barrier_delta : the barrier
         method for inequality constraints (module docstring): first weight = barrier_start ×
-        the barrier terms' weight (≥ 1; default None: scaled to the start's cost, see
-        :meth:`ProjectionOptimizer.barrier_weights`), factor per problem (0, 1), centering
-        tolerance factor (> 0), the quadratic extension's threshold δ while the iterate is infeasible
+        the barrier terms' weight (≥ 1), factor per problem (0, 1), centering tolerance factor
+        (> 0), the quadratic extension's threshold δ until an iterate satisfies the constraints
         (> 0). No effect on a cost without barrier terms.
+    barrier_iterations : LQ solves per direction of a barrier problem (≥ 1; 1: the quadratic
+        model's direction alone), :mod:`.barrier_direction`. Not with ``free_initial_state``.
     fraction_to_boundary : τ in (0, 1): once feasible, a step may shrink no normalized margin
         below (1 − τ) times its value (interior-point practice; IPOPT uses τ ≥ 0.99): an
         iterate that lands on a limit leaves the next projections no room and stalls them.
@@ -131,55 +146,52 @@ class OptimizerOptions:
     deadline: Optional[float] = None
     free_initial_state: bool = False
     threads: Optional[int] = 1
-    barrier_start: Optional[float] = None
+    barrier_start: float = 30.0
     barrier_decrease: float = 0.1
     barrier_centering: float = 1000.0
     barrier_delta: float = 0.1
     fraction_to_boundary: float = 0.9
     feasibility_tolerance: float = 1e-6
+    barrier_iterations: int = 5
 
     def __post_init__(self):
+        """The one check of every optimizer option (OptionError names the option)."""
         sched = []
         for i, entry in enumerate(self.schedule):
             try:
                 method, count = entry
             except (TypeError, ValueError):
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i} must be (method, iterations), got {entry!r}") \
-                    from None
+                raise OptionError(f"schedule[{i}]", f"expected (method, iterations), got {entry!r}", i) from None
             if method not in METHODS:
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: unknown method {method!r}; use one of "
-                                                    f"{', '.join(METHODS)}")
-            if count is not None and (isinstance(count, bool) or int(count) != count or count < 0):
-                raise OptionError(f"schedule[{i}]", f"schedule entry {i}: iterations must be a non-negative integer "
-                                                    "or None")
+                raise OptionError(f"schedule[{i}].method", f"unknown method {method!r}; use one of {', '.join(METHODS)}",
+                                  i)
+            if count is not None and not _is_integer(count, 0):
+                raise OptionError(f"schedule[{i}].iterations", f"expected an integer >= 0 or None (until convergence), "
+                                                               f"got {count!r}", i)
             if count is None and i != len(self.schedule) - 1:
-                raise OptionError(f"schedule[{i}]", "only the last schedule entry may run until convergence (None)")
+                raise OptionError(f"schedule[{i}].iterations", "only the last entry of the schedule may run until "
+                                                               "convergence", i)
             sched.append((method, None if count is None else int(count)))
         if not sched:
             raise OptionError("schedule", "the method schedule is empty")
         self.schedule = tuple(sched)
         for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
                      "feasibility_tolerance"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be finite and > 0, got {v}")
-        if self.barrier_start is not None and not (np.isfinite(self.barrier_start) and self.barrier_start >= 1):
-            raise ValueError(f"barrier_start must be finite and >= 1, got {self.barrier_start}")
-        if not (0 < self.fraction_to_boundary < 1):
-            raise ValueError(f"fraction_to_boundary must lie in (0, 1), got {self.fraction_to_boundary}")
-        if not (0 < self.barrier_decrease < 1):
-            raise ValueError(f"barrier_decrease must lie in (0, 1), got {self.barrier_decrease}")
-        if not (0 < self.armijo_beta < 1) or not (0 < self.armijo_alpha < 1):
-            raise ValueError("armijo_beta and armijo_alpha must lie in (0, 1)")
-        if self.max_iterations < 0 or self.armijo_max_steps < 1:
-            raise ValueError("max_iterations must be >= 0 and armijo_max_steps >= 1")
-        if self.deadline is not None and not (self.deadline > 0):
-            raise ValueError(f"deadline must be > 0 seconds, got {self.deadline}")
+            _require(name, getattr(self, name), lambda v: v > 0, "finite and > 0")
+        _require("barrier_start", self.barrier_start, lambda v: v >= 1, "finite and >= 1")
+        for name in ("fraction_to_boundary", "barrier_decrease", "armijo_beta", "armijo_alpha"):
+            _require(name, getattr(self, name), lambda v: 0 < v < 1, "in (0, 1)")
+        for name, low in (("max_iterations", 0), ("armijo_max_steps", 1), ("barrier_iterations", 1)):
+            if not _is_integer(getattr(self, name), low):
+                raise OptionError(name, f"expected an integer >= {low}, got {getattr(self, name)!r}")
+            setattr(self, name, int(getattr(self, name)))
+        if self.deadline is not None:
+            _require("deadline", self.deadline, lambda v: v > 0, "None or finite and > 0 (seconds)")
         if not isinstance(self.free_initial_state, (bool, np.bool_)):
-            raise ValueError(f"free_initial_state must be True or False, got {self.free_initial_state!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or int(self.threads) != self.threads
-                                         or self.threads < 1):
-            raise ValueError(f"threads must be None or an integer >= 1, got {self.threads!r}")
+            raise OptionError("free_initial_state", f"expected True or False, got {self.free_initial_state!r}")
+        if self.threads is not None and not _is_integer(self.threads, 1):
+            raise OptionError("threads", f"expected None or an integer >= 1, got {self.threads!r}")
+        self.threads = None if self.threads is None else int(self.threads)
 
     def method_at(self, iteration: int) -> str:
         """Method of the schedule for a 0-based iteration number."""
@@ -189,6 +201,27 @@ class OptimizerOptions:
                 return method
             start += count
         return self.schedule[-1][0]
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ a·b over every entry (a directional derivative Dh∘ζ)."""
+    return float(np.vdot(a, b))
+
+
+def _is_integer(value, low: int) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
+        return False
+    return math.isfinite(value) and value == int(value) and value >= low
+
+
+def _require(option: str, value, ok, expected: str) -> None:
+    """OptionError unless ``value`` is a finite number with ``ok(value)``."""
+    try:
+        good = not isinstance(value, bool) and math.isfinite(value) and ok(value)
+    except TypeError:
+        good = False
+    if not good:
+        raise OptionError(option, f"must be {expected}, got {value!r}")
 
 
 @dataclass
@@ -265,6 +298,22 @@ class QuadraticModel:
     R: np.ndarray
     Qf: np.ndarray
 
+    def apply(self, Z: np.ndarray, V: np.ndarray):
+        """(qx (N+1, nx), qu (N, nU)): the model's matrix times ζ = (Z, V), so q(ζ, ζ) = Σ qx·Z + Σ qu·V."""
+        z = Z[:-1]
+        qx = np.empty_like(Z)
+        qx[:-1] = z @ self.Q if self.Q.ndim == 2 else np.einsum("kij,kj->ki", self.Q, z)
+        qx[-1] = self.Qf @ Z[-1]
+        qu = V @ self.R if self.R.ndim == 2 else np.einsum("kij,kj->ki", self.R, V)
+        if self.S is not None:
+            if self.S.ndim == 2:
+                qx[:-1] += V @ self.S.T
+                qu += z @ self.S
+            else:
+                qx[:-1] += np.einsum("kij,kj->ki", self.S, V)
+                qu += np.einsum("kji,kj->ki", self.S, z)
+        return qx, qu
+
     def value(self, Z: np.ndarray, V: np.ndarray) -> float:
         """q(ζ, ζ) for ζ = (Z (N+1, nx), V (N, nU))."""
         z = Z[:-1]
@@ -291,6 +340,19 @@ class _Iterate:
     barrier: float
     violation: float
     margins: Optional[np.ndarray] = None   # normalized margins of every constraint row and step (flat)
+
+
+@dataclass
+class _Direction:
+    """A descent direction ζ = (Z, V), Dg∘ζ, the method used, its quadratic model and Dg = (lx, lu)."""
+
+    Z: np.ndarray
+    V: np.ndarray
+    slope: float
+    method: str
+    model: QuadraticModel
+    lx: np.ndarray
+    lu: np.ndarray
 
 
 class ProjectionOptimizer:
@@ -402,6 +464,8 @@ class ProjectionOptimizer:
         data = cost.create_data()
         p = self.point(X, U, Lam)
         g = cost.calc(data, p)
+        if not cost.barriers:
+            return _Iterate(X, U, p.Lam, g, g, 0.0, 0.0)
         barrier = sum(data.values[t.name] for t in cost.barriers)
         C = self.margins(p)
         return _Iterate(X, U, p.Lam, g, g - barrier, barrier, max(0.0, -float(C.min(initial=np.inf))), C)
@@ -425,17 +489,8 @@ class ProjectionOptimizer:
         """z (N+1, nx) of Prop. 7: z(N) = Dm, z(k) = ℓ_x − Kᵀℓ_u + (A − BK)ᵀ z(k+1)."""
         if lx is None:
             lx, lu = self.gradients(X, U)
-        N = U.shape[0]
-        # z(k) = (A - BK)^T z(k+1) + l_x - K^T l_u: the closed-loop matrices and the constant terms in one
-        # batch, then one product per step.
-        AclT = (A - B @ K).transpose(0, 2, 1)
-        c = lx[:-1] - np.einsum("kji,kj->ki", K, lu)
-        z = np.empty_like(lx)
-        z[N] = lx[N]
-        for k in range(N - 1, -1, -1):
-            np.dot(AclT[k], z[k + 1], out=z[k])
-            z[k] += c[k]
-        return z
+        lx, lu = np.ascontiguousarray(lx), np.ascontiguousarray(lu)
+        return _core._closed_loop_adjoint(A, B, K, lx[:-1], lu, lx[-1])
 
     def quadratic_model(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
                         cost: Optional[Cost] = None, data=None) -> QuadraticModel:
@@ -476,6 +531,11 @@ class ProjectionOptimizer:
         tangent space (an indefinite Γ(k) in the LQ sweep, or with a free x(0) an
         indefinite P(0)); quasi-Newton to steepest descent when rounding breaks Γ(k) > 0.
         """
+        d = self._direction(method, X, U, A, B, K, point, cost)
+        return d.Z, d.V, d.slope, d.method
+
+    def _direction(self, method: str, X, U, A, B, K, point: Optional[Point], cost: Optional[Cost]) -> "_Direction":
+        """:meth:`descent_direction` with the model and gradient it was computed from."""
         cost = cost or self.cost
         point = point or self.point(X, U, derivatives=True)
         d = cost.calc_diff(cost.create_data(), point, exact=method == "newton")
@@ -498,8 +558,17 @@ class ProjectionOptimizer:
                     raise
                 used = "quasi_newton" if used == "newton" else "steepest"
         Z, V = sol.rollout(dx0)
-        slope = float(np.einsum("ki,ki->", lx, Z) + np.einsum("ki,ki->", lu, V))
-        return Z, V, slope, used
+        return _Direction(Z, V, _dot(lx, Z) + _dot(lu, V), used, model, lx, lu)
+
+    def _barrier_step(self, d: "_Direction", A, B, point: Point, cost: Cost) -> tuple:
+        """(Z, V, Dg∘ζ) of the barrier problem ``cost``: the minimizer of the model with the barrier of the
+        linearized margins (:mod:`.barrier_direction`) from the direction ``d``."""
+        opt = self.options
+        if opt.barrier_iterations == 1 or opt.free_initial_state or not cost.barriers:
+            return d.Z, d.V, d.slope
+        Z, V, _ = barrier_direction(A, B, d.model, d.lx, d.lu, d.Z, d.V, cost.barriers, point,
+                                    opt.barrier_iterations, opt.fraction_to_boundary)
+        return Z, V, _dot(d.lx, Z) + _dot(d.lu, V)
 
     @staticmethod
     def _initial_direction(sol, model: QuadraticModel) -> np.ndarray:
@@ -518,18 +587,13 @@ class ProjectionOptimizer:
 
     # -- barrier problems --------------------------------------------------------------------------
 
-    def barrier_weights(self, cost0: float = 0.0, rows: int = 0) -> list:
-        """The barrier problems' weights as multiples of the terms' own weight μ (1 last; [1] without
-        barriers). The first is ``barrier_start``, or by default the one that makes the barrier's weight
-        per constraint and step μ₀Δt equal to the start's cost ``cost0`` shared among the ``rows``
-        constraint rows and steps (at least 1)."""
+    def barrier_weights(self) -> list:
+        """The barrier problems' weights as multiples of the terms' own weight μ: ``barrier_start``,
+        times ``barrier_decrease`` while above 1, then 1 ([1] without barriers)."""
         opt = self.options
         if not self._barriers:
             return [1.0]
         f = opt.barrier_start
-        if f is None:
-            mu_dt = self._barriers[0].weight * self.system.dt
-            f = max(1.0, cost0 / (max(rows, 1) * mu_dt))
         out = []
         while f > 1.0:
             out.append(f)
@@ -572,12 +636,14 @@ class ProjectionOptimizer:
         else:
             X, Lam = self.system.simulate(x0, U)[0], None
         tol_feasible = opt.feasibility_tolerance
-        start = self._cost_at(self.cost, X, U, Lam)
-        factors = self.barrier_weights(start.cost, start.margins.size)
+        factors = self.barrier_weights()
         stage, delta = 0, opt.barrier_delta
-        feasible = start.violation <= tol_feasible
+        # The approximate barrier until an iterate satisfies the constraints (module docstring); the start
+        # is what a stop returns until then, if it satisfies them.
+        feasible = not self._barriers
         cost = self._stage_cost(factors[stage], feasible, delta)
         it = self._cost_at(cost, X, U, Lam)
+        fallback = it if self._barriers and it.violation <= tol_feasible else None
         history = []
         mu_dt = (self._barriers[0].weight if self._barriers else 0.0) * self.system.dt
 
@@ -608,7 +674,8 @@ class ProjectionOptimizer:
                     # quasi-Newton, without the wasted second-order evaluation.
                     requested = "quasi_newton"
                 while True:
-                    Z, V, slope, method = self.descent_direction(requested, it.X, it.U, A, B, K, point, cost)
+                    d = self._direction(requested, it.X, it.U, A, B, K, point, cost)
+                    slope, method = d.slope, d.method
                     last = stage == len(factors) - 1
                     if abs(slope) >= (opt.tolerance if last else max(opt.tolerance, opt.barrier_centering
                                                                        * factors[stage] * mu_dt)):
@@ -633,12 +700,14 @@ class ProjectionOptimizer:
                 if slope >= 0 and method == "newton":
                     # Cannot happen with a positive-definite model; kept as the reference
                     # implementation's safeguard (trep falls back on a positive slope).
-                    Z, V, slope, method = self.descent_direction("quasi_newton", it.X, it.U, A, B, K, point, cost)
+                    d = self._direction("quasi_newton", it.X, it.U, A, B, K, point, cost)
+                    slope, method = d.slope, d.method
                 if slope >= 0:
                     reason = "not_a_descent_direction"
                     break
+                Z, V, step_slope = self._barrier_step(d, A, B, point, cost)
                 check_stop()
-                new = self._armijo(it, Z, V, K, slope, cost, feasible, check_stop)
+                new = self._armijo(it, Z, V, K, step_slope, cost, feasible, check_stop)
                 if new is None and self._barriers and feasible and retreats < MAX_RETREATS:
                     # Stalled against a limit (the model misses a constraint's curvature there): a larger
                     # barrier weight pushes the iterate back towards the central path.
@@ -659,6 +728,8 @@ class ProjectionOptimizer:
                 record(i, slope, step, method, requested)
         except OptimizationStopped as stop:
             reason = str(stop)
+        if not feasible and fallback is not None:
+            it = fallback
         return OptimizationResult(X=it.X, U=it.U, cost=float(it.cost), converged=converged, reason=reason,
                                   history=history, elapsed=time.perf_counter() - t_start,
                                   feasible=bool(it.violation <= tol_feasible), violation=float(it.violation),
@@ -683,8 +754,8 @@ class ProjectionOptimizer:
             new = self._cost_at(cost, out[0], out[1], out[2] if self._lam else None)
             if not np.isfinite(new.objective) or new.objective >= it.objective + opt.armijo_alpha * lam * slope:
                 return None
-            if feasible and (new.violation > opt.feasibility_tolerance
-                             or np.any(new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
+            if feasible and self._barriers and (new.violation > opt.feasibility_tolerance or np.any(
+                    new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
                 return None
             return lam, new
 

@@ -50,7 +50,7 @@ from marionette_control.control.constraints import (
 from marionette_control.control.cost import Cost
 from marionette_control.control.optimizer import OptimizationResult, OptimizerOptions
 from marionette_control.control.terms import InputTracking, Point, StateTracking, TerminalState
-from marionette_control.control.tracking_problem import GainWeights, ProblemError, trajectory_with_gains
+from marionette_control.control.tracking_problem import GainWeights, ProblemError, check_weight, trajectory_with_gains
 from marionette_control.control.trajectory import Trajectory
 from marionette_control.model.limits import ModelLimits, limits_of
 
@@ -365,9 +365,11 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     system = system or _core.DiscreteSystem(model, dt)
     limits = limits or limits_of(model)
     Q, R, Qf = (np.asarray(w, dtype=float) for w in (Q, R, Qf))
-    if np.any(R <= 0):
-        raise ProblemError(f"input weights must be > 0 (the LQ subproblems need R positive definite), got {R}",
-                           key="weights.input")
+    for name, r in zip(model.discrete_input_names, R):
+        try:
+            check_weight(r, f"the input weight of '{name}'", positive=True)
+        except ProblemError as e:
+            raise ProblemError(str(e), key="weights.input") from None
     N = Ud.shape[0]
     terms = [StateTracking(Xd, Q), InputTracking(Ud, R), TerminalState(Xd[-1], Qf, N)]
     effective = constraints.limits(model, limits)

@@ -50,7 +50,7 @@ import numpy as np
 import dataclasses
 
 from marionette_control import _core
-from marionette_control.control.optimizer import METHODS, OptimizationResult, OptimizerOptions
+from marionette_control.control.optimizer import OptimizationResult, OptimizerOptions
 from marionette_control.control.problem import ConstraintOptions, Problem, build, result_info
 from marionette_control.control.trajectory import Trajectory
 from marionette_control.control.tracking_problem import (
@@ -268,21 +268,14 @@ def optimizer_options(options: RequestOptions, defaults: ProblemDefaults) -> Opt
     if len(methods) != len(counts):
         raise ProblemError(f"options.methods has {len(methods)} entries but options.method_iterations has "
                            f"{len(counts)}: they must have the same length")
-    for i, m in enumerate(methods):
-        if m not in METHODS:
-            raise ProblemError(f"options.methods[{i}] = {m!r} is not a method; use one of {', '.join(METHODS)}")
-    for i, c in enumerate(counts[:-1]):
-        if int(c) == 0:
-            raise ProblemError(f"options.method_iterations[{i}] = 0 ('until convergence') is only allowed for the "
-                               "last method of the schedule")
     try:
         return defaults.optimizer_options(
-            schedule=[(m, int(c) if int(c) > 0 else None) for m, c in zip(methods, counts)] or None,
+            schedule=[(str(m), int(c) if int(c) > 0 else None) for m, c in zip(methods, counts)] or None,
             tolerance=_finite_option(options.tolerance, "tolerance") or None,
             max_iterations=int(options.max_iterations) or None,
             deadline=_finite_option(options.deadline_s, "deadline_s") or None)
     except ProblemError as e:
-        raise ProblemError(f"options: {e}") from None
+        raise ProblemError(f"options.{_request_field(e.key)}: {e}", key=e.key) from None
 
 
 def constraint_options(options: RequestOptions, defaults: ConstraintOptions) -> ConstraintOptions:
@@ -318,8 +311,12 @@ def _request_field(key: Optional[str]) -> str:
     key = key or ""
     if key.startswith("constraints.margins."):
         return key.rsplit(".", 1)[1] + "_margin"
+    entry = re.fullmatch(r"optimizer\.schedule\[(\d+)\]\.(method|iterations)", key)
+    if entry:   # one entry of the schedule: its method and iteration count are two parallel fields
+        return f"{'methods' if entry[2] == 'method' else 'method_iterations'}[{entry[1]}]"
     return {"constraints.families": "constraint_families", "constraints.enabled": "constraints",
-            "weights.input": "input_weights"}.get(key, key.replace("constraints.", ""))
+            "weights.input": "input_weights", "optimizer.schedule": "methods",
+            "optimizer.deadline": "deadline_s"}.get(key, key.replace("constraints.", "").replace("optimizer.", ""))
 
 
 def request_limits(model):

@@ -152,6 +152,7 @@ from marionette_control.control.tracking_problem import (
     ProblemDefaults,
     ProblemError,
     UnknownWeightName,
+    check_weight,
     configuration_trajectory,
     consistent_configuration,
     cost_weights,
@@ -275,52 +276,50 @@ def _schedule(c: Checker, value, key: str):
     return tuple(entries)
 
 
-def _integer(c: Checker, value, key: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        c.fail(key, f"expected an integer >= {minimum}, got {value!r}")
-    return value
+#: Spec keys (below an optimizer section) of the OptimizerOptions fields that have another name.
+_OPTION_KEYS = {"armijo_beta": "armijo.beta", "armijo_alpha": "armijo.alpha", "armijo_max_steps": "armijo.max_steps",
+                "projection_Q": "projection.state", "projection_R": "projection.input"}
 
 
 def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
                        allowed: tuple = ("schedule", "tolerance", "max_iterations")) -> OptimizerOptions:
+    """The options of an optimizer section: the YAML shape here, the rules OptimizerOptions' (its OptionError's
+    option worded as this section's key)."""
     kw = {}
     if "schedule" in data:
         kw["schedule"] = _schedule(c, data["schedule"], f"{key}.schedule")
-    if "tolerance" in data:
-        kw["tolerance"] = c.number(data["tolerance"], f"{key}.tolerance", positive=True)
-    if "max_iterations" in data:
-        kw["max_iterations"] = _integer(c, data["max_iterations"], f"{key}.max_iterations")
+    for name in ("tolerance", "max_iterations", "deadline"):
+        if data.get(name) is not None and (name in allowed or name != "deadline"):
+            kw[name] = c.number(data[name], f"{key}.{name}")
     if "armijo" in data and "armijo" in allowed:
         a = c.mapping(data["armijo"], f"{key}.armijo", optional=("beta", "alpha", "max_steps"))
-        for name, attr in (("beta", "armijo_beta"), ("alpha", "armijo_alpha")):
+        for name in ("beta", "alpha", "max_steps"):
             if name in a:
-                v = c.number(a[name], f"{key}.armijo.{name}", positive=True)
-                if v >= 1:
-                    c.fail(f"{key}.armijo.{name}", f"must lie in (0, 1), got {v}")
-                kw[attr] = v
-        if "max_steps" in a:
-            kw["armijo_max_steps"] = _integer(c, a["max_steps"], f"{key}.armijo.max_steps", 1)
+                kw[f"armijo_{name}"] = c.number(a[name], f"{key}.armijo.{name}")
     if "projection" in data and "projection" in allowed:
         p = c.mapping(data["projection"], f"{key}.projection", optional=("state", "input"))
-        if "state" in p:
-            kw["projection_Q"] = c.number(p["state"], f"{key}.projection.state", positive=True)
-        if "input" in p:
-            kw["projection_R"] = c.number(p["input"], f"{key}.projection.input", positive=True)
+        for name, attr in (("state", "projection_Q"), ("input", "projection_R")):
+            if name in p:
+                kw[attr] = c.number(p[name], f"{key}.projection.{name}")
     try:
         return dataclasses.replace(base, **kw)
     except OptionError as e:
-        c.fail(f"{key}.{e.option}", str(e))
-    except ValueError as e:
-        c.fail(key, str(e))
+        option = f"schedule[{e.entry}]" if e.entry is not None else _OPTION_KEYS.get(e.option, e.option)
+        c.fail(f"{key}.{option}", e.message)      # (a schedule entry is one [method, iterations] item)
 
 
-def _weights_map(c: Checker, value, key: str) -> dict:
+def _weights_map(c: Checker, value, key: str, positive: bool = False) -> dict:
+    """{name or pattern: weight}; each weight checked by :func:`~.tracking_problem.check_weight` (> 0 with
+    ``positive``: input weights)."""
     m = c.mapping(value if value is not None else {}, key, optional=tuple(value or {}))
     out = {}
     for name, w in m.items():
         if not isinstance(name, str):
             c.fail(key, f"weight keys are names or patterns, got {name!r}")
-        out[name] = c.number(w, f"{key}.{name}", minimum=0.0)
+        try:
+            out[name] = check_weight(w, "the weight", positive)
+        except ProblemError as e:
+            c.fail(f"{key}.{name}", str(e))
     return out
 
 
@@ -492,7 +491,7 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
         c.fail("initial_trajectory.embedding", "set relaxation.embedding: true to embed the relaxed system")
 
     w = c.mapping(data.get("weights") or {}, "weights", optional=("state", "input", "terminal", "terminal_velocity"))
-    weights = {k: _weights_map(c, w.get(k), f"weights.{k}") for k in ("state", "input")}
+    weights = {k: _weights_map(c, w.get(k), f"weights.{k}", k == "input") for k in ("state", "input")}
     weights["terminal"] = _weights_map(c, w["terminal"], "weights.terminal") if "terminal" in w else None
     weights["terminal_velocity"] = (_weights_map(c, w["terminal_velocity"], "weights.terminal_velocity")
                                     if "terminal_velocity" in w else None)
@@ -500,13 +499,11 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
     o = c.mapping(data.get("optimizer") or {}, "optimizer",
                   optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
     options = _optimizer_options(c, o, "optimizer", DEFAULTS.optimizer_options(),
-                                 allowed=("schedule", "tolerance", "max_iterations", "armijo", "projection"))
-    deadline = None
-    if o.get("deadline") is not None:
-        deadline = c.number(o["deadline"], "optimizer.deadline", positive=True)
+                                 allowed=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
+    deadline, options = options.deadline, dataclasses.replace(options, deadline=None)   # the final optimization's
 
     g = c.mapping(data.get("tracking_gains") or {}, "tracking_gains", optional=("state", "input"))
-    gains = {k: _weights_map(c, g.get(k), f"tracking_gains.{k}") for k in ("state", "input")}
+    gains = {k: _weights_map(c, g.get(k), f"tracking_gains.{k}", k == "input") for k in ("state", "input")}
 
     output = None
     if data.get("output") is not None:
@@ -645,12 +642,6 @@ def initial_configuration(spec: OptimizationSpec, model, Qd: np.ndarray, joints:
         spec.fail("initial_state.consistent", str(e))
 
 
-def _positive_weights(spec: OptimizationSpec, key: str, w: np.ndarray) -> np.ndarray:
-    if np.any(w <= 0):
-        spec.fail(key, "input weights must be > 0 (the LQ subproblems need R positive definite)")
-    return w
-
-
 def build_problem(spec: OptimizationSpec, model=None) -> Problem:
     """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains."""
     if model is None:
@@ -672,7 +663,6 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
         Q, R, Qf = cost_weights(model, joints, DEFAULTS.weights, w["state"], w["input"], w["terminal"], "weights.")
     except UnknownWeightName as e:
         _unknown_weight(spec, e)
-    _positive_weights(spec, "weights.input", R)
     if w["terminal_velocity"] is not None:
         try:
             Qf = terminal_velocity_weight(model, Xd[-1], w["terminal_velocity"], Qf, "weights.terminal_velocity")
@@ -680,8 +670,7 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
             _unknown_weight(spec, e)
     GQ, GR = GainWeights().vectors(model)
     GQ = weight_vector(spec, "tracking_gains.state", spec.gains["state"], list(model.state_names), GQ)
-    GR = _positive_weights(spec, "tracking_gains.input", weight_vector(
-        spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names), GR))
+    GR = weight_vector(spec, "tracking_gains.input", spec.gains["input"], list(model.discrete_input_names), GR)
     try:
         limits = load_limits(spec.model)
     except (ValueError, OSError) as e:
@@ -799,8 +788,9 @@ def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRec
 
     ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
     receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
-    the whole run; on a deadline or cancel the best trajectory so far is returned (satisfying the
-    constraints as soon as one iterate did; ``summary['constraints_satisfied']`` says whether it does).
+    the whole run; on a deadline or cancel the best trajectory so far is returned (one that satisfies the
+    constraints when the start or an iterate did, :mod:`.optimizer`; ``summary['constraints_satisfied']``
+    says whether it does).
     """
     t_start = time.perf_counter()
     say = log or (lambda msg: None)

@@ -160,7 +160,7 @@ class StateTracking(Term):
 
     def calc(self, data, point):
         dx = point.X[:-1] - self.Xd[:-1]
-        data.value = 0.5 * float(np.einsum("ki,ij,kj->", dx, self.Q, dx))
+        data.value = 0.5 * float(np.vdot(dx @ self.Q, dx))
         return data.value
 
     def calc_diff(self, data, point, exact=True):
@@ -202,7 +202,7 @@ class InputTracking(Term):
 
     def calc(self, data, point):
         du = point.U - self.Ud
-        data.value = 0.5 * float(np.einsum("ki,ij,kj->", du, self.R, du))
+        data.value = 0.5 * float(np.vdot(du @ self.R, du))
         return data.value
 
     def calc_diff(self, data, point, exact=True):

@@ -58,7 +58,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.optimizer import OptimizerOptions, tracking_gains
+from marionette_control.control.optimizer import OptimizerOptions, OptionError, tracking_gains
 from marionette_control.control.trajectory import Trajectory
 from marionette_control.model.motion import sample_times
 from marionette_control.model.strings import string_constraints
@@ -196,17 +196,18 @@ class ProblemDefaults:
         try:
             self.optimizer_options()
         except ProblemError as e:
-            raise ProblemError(f"default optimizer options: {e}") from None
+            raise ProblemError(f"default optimizer options: {e.key.removeprefix('optimizer.')}: {e}") from None
 
     def optimizer_options(self, **given) -> OptimizerOptions:
-        """OptimizerOptions: these defaults replaced by the ``given`` OptimizerOptions fields (None: default)."""
+        """OptimizerOptions: these defaults replaced by the ``given`` OptimizerOptions fields (None: default).
+        A violated rule raises ProblemError with the key ``optimizer.<option>`` (OptionError's option)."""
         base = dict(schedule=self.schedule, tolerance=self.tolerance, max_iterations=self.max_iterations,
                     deadline=self.deadline)
         base.update({k: v for k, v in given.items() if v is not None})
         try:
             return OptimizerOptions(**base)
-        except ValueError as e:
-            raise ProblemError(str(e)) from None
+        except OptionError as e:
+            raise ProblemError(e.message, key=f"optimizer.{e.option}") from None
 
     def motion_library(self) -> list[Path]:
         """The motion library directories."""

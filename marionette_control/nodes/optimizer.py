@@ -104,7 +104,7 @@ from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
 from marionette_control import models
 from marionette_control.control.dmocc import DmoccOptions, solve_problem as solve_dmocc
-from marionette_control.control.optimizer import METHODS, IterationRecord, ProjectionOptimizer
+from marionette_control.control.optimizer import IterationRecord, OptimizerOptions, OptionError, ProjectionOptimizer
 from marionette_control.control.problem import ConstraintOptions, Problem
 from marionette_control.control.request import (
     ConvergenceHistory,
@@ -146,26 +146,23 @@ def parse_schedule(entries) -> tuple:
     """``["quasi_newton:4", "newton"]`` -> (("quasi_newton", 4), ("newton", None)); raises ValueError.
 
     Each entry is ``method`` or ``method:iterations``; a missing count or 0 means "until
-    convergence" and is only allowed for the last entry.
+    convergence". The entries' format is read here, the schedule's rules are OptimizerOptions'
+    (its OptionError worded with the entry).
     """
     entries = list(entries)
-    if not entries:
-        raise ValueError("the schedule is empty")
     out = []
     for i, e in enumerate(entries):
         method, _, count = str(e).partition(":")
-        if method not in METHODS:
-            raise ValueError(f"entry {i} ({e!r}): unknown method {method!r}; use one of {', '.join(METHODS)}")
         try:
             n = int(count) if count else 0
         except ValueError:
             raise ValueError(f"entry {i} ({e!r}): iterations must be an integer") from None
-        if n < 0:
-            raise ValueError(f"entry {i} ({e!r}): iterations must be >= 0")
-        if n == 0 and i != len(entries) - 1:
-            raise ValueError(f"entry {i} ({e!r}): only the last entry may run until convergence")
         out.append((method, n or None))
-    return tuple(out)
+    try:
+        return OptimizerOptions(schedule=out).schedule
+    except OptionError as err:
+        where = f"entry {err.entry} ({entries[err.entry]!r}): " if err.entry is not None else ""
+        raise ValueError(where + err.message) from None
 
 
 def _schedule_check(v) -> Optional[str]:

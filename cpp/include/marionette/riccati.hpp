@@ -93,4 +93,16 @@ struct RiccatiResult {
 /// products).
 RiccatiResult riccati_sweep(const RiccatiInputs& in, const RiccatiOutputs& out, DgemmFn gemm);
 
+/// The optimal closed loop of an LQ solution from x0 (the descent direction of thesis §6.5):
+/// u(k) = -K(k) x(k) - C(k), x(k+1) = A(k) x(k) + B(k) u(k). Row-major A (N, n, n), B (N, n, m),
+/// K (N, m, n), C (N, m) (null: zero), x0 (n); writes X (N+1, n), U (N, m).
+void lq_rollout(long N, long n, long m, const double* A, const double* B, const double* K, const double* C,
+                const double* x0, double* X, double* U);
+
+/// The adjoint of a closed loop backwards (thesis Prop. 7): z(N) = zN,
+/// z(k) = (A(k) - B(k) K(k))^T z(k+1) + q(k) - K(k)^T r(k), formed as A^T z + q - K^T (B^T z + r).
+/// q (N, n), r (N, m), zN (n); writes z (N+1, n).
+void closed_loop_adjoint(long N, long n, long m, const double* A, const double* B, const double* K, const double* q,
+                         const double* r, const double* zN, double* z);
+
 }  // namespace mc

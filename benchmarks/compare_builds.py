@@ -1,0 +1,123 @@
+"""Before/after in the same run: one scenario timed on two source trees, alternating.
+
+``python -m benchmarks.compare_builds BASE [--base-label REV] [--rounds 7] [--repeats 15] [--out FILE]``
+
+``BASE`` is another source tree of this package with its core built in place, e.g. the commit
+before a change::
+
+    git archive <rev> | tar -x -C /tmp/base && (cd /tmp/base && .venv/bin/python setup.py build_ext --inplace)
+
+Every round starts one fresh process per tree (base first, then this tree), each importing its
+own ``marionette_control`` and timing every scenario ``--repeats`` times after a warm-up
+(median); load changes during the run hit both alike. Scenarios (their results are printed so
+that a change that alters them shows):
+
+* ``swing_up``: seed 001 §VIII-A, 4 quasi-Newton then Newton (benchmarks/optimizer.py);
+* ``wave.unconstrained`` / ``wave.constrained``: ``config/optimize/marionette_arm_wave.yaml``
+  without and with the model file's limits (benchmarks/constraints.py), from its initial
+  trajectory.
+
+Writes JSON like ``benchmarks.run`` (machine, both trees' git revisions, per-round medians,
+the median over the rounds, base / this) to ``--out`` or ``out/benchmarks/<UTC>-compare.json``.
+Not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.run import ROOT, machine_info
+
+SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained")
+
+# Runs in the tree given as argv[1]: {scenario: [median seconds, iterations, cost]}.
+_CHILD = r'''
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+repeats = int(sys.argv[2])
+from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
+from marionette_control.control.spec import build_problem, initial_trajectory, load_spec
+from benchmarks.optimizer import swing_up_problem
+
+def timed(opt, X0, U0):
+    r = opt.optimize(X0, U0)
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter(); opt.optimize(X0, U0); ts.append(time.perf_counter() - t)
+    return [statistics.median(ts), r.iterations, r.cost]
+
+out = {}
+ds, cost, X0, U0 = swing_up_problem()
+out["swing_up"] = timed(ProjectionOptimizer(ds, cost, OptimizerOptions(
+    schedule=(("quasi_newton", 4), ("newton", None)), max_iterations=3000)), X0, U0)
+wave = sys.argv[1] + "/config/optimize/marionette_arm_wave.yaml"
+for name, over in (("wave.unconstrained", {"constraints.enabled": False}), ("wave.constrained", {})):
+    spec = load_spec(wave, over)
+    p = build_problem(spec)
+    X0, U0, _ = initial_trajectory(spec, p)
+    out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0)
+print(json.dumps(out))
+'''
+
+
+def _git_revision(tree: Path) -> str | None:
+    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.compare_builds", description=__doc__.split("\n")[0])
+    ap.add_argument("base", type=Path, help="the other source tree, its core built in place")
+    ap.add_argument("--rounds", type=int, default=7, help="alternating process pairs (default 7)")
+    ap.add_argument("--repeats", type=int, default=15, help="timed runs per scenario and process (default 15)")
+    ap.add_argument("--base-label", default="", help="what BASE is (e.g. the commit it was exported from)")
+    ap.add_argument("--out", type=Path, help="JSON file (default out/benchmarks/<UTC>-compare.json)")
+    a = ap.parse_args(argv)
+    trees = {"base": a.base.resolve(), "this": ROOT}
+    if not list((trees["base"] / "marionette_control").glob("_core*.so")):
+        ap.error(f"{trees['base']}: no built core in marionette_control/ (build it in place first)")
+    machine = machine_info()
+    rounds = {k: [] for k in trees}
+    for i in range(a.rounds):
+        for k, tree in trees.items():
+            res = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(a.repeats)], capture_output=True,
+                                 text=True, cwd="/tmp")
+            if res.returncode != 0:
+                print(res.stderr, file=sys.stderr)
+                return 1
+            rounds[k].append(json.loads(res.stdout.splitlines()[-1]))
+        print(f"round {i + 1}/{a.rounds}: " + "; ".join(
+            f"{s} {rounds['base'][-1][s][0] * 1e3:.1f} / {rounds['this'][-1][s][0] * 1e3:.1f} ms" for s in SCENARIOS),
+            file=sys.stderr)
+    summary = {}
+    for s in SCENARIOS:
+        med = {k: statistics.median(r[s][0] for r in rounds[k]) for k in trees}
+        summary[s] = {"base_s": med["base"], "this_s": med["this"], "base_over_this": med["base"] / med["this"],
+                      "base_range_s": [min(r[s][0] for r in rounds["base"]), max(r[s][0] for r in rounds["base"])],
+                      "this_range_s": [min(r[s][0] for r in rounds["this"]), max(r[s][0] for r in rounds["this"])],
+                      "base_iterations": rounds["base"][0][s][1], "this_iterations": rounds["this"][0][s][1],
+                      "base_cost": rounds["base"][0][s][2], "this_cost": rounds["this"][0][s][2]}
+        print(f"{s:<20} base {med['base'] * 1e3:8.2f} ms ({summary[s]['base_iterations']} it, cost "
+              f"{summary[s]['base_cost']:.13g})  this {med['this'] * 1e3:8.2f} ms ({summary[s]['this_iterations']} it, "
+              f"cost {summary[s]['this_cost']:.13g})  base/this {summary[s]['base_over_this']:.2f}")
+    machine["loadavg_after"] = list(os.getloadavg())
+    doc = {"machine": machine, "trees": {k: {"path": str(v), "git_commit": _git_revision(v)} for k, v in trees.items()},
+           "base_label": a.base_label,
+           "options": {"rounds": a.rounds, "repeats": a.repeats}, "summary": summary, "rounds": rounds}
+    out = a.out or ROOT / "out" / "benchmarks" / (_dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+                                                  + "-compare.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
