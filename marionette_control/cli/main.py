@@ -226,11 +226,14 @@ def run(args) -> dict:
         say("starting simulator, optimizer and controller (bringup --sim) ...")
         hardware = HardwareProfile.named(args.profile)
         # the optimizer saves only inside its save_directory (this run's output directory); the controller
-        # compensates the command delay of the simulated hardware (docs/tracking.md)
+        # compensates the command delay of the simulated hardware, and the optimizer designs the gains it ships
+        # for that delay (the controller refuses gains for another one; docs/tracking.md)
+        delay = hardware.command_delay_steps
         procs.append(_start(["marionette_control.cli.bringup", "--sim", "-p",
                              f"marionette_simulator:profile:={args.profile}", "-p",
                              f"marionette_optimizer:save_directory:={out.resolve()}", "-p",
-                             f"marionette_controller:command_delay_steps:={hardware.command_delay_steps}"],
+                             f"marionette_optimizer:tracking_gains.delay_steps:={delay}", "-p",
+                             f"marionette_controller:command_delay_steps:={delay}"],
                             out / "logs" / "bringup.log", env))
         report["simulated_hardware"] = hardware.as_dict()
         if not args.no_bag:
