@@ -75,7 +75,7 @@ def numbers(tree, path=""):
 @pytest.fixture(scope="module")
 def realistic(tmp_path_factory):
     out = tmp_path_factory.mktemp("main") / "realistic"
-    code, text = main_job(out, "--push", str(PUSH_T))
+    code, text = main_job(out, "--push", str(PUSH_T), "--mpc")
     assert code == 0, text[-4000:]
     return out, json.loads((out / "report.json").read_text()), text
 
@@ -94,14 +94,19 @@ def test_the_report_on_the_realistic_stand_in_has_every_field_finite(realistic):
     assert opt["converged"] and opt["constraints_satisfied"] and opt["iterations"] > 0
     margins = report["constraint_margins"]
     assert {c["label"] for c in margins["optimized"]} >= {"carriage speed <= 2 m/s", "string tension >= 0.5 N"}
-    assert set(margins["executed"]) == {"closed_loop", "open_loop", "push_lqr"}
-    for run in margins["executed"].values():
-        assert set(run["commands"]) == set(run["drives"]) == {"carriage", "string_length"}
-        assert set(run["string_tension"]) == {"string"}
+    assert set(margins["executed"]) == {"closed_loop", "open_loop", "push_lqr", "push_mpc"}
+    for name, run in margins["executed"].items():
+        assert set(run) == {"motion", "after_end"}
+        # (a run that aborted on its path tolerance has nothing after the motion's end)
+        for part in ("motion",) if report["runs"][name]["aborted"] else ("motion", "after_end"):
+            assert set(run[part]["commands"]) == set(run[part]["drives"]) == {"carriage", "string_length"}
+            assert set(run[part]["string_tension"]) == {"string"}
     c = report["controller"]
     assert c["tick_compute"]["count"] >= N and c["joint_state_to_command_latency"]["count"] >= 0.9 * N
-    assert set(report["push"]) >= {"body", "profile", "force", "duration", "time_s", "total_impulse"}
-    assert "lqr_s" in report["push_recovery"]
+    assert set(report["push"]) >= {"body", "profile", "force", "duration", "time_s", "tick", "total_impulse"}
+    assert set(report["push_recovery"]) == {"lqr_s", "mpc_s"}
+    mpc = report["mpc"]
+    assert set(mpc["update_ms"]) >= {"median", "p99"} and mpc["updates"] > 0 and mpc["rejected"] >= 0
     for path, v in numbers(report):
         assert math.isfinite(v), path
     for key in ("angles_plot", "actuators_plot", "push_error_plot", "push_angles_plot", "push_actuators_plot",
@@ -126,21 +131,32 @@ def test_on_the_realistic_stand_in_closed_loop_tracks_within_the_targets_and_bea
         run = report["runs"][name]
         assert not run["aborted"] and run["ticks_with_true_state"] == N + 1, run
         # every command the controllers sent kept the drives' range, speed and acceleration (their clamp)
-        for drive, m in report["constraint_margins"]["executed"][name]["commands"].items():
+        for drive, m in report["constraint_margins"]["executed"][name]["motion"]["commands"].items():
             assert all(v["satisfied"] for v in m.values()), (name, drive, m)
 
 
-def test_a_push_during_the_wave_is_recorded_with_the_lqr_recovery(realistic):
-    """The push acts where it was asked (5.6 s into the motion), and the report says when the arm is back within
-    1° of the motion for good (or that it never is)."""
+def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
+    """Issue 14's comparison in the main job: docs/mpc.md's 0.6 N push 5.6 s into the wave on the realistic
+    stand-in, the LQR alone and with marionette_mpc re-planning; the report carries both recovery times, the
+    planner's update times and the plans switched to and rejected.
+
+    What the runs meet reliably is asserted: the push acts where it was asked, the LQR alone does not come back
+    within 1° (the push is chosen so), the planner updates and its plans are switched to. Issue 14's "back within 1° at least 2× faster with
+    re-planning" is **not** asserted here: in the main job on this 2-core machine the re-planned run recovered
+    (0.47 s) in 2 of 10 runs; in the others the update right after the push missed its 35 ms wall-clock deadline
+    or the following ones were infeasible, and the run left the path tolerance (README, "What the main job does").
+    test/test_mpc_ros.py asserts it with the planner and two controllers alone."""
     _, report, _ = realistic
-    push, run = report["push"], report["runs"]["push_lqr"]
-    assert push["time_s"] == PUSH_T and push["body"] == "forearm_inertial" and push["total_impulse"][1] > 0
-    assert run["push_tick"] == round(PUSH_T / 0.01)
-    r = report["push_recovery"]["lqr_s"]
-    # (offline the LQR alone is back within 1° after 0.55 s; a command the loaded machine delays can make it leave
-    # the path tolerance instead, and an aborted run never recovers)
-    assert r is None if run["aborted"] else (r is None or 0.0 <= r <= 8.0 - PUSH_T)
+    push = report["push"]
+    assert push["time_s"] == pytest.approx(PUSH_T) and push["tick"] == round(PUSH_T / 0.01)
+    assert push["body"] == "forearm_inertial" and push["total_impulse"][1] > 0
+    assert report["push_recovery"]["lqr_s"] is None, report["push_recovery"]
+    mpc = report["mpc"]
+    assert mpc["updates"] >= 50 and 0 < mpc["switched"] <= mpc["published"] <= mpc["updates"], mpc
+    assert mpc["update_ms"]["median"] > 0 and mpc["update_ms"]["p99"] >= mpc["update_ms"]["median"]
+    recovered = report["push_recovery"]["mpc_s"]
+    assert recovered is None or 0.0 <= recovered <= 8.0 - PUSH_T
+    assert recovered is None or not report["runs"]["push_mpc"]["aborted"]
 
 
 def test_the_perfect_stand_in_tracks_exactly_through_a_start_up_stall(tmp_path):

@@ -1,7 +1,7 @@
 """Main job: the whole loop on the simulated marionette arm, closed loop against feed-forward only.
 
     python -m marionette_control.cli.main [--out DIR] [--motion wave] [--profile realistic|perfect]
-                                          [--push T] [--push-force FX,FY,FZ] [--real-time-factor X]
+                                          [--push T [--push-force N] [--mpc]] [--real-time-factor X]
                                           [--no-bag] [--timeout S]
 
 Starts the simulator, optimizer and controller as separate processes (the bringup's ``--sim`` node set),
@@ -15,8 +15,13 @@ simulator reset to its initial rest state before each (so every run starts from 
 ``open_loop``
     the feed-forward-only controller;
 ``push_lqr`` (with ``--push T``)
-    the controller with its gains, the forearm pushed T seconds into the motion through the simulator's
-    ``~/disturb`` (:data:`PUSH`: a 0.1 s half sine of :data:`PUSH_FORCE` N on ``forearm_inertial``).
+    the controller with its gains (the LQR alone), the forearm pushed T seconds into the motion through the
+    simulator's ``~/disturb`` (``offline_loop.scripted_push``: a 0.1 s half sine of ``--push-force`` N,
+    default 0.6, in the arm's plane on ``forearm_inertial``; docs/mpc.md);
+``push_mpc`` (with ``--push T --mpc``)
+    the same push with receding-horizon re-planning: ``marionette_mpc`` (the bringup's ``--mpc``) plans for a
+    controller of its own, ``marionette_controller_mpc``, which takes its plans (docs/mpc.md). The other
+    controllers take none.
 
 The hardware stand-in is the simulator's ``realistic`` profile by default (docs/simulator.md: its own plant
 model, one period of command delay, servo drives, encoder counts and noise); ``--profile perfect`` is the
@@ -34,11 +39,13 @@ the optimized trajectory at every tick. Output in ``--out`` (default ``out/main/
   faults and controller timing, the executed constraint margins (commands and true drives against range,
   speed and acceleration, the plant's string tension against its minimum) next to the optimizer's, the
   optimization statistics, the simulated hardware (``simulated_hardware``) and what the simulator reported;
-  with ``--push``: ``push`` and ``push_recovery.lqr_s`` (seconds from the push until the arm stays within 1°
-  of the motion to its end; null if never, an aborted run included);
+  with ``--push``: ``push`` and ``push_recovery.lqr_s`` (with ``--mpc`` also ``mpc_s``: seconds from the push
+  until the arm stays within 1° of the motion to its end; null if never, an aborted run included); with
+  ``--mpc``: ``mpc`` (the planner's update times, updates, plans published, switched to and rejected);
 * ``angles.png`` (thesis Fig. 6.10: desired, optimized, closed- and open-loop true angles and errors),
-  ``actuators.png`` (Fig. 6.11: drive positions, speeds and accelerations with their limits, the string
-  tension with its minimum); with ``--push``: ``push_error.png``, ``push_angles.png``, ``push_actuators.png``;
+  ``actuators.png`` (Fig. 6.11: drive positions, speeds and accelerations with their limits, the plant's string
+  tension with its minimum); with ``--push``: ``push_error.png``, ``push_angles.png``, ``push_actuators.png``
+  (the push runs: LQR only, and with ``--mpc`` re-planned);
 * ``bag/`` (the recording), ``trajectory.npz`` (the optimized trajectory with its gains), ``logs/``.
 
 Nothing is retried silently: each request is sent once, and when the loop cannot run the job stops with the
@@ -63,13 +70,17 @@ from typing import Optional
 import numpy as np
 
 from marionette_control.cli.common import stop_process_group
+from marionette_control.control.offline_loop import scripted_push
 from marionette_control.cli.main_job.observer import (COMMANDS, JOINT_STATES, OPTIMIZER, SIMULATOR, TRUE_STATES,
                                                       MainJobError, Observer)
 
 CLOSED = "marionette_controller"
 FEEDFORWARD = "marionette_controller_feedforward"
-RECORDED = [JOINT_STATES, COMMANDS, TRUE_STATES, f"/{CLOSED}/tracking", f"/{FEEDFORWARD}/tracking", "/diagnostics",
-            f"/{OPTIMIZER}/trajectory"]
+REPLANNED = "marionette_controller_mpc"
+PLANNER = "marionette_mpc"
+RECORDED = [JOINT_STATES, COMMANDS, TRUE_STATES, f"/{CLOSED}/tracking", f"/{FEEDFORWARD}/tracking",
+            f"/{REPLANNED}/tracking", "/diagnostics", f"/{OPTIMIZER}/trajectory"]
+NO_PLANS = "''"  # an empty plan_topic (rcl refuses "name:="): a controller that takes no plans
 #: the simulator waits, before each step, for the command answering its last joint state (its lock-step,
 #: ``lockstep_timeout`` wall seconds at most), so the command timing is the profile's however loaded the machine.
 #: The lock-step engages once commands flow, so a run's first commands are paced only: the clock runs at half
@@ -77,18 +88,17 @@ RECORDED = [JOINT_STATES, COMMANDS, TRUE_STATES, f"/{CLOSED}/tracking", f"/{FEED
 #: 2-core machine doing other work delays commands past their step (jitter the simulated hardware does not
 #: have): here 38 of the closed loop's first 352 commands were late and it aborted on the path tolerance.
 REAL_TIME_FACTOR = 0.5
+#: with re-planning, a quarter of real time: the planner runs beside the loop on the wall clock (its deadline,
+#: 35 ms, is wall time) and its plans must arrive within latency_steps of simulated time (docs/mpc.md's
+#: cross-process figures were measured so); at half real time 3 of 74 updates missed their deadline and the
+#: re-planned run left the path tolerance
+MPC_REAL_TIME_FACTOR = 0.25
 LOCKSTEP_TIMEOUT = 1.0
 SETTLE_STEPS = 50    # simulator steps after a reset before a run starts (the controllers see the arm at rest)
 HOLD_S = 0.5         # a run tracks this long past the trajectory's end (the final state held)
 STALL_S = 5.0        # s without a new tick while tracking: the job stops and says why
 READY_S = 30.0       # s for joint states to arrive and for a controller to take the trajectory
 PUSH_LEAD_S = 0.5    # a push is requested this long (motion time) before it acts
-#: the push of ``--push``: a 0.1 s half sine of 0.5 N on the forearm's centre of mass, horizontal in the arm's plane
-#: (world +y; 0.032 N s), the push of the MPC evidence (issue 14). 5.6 s into the wave on the realistic stand-in
-#: the LQR alone leaves the motion by up to 2.9° and is back within 1° 0.55 s after it, offline and across
-#: processes (README, "What the main job does"); offline, 0.6 N made it leave the path tolerance.
-PUSH_FORCE = (0.0, 0.5, 0.0)
-PUSH = {"body": "forearm_inertial", "profile": "half_sine", "duration": 0.1}
 
 
 def say(msg: str) -> None:
@@ -105,10 +115,12 @@ class RunSpec:
     push_time: Optional[float] = None
 
 
-def run_plan(push_time: Optional[float]) -> list[RunSpec]:
+def run_plan(push_time: Optional[float], mpc: bool) -> list[RunSpec]:
     runs = [RunSpec("closed_loop", CLOSED, True), RunSpec("open_loop", FEEDFORWARD, False)]
     if push_time is not None:
         runs.append(RunSpec("push_lqr", CLOSED, True, push_time))
+        if mpc:
+            runs.append(RunSpec("push_mpc", REPLANNED, True, push_time))
     return runs
 
 
@@ -145,14 +157,17 @@ class Processes:
 
 
 def start_processes(procs: Processes, profile: str, delay: int, real_time_factor: float, out: Path,
-                    record: bool) -> None:
+                    record: bool, mpc: bool) -> None:
     """bringup --sim on the simulator's clock (simulator on ``profile``, optimizer saving into ``out`` and designing
-    its gains for the command delay, controller compensating it), the feed-forward-only controller and the bag
-    recorder."""
+    its gains for the command delay, controller compensating it, taking no plans; with ``mpc`` the planner,
+    planning for the re-planned controller), the feed-forward-only controller, with ``mpc`` the re-planned
+    controller, and the bag recorder."""
     from marionette_control.system_description import config_file
 
+    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking"] if mpc else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
-                            "--real-time-factor", str(real_time_factor),
+                            "--real-time-factor", str(real_time_factor), *planner,
+                            "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
                             "-p", f"{SIMULATOR}:profile:={profile}",
                             # no RViz markers: nobody looks at them here, and their messages load the machine
                             "-p", f"{SIMULATOR}:marker_rate:=0.0",
@@ -160,10 +175,13 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
                             "-p", f"{OPTIMIZER}:save_directory:={out.resolve()}",
                             "-p", f"{OPTIMIZER}:tracking_gains.delay_steps:={delay}",
                             "-p", f"{CLOSED}:command_delay_steps:={delay}"])
-    procs.start(FEEDFORWARD, ["marionette_control.nodes.controller", "--ros-args",
-                              "--params-file", str(config_file("controller.yaml")), "-r", f"__node:={FEEDFORWARD}",
-                              "-p", "feedback:=false", "-p", f"command_delay_steps:={delay}",
-                              "-p", "use_sim_time:=true"])
+    controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}"]}
+    if mpc:
+        controllers[REPLANNED] = ["-p", f"plan_topic:=/{PLANNER}/plan"]
+    for name, params in controllers.items():
+        procs.start(name, ["marionette_control.nodes.controller", "--ros-args",
+                           "--params-file", str(config_file("controller.yaml")), "-r", f"__node:={name}",
+                           "-p", f"command_delay_steps:={delay}", "-p", "use_sim_time:=true", *params])
     if record:
         procs.start("recorder", ["marionette_control.cli.bag_record", "-o", str(out / "bag"), *RECORDED])
 
@@ -228,31 +246,31 @@ def reset_arm(obs: Observer) -> None:
         raise MainJobError(f"no true states from {SIMULATOR} after its reset; {obs.describe(SIMULATOR)}")
 
 
-def request_push(obs: Observer, stamp0_ns: int, push_time: float, force) -> dict:
-    """Schedules the push at stamp0 + push_time on the simulator's clock; what it scheduled."""
-    from builtin_interfaces.msg import Time
-    from geometry_msgs.msg import Vector3
-
+def request_push(obs: Observer, stamp0_ns: int, push, dt: float) -> dict:
+    """Schedules a scripted push (``offline_loop.Push``) at its tick on the simulator's clock (tick 0 stamped
+    ``stamp0_ns``); what it scheduled."""
+    from marionette_control.nodes.convert import disturb_request
     from marionette_interfaces.srv import Disturb
 
-    at = stamp0_ns + int(round(push_time * 1e9))
-    req = Disturb.Request(body=PUSH["body"], profile=PUSH["profile"], force=Vector3(x=force[0], y=force[1], z=force[2]),
-                          duration=PUSH["duration"], start_time=Time(sec=at // 1_000_000_000,
-                                                                      nanosec=at % 1_000_000_000))
-    res = obs.call(obs.disturb, req, 10.0, "push")
+    at = stamp0_ns + push.tick * int(round(dt * 1e9))
+    res = obs.call(obs.disturb, disturb_request(push, at, Disturb.Request), 10.0, "push")
     if not res.success:
         raise MainJobError(f"{SIMULATOR} refused the push: {res.message}")
     say(f"  push scheduled: {res.message}")
-    return {**PUSH, "force": list(map(float, force)), "time_s": push_time, "message": res.message,
-            "start_ns": res.start.sec * 1_000_000_000 + res.start.nanosec,
+    return {"body": push.body, "profile": push.profile, "force": list(push.force), "duration": push.duration,
+            "time_s": round(push.tick * dt, 9), "tick": push.tick, "message": res.message,
             "total_impulse": [res.total_impulse.x, res.total_impulse.y, res.total_impulse.z]}
 
 
-def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force):
+def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Optional[float]):
     """One run (reset, start, track to N + hold, stop); its RunData."""
     say(f"run '{spec.name}' ({spec.controller}, feedback {'on' if spec.feedback else 'off'}): resetting the arm ...")
     reset_arm(obs)
     make_ready(obs, spec.controller)
+    if spec.controller == REPLANNED and not obs.spin_until(lambda: obs.values(PLANNER).get("motion"), READY_S):
+        raise MainJobError(f"{PLANNER} has no motion to re-plan after {READY_S:.0f} s: {obs.describe(PLANNER)}")
+    scripted = (None if spec.push_time is None else scripted_push(spec.push_time, dt) if push_force is None
+                else scripted_push(spec.push_time, dt, push_force))
     ticks = obs.tracking[spec.controller]
     ticks.clear()
     t_from = time.time()
@@ -271,11 +289,11 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force):
         k = ticks[-1].tick if ticks else -1
         if k != last[0]:
             last = (k, time.monotonic())
-        if spec.push_time is not None and push is None and ticks and k >= (spec.push_time - PUSH_LEAD_S) / dt:
+        if scripted is not None and push is None and ticks and k >= scripted.tick - PUSH_LEAD_S / dt:
             first = ticks[0]
             stamp0 = first.header.stamp.sec * 1_000_000_000 + first.header.stamp.nanosec - first.tick * int(
                 round(dt * 1e9))
-            push = request_push(obs, stamp0, spec.push_time, push_force)
+            push = request_push(obs, stamp0, scripted, dt)
         st = obs.status(spec.controller)
         if st is not None and st[0] > started[1] and st[3].get("state") == "aborted":
             aborted = True
@@ -309,6 +327,11 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force):
     data = obs.run_data(spec.name, spec.controller, spec.feedback, model, t_from, t_to, push, aborted,
                         faults_before, lockstep)
     data.message = message
+    if spec.controller == REPLANNED:
+        data.planner = obs.values(PLANNER, newer_than=now)
+        data.plans["rejected_by_reason"] = {k[len("plans.rejected."):]: int(v) for k, v in
+                                            obs.values(spec.controller, newer_than=now).items()
+                                            if k.startswith("plans.rejected.") and v.isdigit() and int(v)}
     # unconfigured, a controller leaves the joint states alone: only the running one loads the machine
     obs.transition(spec.controller, "cleanup")
     return data
@@ -317,23 +340,23 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force):
 # ============================================================================ evaluation
 
 
-def evaluate_runs(runs: dict, traj, model, X_des, plant_model, limits, delay: int, out: Path, report: dict) -> None:
+def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path, report: dict) -> None:
     """Errors, margins, recovery and figures of the runs into ``report`` and ``out``."""
     from marionette_control.cli.main_job import analysis as A
     from marionette_control.cli.main_job import figures as F
+    from marionette_control.control.offline_loop import recovery_time
 
-    nd, nq, nu, dt, N = model.nd, model.nq, model.nu, traj.dt, traj.N
+    nd, dt, N = model.nd, traj.dt, traj.N
     names = list(model.config_names[:nd])
-    ev = {name: A.evaluate(r, traj.X, dt, nd, plant_model) for name, r in runs.items()}
+
+    ev = {name: A.evaluate(r, traj.X, dt, nd, limits) for name, r in runs.items()}
     report["tracking"] = {n: A.error_summary(ev[n].errors, names) for n in ("closed_loop", "open_loop")}
     report["targets"] = A.issue_targets(report["tracking"]["closed_loop"], report["tracking"]["open_loop"])
     report["runs"], executed = {}, {}
     for name, e in ev.items():
         r = e.run
         _, err_des = A.angle_errors(X_des, e.k, e.q, nd)
-        executed[name] = {"commands": A.drive_margins(limits, r.u[:, nu:], r.k + delay + 1, dt),
-                          "drives": A.drive_margins(limits, r.truth_q[:, nd:nq], e.step, dt),
-                          "string_tension": A.tension_margins(e.tension, limits)}
+        executed[name] = A.executed_margins(e, limits, delay, N)
         report["runs"][name] = {
             "controller": r.controller, "feedback": r.feedback, "ticks": int(r.k.size),
             "ticks_with_true_state": int(e.k.size), "ticks_with_faults": r.fault_ticks, "aborted": r.aborted,
@@ -357,14 +380,12 @@ def evaluate_runs(runs: dict, traj, model, X_des, plant_model, limits, delay: in
         push = next(iter(pushed.values())).run.push
         recovery = {}
         for n, e in pushed.items():
-            stamps = e.run.stamp_ns
-            tick = int(e.run.k[np.searchsorted(stamps, e.run.push["start_ns"])]) if stamps[-1] >= \
-                e.run.push["start_ns"] else N
-            recovery[n] = None if e.run.aborted else A.recovery_time(e.k, e.errors, tick, N, dt)
-            report["runs"][n]["push_tick"] = tick
-        report["push"] = {k: v for k, v in push.items() if k != "start_ns"}
-        report["push_recovery"] = {"lqr_s": recovery.get("push_lqr")}
-        labels = {"push_lqr": "LQR only"}
+            recovery[n] = None if e.run.aborted else recovery_time(e.k, e.errors, push["tick"], N, dt)
+        report["push"] = push
+        report["push_recovery"] = {f"{n[len('push_'):]}_s": r for n, r in recovery.items()}
+        if "push_mpc" in runs:
+            report["mpc"] = mpc_statistics(runs["push_mpc"])
+        labels = {"push_lqr": "LQR only", "push_mpc": "MPC (re-planned)"}
         t_push = push["time_s"]
         F.plot_push_error({labels.get(n, n): e for n, e in pushed.items()}, t_push,
                           {labels.get(n, n): r for n, r in recovery.items()}, out / "push_error.png",
@@ -376,6 +397,24 @@ def evaluate_runs(runs: dict, traj, model, X_des, plant_model, limits, delay: in
                          out / "push_actuators.png", f"drives and string after a push at {t_push:g} s")
         report["files"].update(push_error_plot=str(out / "push_error.png"), push_angles_plot=str(out / "push_angles.png"),
                                push_actuators_plot=str(out / "push_actuators.png"))
+
+
+def mpc_statistics(run) -> dict:
+    """``report.json``'s ``mpc``: the planner's update times (wall clock: prediction, optimization, gains) and
+    outcomes, and the plans the controller switched to and rejected in the re-planned run."""
+    p = run.planner
+
+    def number(key):
+        try:
+            return float(p[key])
+        except (KeyError, ValueError):
+            return None
+
+    return {"update_ms": {q: number(f"update_ms.{q}") for q in ("median", "p99", "max")},
+            "updates": int(number("updates") or 0), "published": int(number("plans_published") or 0),
+            "outcomes": {k[len("updates."):]: int(v) for k, v in p.items() if k.startswith("updates.") and v.isdigit()},
+            "switched": run.plans.get("switched"), "rejected": run.plans.get("rejected"),
+            "rejected_by_reason": run.plans.get("rejected_by_reason", {})}
 
 
 # ============================================================================ the job
@@ -400,7 +439,7 @@ def run(args) -> dict:
     plant = load_plant(hardware, arm.load_description())
     limits = from_description(plant)
     delay = hardware.command_delay_steps
-    plan = run_plan(args.push)
+    plan = run_plan(args.push, args.mpc)
     report = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "motion": args.motion,
               "simulated_hardware": hardware.as_dict(), "files": {}}
     procs = Processes(out / "logs", env)
@@ -409,8 +448,8 @@ def run(args) -> dict:
     try:
         say(f"starting simulator ({args.profile} profile, real-time factor {args.real_time_factor:g}), optimizer "
             "and controllers ...")
-        start_processes(procs, args.profile, delay, args.real_time_factor, out, not args.no_bag)
-        obs = Observer([CLOSED, FEEDFORWARD], alive=procs.dead)
+        start_processes(procs, args.profile, delay, args.real_time_factor, out, not args.no_bag, args.mpc)
+        obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
         wait_for_joint_states(obs)
         traj, report["optimization"], constraints = optimize(obs, args.motion, model, args.timeout)
         report["constraint_margins"] = {"optimized": constraints}
@@ -431,7 +470,7 @@ def run(args) -> dict:
         procs.stop_all()
     say("evaluating the runs against the simulator's true state ...")
     _, X_des = desired_states(model, load_motion(arm.config_path("motions", f"{args.motion}.yaml")), traj.dt)
-    evaluate_runs(runs, traj, model, X_des, plant.model, limits, delay, out, report)
+    evaluate_runs(runs, traj, model, X_des, limits, delay, out, report)
     if not args.no_bag:
         report["files"]["bag"] = str(out / "bag")
         report["bag_complete"] = (out / "bag" / "metadata.yaml").exists()
@@ -446,13 +485,6 @@ def run(args) -> dict:
     return report
 
 
-def parse_force(text: str) -> tuple:
-    values = [float(v) for v in text.split(",")]
-    if len(values) != 3 or not all(np.isfinite(values)):
-        raise argparse.ArgumentTypeError(f"expected three finite numbers FX,FY,FZ [N], got {text!r}")
-    return tuple(values)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -461,16 +493,22 @@ def main(argv=None) -> int:
     p.add_argument("--profile", choices=("realistic", "perfect"), default="realistic",
                    help="simulated hardware profile (docs/simulator.md), default realistic")
     p.add_argument("--push", type=float, metavar="T", help="also run the closed loop with a push T s into the motion")
-    p.add_argument("--push-force", type=parse_force, default=PUSH_FORCE, metavar="FX,FY,FZ",
-                   help=f"peak force of the push [N, world frame], default {','.join(map(str, PUSH_FORCE))}")
-    p.add_argument("--real-time-factor", type=float, default=REAL_TIME_FACTOR, metavar="X",
+    p.add_argument("--push-force", type=float, metavar="N", help="peak of the push's half sine [N], in the arm's "
+                   "plane; default: offline_loop.scripted_push's (docs/mpc.md's push)")
+    p.add_argument("--mpc", action="store_true", help="also run the push with receding-horizon re-planning "
+                   "(marionette_mpc, docs/mpc.md); needs --push")
+    p.add_argument("--real-time-factor", type=float, metavar="X",
                    help="simulated seconds per wall-clock second (the simulator's clock; default "
-                        f"{REAL_TIME_FACTOR:g})")
+                        f"{REAL_TIME_FACTOR:g}, with --mpc {MPC_REAL_TIME_FACTOR:g})")
     p.add_argument("--no-bag", action="store_true", help="do not record a bag")
     p.add_argument("--timeout", type=float, default=300.0, help="optimization timeout [s] (default 300)")
     args = p.parse_args(argv)
     if args.push is not None and not args.push > 0:
         p.error(f"--push must be a time > 0 s into the motion, got {args.push}")
+    if args.mpc and args.push is None:
+        p.error("--mpc compares the recovery from a push with and without re-planning: give --push T as well")
+    if args.real_time_factor is None:
+        args.real_time_factor = MPC_REAL_TIME_FACTOR if args.mpc else REAL_TIME_FACTOR
     try:
         report = run(args)
     except MainJobError as e:
@@ -483,9 +521,12 @@ def main(argv=None) -> int:
     if t["open_to_closed_rms_ratio"] is not None:
         say(f"open/closed-loop RMS on the {t['worst_open_loop_joint']}: {t['open_to_closed_rms_ratio']:.2f}; targets "
             f"met: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in t["met"].items()))
-    if "push_recovery" in report:
-        r = report["push_recovery"]["lqr_s"]
-        say(f"after the push: LQR only back within 1° {'never' if r is None else f'{r:.2f} s after it'}")
+    for name, r in report.get("push_recovery", {}).items():
+        say(f"after the push ({name[:-2].upper()}): back within 1° {'never' if r is None else f'{r:.2f} s after it'}")
+    if "mpc" in report:
+        m = report["mpc"]
+        say(f"re-planning: {m['updates']} updates (median {m['update_ms']['median']} ms, p99 {m['update_ms']['p99']} "
+            f"ms), {m['published']} plans published, {m['switched']} switched to, {m['rejected']} rejected")
     missed = {n: r["lockstep"]["timeouts"] for n, r in report["runs"].items() if r["lockstep"]["timeouts"]}
     if missed:
         say("warning: the simulator stopped waiting for a command (" + ", ".join(f"{n}: {v}" for n, v in missed.items())

@@ -13,18 +13,15 @@ Executed constraint margins (the optimizer reports its own on the plan; these ar
   speed |Δρ|/Δt and acceleration |Δ²ρ|/Δt² (``actuators`` of the model file, the limits of the
   optimizer's constraints, thesis §6.6 / issue 11);
 * drives: the plant's true drive positions ρ_k, step by step, against the same limits;
-* string tension T_k = 2 L_k λ_k / Δt (``cli.plot.string_tensions``) of the *plant* (the simulator's
-  model file, not the nominal one): λ_k from the plant's DEL step between its true configurations
-  q_{k−1}, q_k → q_{k+1} (x_k by the discrete Legendre transform, the input the true ρ_{k+1}). During
-  a push the pushing force is not in that step, so the tension there is the string's share of the
-  motion without it (stated in the report).
+* string tension: the *plant's* (the simulator's model file, not the nominal one), T = 2 L λ/Δt of each of
+  its steps, published as the effort of the string's length joint on ``~/true_joint_states``
+  (docs/simulator.md), against the string's minimum.
 
 A margin is positive when the limit holds (``limit − |value|``, ``value − minimum``), in the limit's unit.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -33,8 +30,6 @@ import numpy as np
 from marionette_control.control.problem import ConstraintOptions
 
 NS = 1_000_000_000
-#: the recovery bound of issue 14: back within 1° of the motion
-RECOVERY_BOUND_RAD = math.radians(1.0)
 
 
 @dataclass
@@ -45,10 +40,13 @@ class RunData:
     k (n,) : tick index;  stamp_ns (n,) : the joint state's stamp of each tick;  x_hat (n, nx) : the estimate
     u (n, nU) : the command as sent (model input order);  compute_us (n,) : the tick's compute time
     fault_ticks : ticks published with an active fault
-    truth_stamp_ns (m,), truth_q (m, nq) : the plant's true configurations, every simulator step of the run
+    truth_stamp_ns (m,), truth_q (m, nq), truth_effort (m, nq) : the plant's true configurations and joint efforts
+    (a string length's: the string's tension), every simulator step of the run
     latency_ms : /joint_states → command arrival differences in the observer
     push : what ``~/disturb`` scheduled (None: no push);  aborted : a tolerance ended tracking early
     faults : {fault kind: times the controller raised it during the run};  message : why it aborted
+    plans : {switched, rejected[, rejected_by_reason]}: the receding-horizon plans the controller took and refused
+    in the run;  planner : the planner's /diagnostics values after a re-planned run
     lockstep : {waits, timeouts} of the simulator's lock-step during the run (a time-out: it stepped without the
     command answering its last joint state, which then acts a step late; None: unknown)
     """
@@ -64,12 +62,15 @@ class RunData:
     fault_ticks: int
     truth_stamp_ns: np.ndarray
     truth_q: np.ndarray
+    truth_effort: np.ndarray
     latency_ms: np.ndarray
     push: Optional[dict] = None
     aborted: bool = False
     faults: dict = field(default_factory=dict)
     message: str = ""
     lockstep: dict = field(default_factory=dict)
+    plans: dict = field(default_factory=dict)
+    planner: dict = field(default_factory=dict)
 
     def true_at_ticks(self) -> tuple[np.ndarray, np.ndarray]:
         """(k (n',), q_true (n', nq)) for the ticks whose stamp has a true state (the same instant)."""
@@ -117,6 +118,8 @@ def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict
     ``index`` (n,) (speed and acceleration only across consecutive steps), each {margin, time_s, unit,
     satisfied}. limits : model.limits.ModelLimits."""
     out = {}
+    if index.size == 0:
+        return out
     t = index * dt
     for j, drive in enumerate(limits.kinematic):
         r = rho[:, j]
@@ -136,58 +139,20 @@ def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict
     return out
 
 
-def plant_tension(plant_model, dt: float, q: np.ndarray) -> dict:
-    """{string: tension (m−2,) [N]} of the plant over its steps 1 … m−2 from consecutive true configurations
-    q (m, nq) (module docstring): x_k = Legendre(q_{k−1}, q_k), input ρ_{k+1}."""
-    from marionette_control import _core
-    from marionette_control.cli.plot import string_tensions
-    from marionette_control.control.trajectory import Trajectory
-
-    if plant_model.nu:
-        raise ValueError(f"plant model '{plant_model.name}' has force inputs; its tension needs them")
-    system = _core.DiscreteSystem(plant_model, dt)
-    X = np.array([system.state_from_configs(q[i - 1], q[i]) for i in range(1, len(q))])
-    U = q[2:, plant_model.nd:]
-    return string_tensions(Trajectory.for_model(plant_model, dt, X, U), plant_model)
-
-
-def plant_tension_series(plant_model, dt: float, truth_q: np.ndarray, index: np.ndarray) -> dict:
-    """{string: (t (n,), T (n,))}: the plant's tension over every step with a true state before and after it
-    (:func:`plant_tension` on each stretch of consecutive steps); truth_q (m, nq) at step indices index (m,)."""
-    parts: dict = {}
-    for s in consecutive_runs(index):
-        if s.stop - s.start >= 3:
-            for name, T in plant_tension(plant_model, dt, truth_q[s]).items():
-                parts.setdefault(name, []).append((index[s][1:-1] * dt, T))
-    return {name: tuple(np.concatenate(a) for a in zip(*p)) for name, p in parts.items()}
+def tension_series(limits, effort: np.ndarray, step: np.ndarray, dt: float) -> dict:
+    """{string: (t (m,), T (m,))}: the plant's tension over each step from the true states' efforts (m, nq) (the
+    effort of a string's length joint at step k is its tension over step k−1 → k, timed at its start)."""
+    return {name: ((step - 1) * dt, effort[:, j]) for name, j in zip(limits.strings, limits.string_length)}
 
 
 def tension_margins(series: dict, limits) -> dict:
-    """{string: {margin, time_s, unit, satisfied, lowest_N, minimum_N}} of a :func:`plant_tension_series`
+    """{string: {margin, time_s, unit, satisfied, lowest_N, minimum_N}} of a :func:`tension_series`
     against the strings' minimum tension (limits : ModelLimits)."""
     out = {}
     for name, (t, T) in series.items():
         minimum = float(limits.min_tension[list(limits.strings).index(name)])
         out[name] = {**_worst(T - minimum, t, "N", 1.0), "lowest_N": float(T.min()), "minimum_N": minimum}
     return out
-
-
-def recovery_time(k: np.ndarray, errors: np.ndarray, push_tick: int, last_tick: int, dt: float,
-                  bound: float = RECOVERY_BOUND_RAD) -> Optional[float]:
-    """Seconds from the push (tick ``push_tick``) until every joint stays within ``bound`` [rad] of the motion
-    up to ``last_tick`` (the trajectory's end): (last tick out of bounds + 1 − push_tick)·dt; 0 when it never
-    left; None when it is still out at ``last_tick`` (never recovered). k (n,), errors (n, nd) [rad]."""
-    sel = (k >= push_tick) & (k <= last_tick)
-    if not np.any(sel):
-        return None
-    ks = k[sel]
-    out = np.flatnonzero(np.any(np.abs(errors[sel]) > bound, axis=1))
-    if out.size == 0:
-        return 0.0
-    last = int(ks[out[-1]])
-    if last >= last_tick or ks[-1] < last_tick:
-        return None
-    return (last + 1 - push_tick) * dt
 
 
 def stats(values: np.ndarray, unit: str) -> dict:
@@ -229,9 +194,9 @@ class Evaluated:
         return self.k * self.dt
 
 
-def evaluate(run: RunData, X_opt: np.ndarray, dt: float, nd: int, plant_model) -> Evaluated:
+def evaluate(run: RunData, X_opt: np.ndarray, dt: float, nd: int, limits) -> Evaluated:
     """:class:`Evaluated` of a run: true angles against the optimized states X_opt (N+1, nx) at every tick
-    0 … N, the true states' step indices and the plant's string tension."""
+    0 … N, the true states' step indices and the plant's string tension (limits : ModelLimits)."""
     k, q = run.true_at_ticks()
     sel = (k >= 0) & (k < len(X_opt))
     k, q = k[sel], q[sel]
@@ -241,7 +206,7 @@ def evaluate(run: RunData, X_opt: np.ndarray, dt: float, nd: int, plant_model) -
     dt_ns = int(round(dt * NS))
     origin = int(run.stamp_ns[0]) - int(run.k[0]) * dt_ns   # the stamp tick 0 had (or would have had)
     step = np.round((run.truth_stamp_ns - origin) / dt_ns).astype(int)
-    tension = plant_tension_series(plant_model, dt, run.truth_q, step) if len(step) >= 3 else {}
+    tension = tension_series(limits, run.truth_effort, step, dt)
     return Evaluated(run, dt, k, q, errors, step, tension)
 
 
@@ -265,3 +230,24 @@ def issue_targets(closed: dict, opened: dict) -> dict:
                     "max": all(v["max_deg"] <= TARGET_MAX_DEG for v in closed.values()),
                     "ratio": ratio is not None and ratio >= TARGET_RATIO,
                     "feedback_not_worse": all(closed[n]["rms_deg"] <= opened[n]["rms_deg"] for n in closed)}}
+
+
+def executed_margins(ev: Evaluated, limits, delay: int, N: int) -> dict:
+    """The executed margins of a run (module docstring) during the motion (the commands of its ticks 0 … N, the
+    true states and tensions of its steps up to N: what the optimizer kept within the limits) and after its end
+    (the final state held): {"motion" | "after_end": {"commands", "drives": {drive: {range, speed,
+    acceleration}}, "string_tension": {string: ...}}}. delay : the command delay (the command of tick k ends
+    step k + delay at its value)."""
+    r, dt, nk = ev.run, ev.dt, len(limits.kinematic)
+    out = {}
+    for part, keep in (("motion", lambda steps: steps <= N), ("after_end", lambda steps: steps > N)):
+        ticks, steps = keep(r.k), keep(ev.step)
+        tension = {}
+        for name, (t, T) in ev.tension.items():
+            sel = keep(np.round(t / dt).astype(int) + 1)
+            if sel.any():
+                tension[name] = (t[sel], T[sel])
+        out[part] = {"commands": drive_margins(limits, r.u[ticks, -nk:], r.k[ticks] + delay + 1, dt),
+                     "drives": drive_margins(limits, r.truth_q[steps, -nk:], ev.step[steps], dt),
+                     "string_tension": tension_margins(tension, limits)}
+    return out

@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.cli.main_job.analysis import RECOVERY_BOUND_RAD, Evaluated
+from marionette_control.cli.main_job.analysis import Evaluated
 from marionette_control.cli.plot import _limit_lines, _pyplot
 
 STYLES = ("-", "--", "-.", ":")
@@ -132,7 +132,7 @@ def plot_push_error(runs: dict[str, Evaluated], push_time: float, recovery: dict
         ax.plot(ev.t, worst, color=f"C{i}", lw=1, label=f"{label}: {text}")
         if r is not None:
             ax.axvline(push_time + r, color=f"C{i}", ls="--", lw=0.8)
-    ax.axhline(np.degrees(RECOVERY_BOUND_RAD), color="r", ls=":", lw=1, label="1°")
+    ax.axhline(1.0, color="r", ls=":", lw=1, label="1° (the recovery bound)")
     ax.axvline(push_time, color="k", lw=1, label=f"push at {push_time:g} s")
     ax.set_yscale("log")
     ax.set_xlabel("t [s]")

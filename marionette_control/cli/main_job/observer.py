@@ -69,7 +69,7 @@ class Observer:
         self.change_state = {c: self.node.create_client(ChangeState, f"/{c}/change_state") for c in controllers}
         self.joint_state_times: list[float] = []   # receive times [s]
         self.commands: list[tuple[float, list]] = []  # (receive time [s], data)
-        self.truth: dict[int, np.ndarray] = {}        # stamp [ns] -> true configuration (nq,)
+        self.truth: dict[int, tuple] = {}             # stamp [ns] -> (true positions, efforts), message order
         self.truth_names: Optional[list] = None
         self.tracking: dict[str, list] = {c: [] for c in controllers}
         self.diagnostics: dict[str, tuple[float, int, str, dict]] = {}  # status name -> (monotonic, level, msg, values)
@@ -91,7 +91,8 @@ class Observer:
     def _on_truth(self, msg):
         if self.truth_names is None:
             self.truth_names = list(msg.name)
-        self.truth[_stamp_ns(msg.header.stamp)] = np.asarray(msg.position, dtype=float)
+        self.truth[_stamp_ns(msg.header.stamp)] = (np.asarray(msg.position, dtype=float),
+                                                   np.asarray(msg.effort, dtype=float))
 
     def _on_diagnostics(self, msg):
         now = time.monotonic()
@@ -176,13 +177,17 @@ class Observer:
         return {k[len("faults."):]: int(v) for k, v in values.items()
                 if k.startswith("faults.") and k != "faults.active" and v.isdigit()}
 
-    def counter(self, node: str, key: str, newer_than: Optional[float] = None, timeout: float = 5.0) -> Optional[int]:
-        """An integer of a node's /diagnostics values; with ``newer_than`` (time.monotonic()) from a status received
-        after it (waiting up to ``timeout`` s for one); None when there is none."""
+    def values(self, node: str, newer_than: Optional[float] = None, timeout: float = 5.0) -> dict:
+        """A node's last /diagnostics values; with ``newer_than`` (time.monotonic()) from a status received after it
+        (waiting up to ``timeout`` s for one); {} when there is none."""
         if newer_than is not None:
             self.spin_until(lambda: (self.status(node) or (0.0,))[0] > newer_than, timeout)
         st = self.status(node)
-        value = st[3].get(key, "") if st else ""
+        return dict(st[3]) if st else {}
+
+    def counter(self, node: str, key: str, newer_than: Optional[float] = None, timeout: float = 5.0) -> Optional[int]:
+        """An integer of a node's /diagnostics values (:meth:`values`); None when there is none."""
+        value = self.values(node, newer_than, timeout).get(key, "")
         return int(value) if value.isdigit() else None
 
     def joint_states_silent_for(self) -> Optional[float]:
@@ -209,20 +214,22 @@ class Observer:
         stamps = np.array([_stamp_ns(m.header.stamp) for m in msgs], dtype=np.int64)
         truth_stamps = np.array(sorted(s for s in self.truth if stamps[0] <= s <= stamps[-1]), dtype=np.int64)
         order = [self.truth_names.index(n) for n in model.config_names] if self.truth_names else []
-        truth_q = (np.array([self.truth[int(s)][order] for s in truth_stamps]) if truth_stamps.size
-                   else np.zeros((0, model.nq)))
+        truth_q, truth_effort = ((np.array([self.truth[int(s)][i][order] for s in truth_stamps]) for i in (0, 1))
+                                 if truth_stamps.size else (np.zeros((0, model.nq)),) * 2)
         js = np.array(self.joint_state_times)
         cmd = np.array([c[0] for c in self.commands if t_from <= c[0] <= t_to])
         faults = {k: n - faults_before.get(k, 0) for k, n in self.fault_counts(controller).items()
                   if n > faults_before.get(k, 0)}
+        last = msgs[-1]
         return RunData(name=name, controller=controller, feedback=feedback,
                        k=np.array([m.tick for m in msgs]), stamp_ns=stamps,
                        x_hat=np.array([m.estimated for m in msgs]), u=u,
                        compute_us=1e6 * np.array([m.compute_time for m in msgs]),
                        fault_ticks=sum(1 for m in msgs if m.active_faults),
-                       truth_stamp_ns=truth_stamps, truth_q=truth_q,
+                       truth_stamp_ns=truth_stamps, truth_q=truth_q, truth_effort=truth_effort,
                        latency_ms=latencies(js, cmd) if js.size and cmd.size else np.zeros(0),
-                       push=push, aborted=aborted, faults=faults, lockstep=lockstep)
+                       push=push, aborted=aborted, faults=faults, lockstep=lockstep,
+                       plans={"switched": int(last.plan_switches), "rejected": int(last.plan_rejections)})
 
     def close(self) -> None:
         self.node.destroy_node()

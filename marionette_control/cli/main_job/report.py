@@ -91,24 +91,35 @@ def markdown(report: dict) -> str:
                   "1° of the motion to its end (null: never):", ""]
         lines += [f"- {k}: " + ("never" if v is None else f"{v:.2f} s") for k, v in rec.items()]
         lines.append("")
+    if "mpc" in report:
+        m = report["mpc"]
+        ms = m["update_ms"]
+        lines += ["## Receding-horizon re-planning", "",
+                  f"- updates: {m['updates']} (outcomes: "
+                  + ", ".join(f"{k} {v}" for k, v in m["outcomes"].items()) + "), wall time per update: median "
+                  f"{ms['median']} ms, p99 {ms['p99']} ms, max {ms['max']} ms",
+                  f"- plans published {m['published']}, switched to {m['switched']}, rejected {m['rejected']}"
+                  + (" (" + ", ".join(f"{k} {v}" for k, v in m["rejected_by_reason"].items()) + ")"
+                     if m["rejected_by_reason"] else ""), ""]
     cm = report.get("constraint_margins", {})
     if cm:
         lines += ["## Constraint margins", "", "Optimized trajectory (the optimizer's report):", "",
                   "| constraint | worst margin | at | active steps |", "|---|---|---|---|"]
         lines += [f"| {c['label']} | {c['worst_margin']:.4g} {c['unit']} | {c['time_s']:.2f} s | {c['active_steps']}"
                   f"{'' if c['satisfied'] else ' (VIOLATED)'} |" for c in cm.get("optimized", [])]
-        lines += ["", "Executed (worst margin = limit − |value|, or tension − minimum; negative: beyond the limit). "
-                  "Commands: the setpoints the controller sent; drives: the plant's true drive motion; tension: the "
-                  "plant's string, from its true configurations (without the pushing force while a push acts):", "",
-                  "| run | what | range | speed | acceleration |", "|---|---|---|---|---|"]
-        for run, m in cm.get("executed", {}).items():
-            for what in ("commands", "drives"):
-                for drive, d in m[what].items():
-                    lines.append(f"| {run} | {what}: {drive} | {_margin(d.get('range'))} | {_margin(d.get('speed'))} "
-                                 f"| {_margin(d.get('acceleration'))} |")
-            for s, d in m["string_tension"].items():
-                lines.append(f"| {run} | tension: {s} (≥ {d['minimum_N']:g} N; lowest {d['lowest_N']:.3g} N) | "
-                             f"{_margin(d)} | | |")
+        lines += ["", "Executed, during the motion and while its final state is held after it (worst margin = limit "
+                  "− |value|, or tension − minimum; negative: beyond the limit). Commands: the setpoints the "
+                  "controller sent; drives: the plant's true drive motion; tension: the plant's string:", "",
+                  "| run | part | what | range | speed | acceleration |", "|---|---|---|---|---|---|"]
+        for run, parts in cm.get("executed", {}).items():
+            for part, m in parts.items():
+                for what in ("commands", "drives"):
+                    for drive, d in m[what].items():
+                        lines.append(f"| {run} | {part} | {what}: {drive} | {_margin(d.get('range'))} | "
+                                     f"{_margin(d.get('speed'))} | {_margin(d.get('acceleration'))} |")
+                for s, d in m["string_tension"].items():
+                    lines.append(f"| {run} | {part} | tension: {s} (≥ {d['minimum_N']:g} N; lowest "
+                                 f"{d['lowest_N']:.3g} N) | {_margin(d)} | | |")
         lines.append("")
     c = report.get("controller", {})
     if c:
