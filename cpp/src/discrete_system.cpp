@@ -54,7 +54,7 @@ void DiscreteSystem::linearize(const double* x, const double* u, double* x_next,
 
 void DiscreteSystem::second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu,
                                        double* uu, const double* w) {
-  solve_at(x, u, nullptr, 0, 3);
+  solve_at(x, u, nullptr, 0);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
   step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(z, z_.nx), xx_, xu_, uu_, w);
   RowMap(xx, z_.nx, z_.nx) = xx_;
@@ -64,7 +64,7 @@ void DiscreteSystem::second_contracted(const double* x, const double* u, const d
 
 void DiscreteSystem::second_directional(const double* x, const double* u, const double* dx, const double* du,
                                         double* out, double* lam_dd) {
-  solve_at(x, u, nullptr, 0, 3);
+  solve_at(x, u, nullptr, 0);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
   VecX o(z_.nx);
   step_second_directional(*model_, opt_, s_, Eigen::Map<const VecX>(dx, z_.nx), Eigen::Map<const VecX>(du, z_.nU), o,
@@ -73,7 +73,7 @@ void DiscreteSystem::second_directional(const double* x, const double* u, const 
 }
 
 void DiscreteSystem::second_full(const double* x, const double* u, double* fxx, double* fxu, double* fuu) {
-  solve_at(x, u, nullptr, 0, 3);
+  solve_at(x, u, nullptr, 0);
   step_first_derivatives(*model_, opt_, s_, A_, B_);
   const int nx = z_.nx, nU = z_.nU;
   VecX e = VecX::Zero(nx);
