@@ -214,6 +214,16 @@ def test_check_inputs_false_gives_same_result():
         np.testing.assert_array_equal(getattr(s1, name), getattr(s2, name))
 
 
+def test_check_inputs_false_still_refuses_wrong_shapes():
+    """Unchecked inputs go straight to the core, whose binding names the array of a wrong shape."""
+    rng = np.random.default_rng(4)
+    A, B, Q, S, R, q, r, Qf, qf, _ = random_problem(rng, 5, 3, 2)
+    with pytest.raises(ValueError, match=r"Q has shape \(3, 2\)"):
+        tv_lq(A, B, np.ones((3, 2)), S, R, q, r, Qf, qf, check_inputs=False)
+    with pytest.raises(ValueError, match=r"R has shape"):
+        tv_lqr(A, B, Q, np.eye(3), Qf, check_inputs=False)
+
+
 # -------------------------------------------------------- convexity (Newton model check)
 
 

@@ -1,6 +1,7 @@
 """Optimization specs: schema checks naming file and key, the problem they build, and the run."""
 
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -241,7 +242,10 @@ def test_solve_stops_at_the_deadline_or_on_cancel_with_a_feasible_trajectory(tmp
     X, _ = res.problem.system.simulate(res.problem.x0, res.trajectory.U)
     np.testing.assert_allclose(X, res.trajectory.X, atol=1e-10)
     assert res.trajectory.K.shape == (res.problem.N, 1, 2)
-    res = solve(load_spec(write(tmp_path, PENDULUM), {"optimizer.deadline": 1e-4}))
+    # The optimization gets at least 1 ms of the spent deadline; a callback that takes 2 ms per iteration
+    # (not the solver's speed: it converges in about 1 ms) makes the deadline pass by the second iteration.
+    res = solve(load_spec(write(tmp_path, PENDULUM), {"optimizer.deadline": 1e-4}),
+                callback=lambda stage, record: time.sleep(0.002))
     assert res.result.reason == "deadline"
 
 

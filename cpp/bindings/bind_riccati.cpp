@@ -4,6 +4,8 @@
 // memory (dtypes, shapes, layouts) and releases the GIL for the sweep.
 #include <Python.h>
 
+#include <cmath>
+
 #include "common.hpp"
 #include "marionette/riccati.hpp"
 
@@ -178,7 +180,17 @@ void bind_riccati(py::module_& m) {
           py::gil_scoped_release nogil;
           res = mc::riccati_sweep(in, out, gemm);
         }
+        // P(0), b(0), c(0) finite (the recursion did not overflow), read here rather than by a numpy
+        // pass per array in Python: on small problems that pass costs as much as the sweep.
+        const auto finite = [](const double* p, long count) {
+          for (long i = 0; i < count; ++i)
+            if (!std::isfinite(p[i])) return false;
+          return true;
+        };
+        const bool ok = res.failed_step >= 0 || (finite(out.P, n * n) && (!linear || (finite(out.b, n) &&
+                                                                                        finite(out.c, 1))));
         py::dict d;
+        d["finite"] = ok;
         d["failed_step"] = res.failed_step;
         d["failed_order"] = res.failed_order;
         d["structured_steps"] = res.structured_steps;
@@ -191,8 +203,8 @@ void bind_riccati(py::module_& m) {
       py::arg("dgemm"),
       "Backward Riccati sweep of thesis (B.4) into the given output arrays (internal; use "
       "marionette_control.control.riccati.tv_lq / tv_lqr). P of shape (1, n, n) receives P(0) only (P(k+1) of "
-      "a failed step k). Returns {failed_step, failed_order, "
-      "structured_steps, dense_rows, nonzero_columns}.");
+      "a failed step k). Returns {finite (P(0), b(0), c(0) finite; True when a step failed), failed_step, "
+      "failed_order, structured_steps, dense_rows, nonzero_columns}.");
 }
 
 }  // namespace mcpy

@@ -19,11 +19,11 @@ DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions opt
   beta_.setZero(z_.n);
 }
 
-void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index) {
+void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index, int newton_order) {
   load_step(*model_, s_, x, u);
   if (guess) s_.q2 = Eigen::Map<const VecX>(guess, z_.n);
   else s_.q2 = s_.q1;
-  midpoint_step(*model_, opt_, s_, index);
+  midpoint_step(*model_, opt_, s_, index, newton_order);
 }
 
 void DiscreteSystem::store_lambda(double* out) const {
@@ -134,7 +134,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
   s_.lambda.setZero();
   for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k, 3);
     step_first_derivatives(*model_, opt_, s_, A_, B_);
     step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), xx_, xu_,
                            uu_, W ? W + static_cast<long>(k) * m : nullptr);

@@ -111,7 +111,7 @@ void store_next_state(const Model& model, const VIOptions& opt, const StepData& 
   Eigen::Map<VecX>(x + z.n + z.nd, z.nk) = (s.rho2 - s.q1.tail(z.nk)) / opt.dt;
 }
 
-void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step) {
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
   const Layout z(model);
   const int nd = z.nd, m = z.m;
   const double dt = opt.dt;
@@ -139,7 +139,7 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     s.qbar = 0.5 * (s.q1 + s.q2);
     s.qdot = (s.q2 - s.q1) / dt;
     const bool reuse = have_jacobian;
-    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : 2, s.L);
+    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : newton_order, s.L);
     compute_forces(model, s.mid, s.qdot.data(), s.u.data(), reuse ? 0 : 1, s.F);
     compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
     // G1 = p1 + (dt/2) Lq - Lv + dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)

@@ -505,13 +505,11 @@ _DGEMM = _dgemm_capsule()
 
 
 def _core_arg(arr):
-    """A validated per-step stack as the core takes it: the single matrix of a broadcast
-    (constant) weight, else a C-contiguous stack (no copy for the usual contiguous input)."""
-    if arr is None:
-        return None
-    if arr.ndim >= 1 and arr.shape[0] > 0 and arr.strides[0] == 0:
-        return np.ascontiguousarray(arr[0])
-    return np.ascontiguousarray(arr)
+    """A per-step input as the core takes it: the single matrix of a broadcast (constant) weight, else
+    the input itself (the core's binding converts what is not a C-contiguous float64 array)."""
+    if type(arr) is np.ndarray and arr.ndim >= 1 and arr.shape[0] > 0 and arr.strides[0] == 0:
+        return arr[0]
+    return arr
 
 
 def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True, full_P=True):
@@ -519,7 +517,9 @@ def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True, full_
 
     Same contract as :func:`_sweep_numpy` (the reference implementation in numpy,
     kept for cross-checks), except that ``full_P=False`` returns P of shape
-    (1, n, n) holding P(0) only. The core exploits the sparsity of A and B that
+    (1, n, n) holding P(0) only, and that the inputs may also be unvalidated arrays
+    (``check_inputs=False``: the core's binding checks their shapes and converts
+    what is not C-contiguous float64; ``B`` must be an array). The core exploits the sparsity of A and B that
     linearizations with kinematic configurations have (trivial rows of the
     kinematic configurations and velocities, zero columns of the velocities;
     checked at every step, dense steps otherwise) and runs its products on scipy's
@@ -534,16 +534,13 @@ def _sweep(A, B, Q, R, Qf, S, q, r, qf, linear: bool, out=None, blas=True, full_
         c = _output_array(out, "c", (N + 1,))
     else:
         C = b = c = None
-    res = _core._riccati_sweep(
-        np.ascontiguousarray(A), np.ascontiguousarray(B), _core_arg(Q), _core_arg(R), np.ascontiguousarray(Qf),
-        _core_arg(S), _core_arg(q) if linear else None, _core_arg(r) if linear else None,
-        None if (qf is None or not linear) else np.ascontiguousarray(qf), K, P, C, b, c, linear,
-        _DGEMM if blas else None)
+    res = _core._riccati_sweep(A, B, _core_arg(Q), _core_arg(R), Qf, _core_arg(S), _core_arg(q) if linear else None,
+                               _core_arg(r) if linear else None, qf if linear else None, K, P, C, b, c, linear,
+                               _DGEMM if blas else None)
     k = res["failed_step"]
     if k >= 0:
         _raise_gamma_failure(k, res["failed_order"], m, P[k + 1] if full_P else P[0])
-    if not np.all(np.isfinite(P[0])) or (linear and not (
-            np.all(np.isfinite(b[0])) and np.isfinite(c[0]))):
+    if not res["finite"]:
         _raise_overflow(P, b, c, full_P)
     return K, P, C, b, c
 
@@ -725,10 +722,15 @@ def tv_lqr(A, B, Q, R, Qf, *, check_inputs: bool = True,
     Qf : array_like, shape (n, n)
         Symmetric terminal weight, :math:`Q(k_f)` in the thesis.
     check_inputs : bool, optional
-        Check that every entry is finite and the weights symmetric (default).  Shapes
-        are always checked.  Pass ``False`` in inner loops on arrays already checked:
-        the checks read every input once (about 25 ms for N=1000, n=80 with a
-        time-varying Q; ~5 ms with a constant one).
+        Convert the inputs, check their shapes (naming the array and the step), that
+        every entry is finite and the weights symmetric (default).  Pass ``False`` in
+        inner loops on numpy arrays whose values were checked where they entered (a
+        problem's weights at its construction, the core's linearizations): then only
+        the core's binding checks shapes (without per-step detail), and a non-finite
+        input surfaces as the overflow error.  The full checks read every input once
+        (about 25 ms for N=1000, n=80 with a time-varying Q; ~5 ms with a constant
+        one) and cost about 10 us per call on small problems, as much as the sweep of
+        100 steps of a pendulum.
     out : LQRSolution, optional
         A previous solution of a problem of the same sizes (and the same
         ``full_P``) whose arrays are overwritten and returned in the new solution
@@ -756,8 +758,8 @@ def tv_lqr(A, B, Q, R, Qf, *, check_inputs: bool = True,
     FloatingPointError
         The recursion overflowed.
     """
-    A, B, Q, R, Qf, _, _, _, _, _ = _validate_problem(
-        A, B, Q, R, Qf, check_values=check_inputs)
+    if check_inputs:
+        A, B, Q, R, Qf, _, _, _, _, _ = _validate_problem(A, B, Q, R, Qf)
     K, P, _, _, _ = _sweep(A, B, Q, R, Qf, None, None, None, None, linear=False,
                            out=out, full_P=full_P)
     return LQRSolution(K=K, P=P)
@@ -843,8 +845,8 @@ def tv_lq(A, B, Q, S, R, q, r, Qf, qf, *, check_inputs: bool = True,
     FloatingPointError
         The recursion overflowed.
     """
-    A, B, Q, R, Qf, S, q, r, qf, _ = _validate_problem(
-        A, B, Q, R, Qf, S, q, r, qf, check_values=check_inputs)
+    if check_inputs:
+        A, B, Q, R, Qf, S, q, r, qf, _ = _validate_problem(A, B, Q, R, Qf, S, q, r, qf)
     K, P, C, b, c = _sweep(A, B, Q, R, Qf, S, q, r, qf, linear=True, out=out, full_P=full_P)
     return LQSolution(K=K, C=C, P=P, b=b, c=c, A=A, B=B)
 

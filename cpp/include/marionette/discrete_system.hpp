@@ -85,7 +85,8 @@ class DiscreteSystem {
   std::mutex& mutex() { return mutex_; }
 
  private:
-  void solve_at(const double* x, const double* u, const double* guess, long index);
+  /// Loads and solves the step (x, u) from `guess` (null: q1); newton_order as in midpoint_step.
+  void solve_at(const double* x, const double* u, const double* guess, long index, int newton_order = 2);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
   std::shared_ptr<const Model> model_;

@@ -87,8 +87,13 @@ struct Layout {
 
 /// Solves the constrained DEL equations for the inputs stored in `s`
 /// (q1, p1, u, rho2), starting from the guess in s.q2 and s.lambda.
-/// Throws StepError (naming `step_index`) on failure.
-void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step_index);
+/// Throws StepError (naming `step_index`) on failure. `newton_order` (2 or 3) is the
+/// order of the Lagrangian's derivatives at an evaluation that (re)builds the Newton
+/// matrix: 3 for the second-order forms along a feasible trajectory, whose guess already
+/// solves the step, so that the Lagrangian is evaluated once instead of at order 2 and
+/// again at order 3 (the same numbers: the lower orders are computed identically at any
+/// order). Not from a poor guess: every full Newton iteration would then pay order 3.
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step_index, int newton_order = 2);
 
 /// First derivatives of the one-step map at the solved step: A (nx, nx), B (nx, nU).
 void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
