@@ -251,9 +251,11 @@ class DmoccSolver:
                                          violation=_infeasibility(g_val, nlp.lbg, nlp.ubg)))
             return 0
 
-        it_cb = _IterationCallback(ca, nlp.nw, nlp.ng, on_iteration)
-        options = {"grad_f": grad_f, "jac_g": jac_g, "iteration_callback": it_cb, "ipopt": ipopt,
-                   "print_time": False, "calc_lam_p": False}
+        options = {"grad_f": grad_f, "jac_g": jac_g, "ipopt": ipopt, "print_time": False, "calc_lam_p": False}
+        # Only when someone listens: CasADi then converts x, g and the multipliers for Python every iteration.
+        it_cb = None
+        if callback is not None or should_stop is not None:
+            it_cb = options["iteration_callback"] = _IterationCallback(ca, nlp.nw, nlp.ng, on_iteration)
         if opt.hessian == "exact":
             options["hess_lag"] = hess
         solver = ca.nlpsol("dmocc", "ipopt", {"x": w, "p": p, "f": f(w, p), "g": g(w, p)}, options)
