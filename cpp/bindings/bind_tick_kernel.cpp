@@ -87,6 +87,24 @@ void bind_tick_kernel(py::module_& m) {
           },
           "The last command sent (nU,), or None.");
 
+  py::class_<mc::ConstraintDistance, std::shared_ptr<mc::ConstraintDistance>>(
+      m, "ConstraintDistance",
+      "The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint (thesis "
+      "§3.5): how far a measured configuration is off the closed chain (the controller's plausibility check). "
+      "Workspaces sized once: one object serves one thread.")
+      .def(py::init([](std::shared_ptr<mc::Model> model) {
+             return std::make_shared<mc::ConstraintDistance>(std::move(model));
+           }),
+           py::arg("model"))
+      .def(
+          "distances",
+          [](mc::ConstraintDistance& c, const Arr& q) {
+            std::vector<double> out(c.model().nc());
+            c.compute(sized(q, c.model().nq(), "q"), out.data());
+            return out;
+          },
+          py::arg("q"), "The distances (a list of m floats, constraint order) at q (nq,).");
+
   py::class_<TickKernel, std::shared_ptr<TickKernel>>(
       m, "TickKernel",
       "The tracking controller's tick in one call (marionette_control.control.fused_tick): the Kalman filter's "

@@ -68,6 +68,16 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
   }
 }
 
+// ------------------------------------------------------------------------------------- ConstraintDistance
+
+ConstraintDistance::ConstraintDistance(std::shared_ptr<const Model> model)
+    : model_(std::move(model)), cache_(*model_), h_(*model_) {}
+
+void ConstraintDistance::compute(const double* q, double* out) {
+  compute_constraints(*model_, cache_, q, 1, h_);
+  for (int i = 0; i < model_->nc(); ++i) out[i] = std::abs(h_.h[i]) / std::max(h_.Dh.row(i).norm(), 1e-12);
+}
+
 // ------------------------------------------------------------------------------------- TickKernel
 
 TickData::TickData(const TickModel& M)

@@ -908,7 +908,7 @@ class ControllerCore:
         """Start (k = 0), path (k < N) and goal (k >= N) checks of x̂_k − x_d(k); the aborting result, or None."""
         tr = self.tracking
         tol = self.tolerances
-        err = x_hat[:self.nq] - x_ref[:self.nq]
+        err = [a - b for a, b in zip(x_hat.tolist()[:self.nq], x_ref.tolist())]  # (floats: see check_tolerance)
         if k == 0 or k < tr.N:
             kind, v = ("start_tolerance", tol.check_start(err)) if k == 0 else ("path_tolerance", tol.check_path(err))
             if v is not None:

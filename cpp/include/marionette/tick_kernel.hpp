@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "marionette/constraints.hpp"
 #include "marionette/discrete_system.hpp"
 
 namespace mc {
@@ -61,6 +62,23 @@ class CommandHistory {
   MatXR cmds_;
   VecX initial_;
   int n_ = 0, head_ = -1;
+};
+
+/// The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint
+/// (thesis §3.5): how far a measured configuration is off the closed chain, in the units of q
+/// (the controller's plausibility check, marionette_control.control.sample_checks). Workspaces
+/// sized once.
+class ConstraintDistance {
+ public:
+  explicit ConstraintDistance(std::shared_ptr<const Model> model);
+  const Model& model() const { return *model_; }
+  /// out (m): the distances at q (nq); |Dh_i| below 1e-12 counts as 1e-12.
+  void compute(const double* q, double* out);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  FrameCache cache_;
+  ConstraintData h_;
 };
 
 /// Per-step arrays of a trajectory window, row-major: X (N+1, nx), U (N, nU), K (N, nU, nx), for
