@@ -31,6 +31,22 @@ mc::VecX vec(const Arr& a, long n, const char* what) {
   return Eigen::Map<const mc::VecX>(a.data(), n);
 }
 
+/// A tick's samples: q (nq) and q_prev (nq, or None: null).
+struct Samples {
+  const double* q;
+  const double* q_prev;
+  Samples(const TickKernel& t, const Arr& q_arr, const std::optional<Arr>& prev)
+      : q(sized(q_arr, t.model().nq, "q")), q_prev(prev ? sized(*prev, t.model().nq, "q_prev") : nullptr) {}
+};
+
+/// f() without the GIL, under the system's lock (the model steps).
+template <class F>
+auto unlocked(TickKernel& t, F f) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> g(t.system().mutex());
+  return f();
+}
+
 py::array_t<double> copy_out(const double* p, long n) {
   py::array_t<double> out(n);
   std::copy(p, p + n, out.mutable_data());
@@ -163,17 +179,11 @@ void bind_tick_kernel(py::module_& m) {
       .def(
           "tick",
           [](TickKernel& t, long k, const Arr& q, std::optional<Arr> q_prev, const CommandHistory& h) -> py::tuple {
+            const Samples in(t, q, q_prev);
             const mc::TickModel& M = t.model();
-            const double* qp = sized(q, M.nq, "q");
-            const double* pp = q_prev ? sized(*q_prev, M.nq, "q_prev") : nullptr;
             py::array_t<double> x_hat(M.nx), x_pred(M.nx), u(M.nU);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data(), *up = u.mutable_data();
-            mc::TickStatus status;
-            {
-              py::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(t.system().mutex());
-              status = t.tick(k, qp, pp, h, xh, xp, up);
-            }
+            const mc::TickStatus status = unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, xh, xp, up); });
             if (status == mc::TickStatus::NO_PREDECESSOR) return py::make_tuple(py::none(), py::none(), py::none(), false);
             return py::make_tuple(x_hat, x_pred, u, status == mc::TickStatus::OK);
           },
@@ -184,18 +194,11 @@ void bind_tick_kernel(py::module_& m) {
       .def(
           "estimate_predict",
           [](TickKernel& t, long k, const Arr& q, std::optional<Arr> q_prev, const CommandHistory& h) -> py::tuple {
-            const mc::TickModel& M = t.model();
-            const double* qp = sized(q, M.nq, "q");
-            const double* pp = q_prev ? sized(*q_prev, M.nq, "q_prev") : nullptr;
-            py::array_t<double> x_hat(M.nx), x_pred(M.nx);
+            const Samples in(t, q, q_prev);
+            py::array_t<double> x_hat(t.model().nx), x_pred(t.model().nx);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data();
-            bool ok;
-            {
-              py::gil_scoped_release nogil;
-              std::lock_guard<std::mutex> g(t.system().mutex());
-              ok = t.estimate_predict(k, qp, pp, h, xh, xp);
-            }
-            if (!ok) return py::make_tuple(py::none(), py::none());
+            if (!unlocked(t, [&] { return t.estimate_predict(k, in.q, in.q_prev, h, xh, xp); }))
+              return py::make_tuple(py::none(), py::none());
             return py::make_tuple(x_hat, x_pred);
           },
           py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"),
