@@ -13,6 +13,10 @@ on states far from the trajectory, where every branch of the clamp acts.
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -176,3 +180,48 @@ def test_the_kernel_refuses_what_does_not_fit(bump):
         kernel.set_plan(0, X[:202], U[:201], K[:201])
     with pytest.raises(ValueError, match="K"):
         kernel.set_plan(0, traj.X[:11], traj.U[:10], traj.K[:9])
+
+
+KERNEL_PROBE = """
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from arm_helpers import bump_trajectory
+from marionette_control.control.estimation import KalmanEstimator
+from marionette_control.control.fused_tick import make_kernel
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.prediction import CommandHistory
+from marionette_control.control.tracking import TrackingLaw
+lib = ctypes.CDLL(sys.argv[1])
+lib.mc_alloc_count.restype = ctypes.c_ulong
+ds, traj = bump_trajectory(0.01, 200, delay=2)
+m = ds.model
+limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(0.01)
+kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2)
+h = CommandHistory(m.nU, m.nk, 2)
+Q = [np.ascontiguousarray(traj.X[k, :m.nq]) for k in range(traj.N + 1)]
+
+def run(n):
+    kernel.reset()
+    h.start(traj.X[0, m.nd:m.nq].copy())
+    for k in range(n):
+        _, _, u, _ = kernel.tick(k, Q[k], Q[k - 1] if k else None, h)
+        h.sent(k, u)
+
+run(150)
+growth = []
+for _ in range(3):
+    a = lib.mc_alloc_count(); run(30); b = lib.mc_alloc_count()
+    c = lib.mc_alloc_count(); run(130); d = lib.mc_alloc_count()
+    growth.append((d - c) - (b - a))
+print(json.dumps(sorted(growth)[1]))
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or not sys.platform.startswith("linux"), reason="needs Linux and gcc")
+def test_a_tick_allocates_nothing(tmp_path):
+    """100 more ticks (the kernel, its three output arrays, the history's record) cost no extra malloc: the kernel's
+    workspaces are sized once, numpy serves its small outputs from its cache (test_no_allocation.py's shim)."""
+    from test_no_allocation import run_counted
+
+    assert run_counted(tmp_path, KERNEL_PROBE, str(Path(__file__).parent)) == 0

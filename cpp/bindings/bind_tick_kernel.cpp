@@ -1,8 +1,6 @@
 // Bindings of tick_kernel.hpp: the command history and the fused controller tick (GIL released
 // while it computes). The tick path checks only sizes (the controller checked the sample's
 // content); the kernel's outputs are new arrays the caller keeps (results, records).
-#include <optional>
-
 #include "common.hpp"
 #include "marionette/tick_kernel.hpp"
 
@@ -31,12 +29,45 @@ mc::VecX vec(const Arr& a, long n, const char* what) {
   return Eigen::Map<const mc::VecX>(a.data(), n);
 }
 
+/// A new float64 vector (n,) from numpy's own allocator: numpy serves small arrays from its cache, where
+/// pybind11's array constructors first build shape and stride vectors on the heap (the tick allocates nothing).
+py::array_t<double> new_vector(long n) {
+  auto& api = py::detail::npy_api::get();
+  Py_intptr_t dims[1] = {n};
+  PyObject* a = api.PyArray_NewFromDescr_(api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_DOUBLE_),
+                                          1, dims, nullptr, nullptr, 0, nullptr);
+  if (a == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::array_t<double>>(a);
+}
+
+/// x as a C-contiguous float64 array: x itself when it is one (the tick path: no conversion, nothing allocated;
+/// pybind11's converting caster allocates even then), else a converted copy.
+Arr doubles(const py::handle& x) {
+  if (py::isinstance<Arr>(x)) return py::reinterpret_borrow<Arr>(x);
+  return py::cast<Arr>(x);
+}
+
+/// The data of a vector argument x (n) that may be None (null), kept alive with the object (an empty Arr would
+/// allocate its shape).
+struct OptionalVector {
+  py::object keep;
+  const double* data = nullptr;
+  OptionalVector(const py::handle& x, long n, const char* what) {
+    if (x.is_none()) return;
+    Arr a = doubles(x);
+    data = sized(a, n, what);
+    keep = std::move(a);
+  }
+};
+
 /// A tick's samples: q (nq) and q_prev (nq, or None: null).
 struct Samples {
+  OptionalVector q_in, prev_in;
   const double* q;
   const double* q_prev;
-  Samples(const TickKernel& t, const Arr& q_arr, const std::optional<Arr>& prev)
-      : q(sized(q_arr, t.model().nq, "q")), q_prev(prev ? sized(*prev, t.model().nq, "q_prev") : nullptr) {}
+  Samples(const TickKernel& t, const py::handle& q_obj, const py::handle& prev)
+      : q_in(q_obj.is_none() ? throw py::value_error("q is None") : q_obj, t.model().nq, "q"),
+        prev_in(prev, t.model().nq, "q_prev"), q(q_in.data), q_prev(prev_in.data) {}
 };
 
 /// f() without the GIL, under the system's lock (the model steps).
@@ -68,7 +99,7 @@ void bind_tick_kernel(py::module_& m) {
           "start", [](CommandHistory& h, const Arr& hold) { h.start(sized(hold, h.nU(), "hold")); }, py::arg("hold"),
           "Forgets every command; until the first one the drives hold `hold` (nU,).")
       .def(
-          "sent", [](CommandHistory& h, long slot, const Arr& u) { h.sent(slot, sized(u, h.nU(), "u")); },
+          "sent", [](CommandHistory& h, long slot, const py::handle& u) { h.sent(slot, sized(doubles(u), h.nU(), "u")); },
           py::arg("slot"), py::arg("u"),
           "Records command u (nU,; copied) sent at `slot` (slots never decrease: ValueError otherwise).")
       .def(
@@ -114,9 +145,10 @@ void bind_tick_kernel(py::module_& m) {
            py::arg("model"))
       .def(
           "distances",
-          [](mc::ConstraintDistance& c, const Arr& q) {
-            std::vector<double> out(c.model().nc());
-            c.compute(sized(q, c.model().nq(), "q"), out.data());
+          [](mc::ConstraintDistance& c, const py::handle& q) {
+            const mc::VecX& d = c.compute(sized(doubles(q), c.model().nq(), "q"));
+            py::list out(d.size());
+            for (long i = 0; i < d.size(); ++i) out[i] = py::float_(d[i]);
             return out;
           },
           py::arg("q"), "The distances (a list of m floats, constraint order) at q (nq,).");
@@ -178,10 +210,10 @@ void bind_tick_kernel(py::module_& m) {
       .def("clear_plan", &TickKernel::clear_plan, "No plan in effect: the motion's law everywhere.")
       .def(
           "tick",
-          [](TickKernel& t, long k, const Arr& q, std::optional<Arr> q_prev, const CommandHistory& h) -> py::tuple {
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
             const Samples in(t, q, q_prev);
             const mc::TickModel& M = t.model();
-            py::array_t<double> x_hat(M.nx), x_pred(M.nx), u(M.nU);
+            py::array_t<double> x_hat = new_vector(M.nx), x_pred = new_vector(M.nx), u = new_vector(M.nU);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data(), *up = u.mutable_data();
             const mc::TickStatus status = unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, xh, xp, up); });
             if (status == mc::TickStatus::NO_PREDECESSOR) return py::make_tuple(py::none(), py::none(), py::none(), false);
@@ -193,9 +225,9 @@ void bind_tick_kernel(py::module_& m) {
           "and there is none. Raises StepError when a model step fails.")
       .def(
           "estimate_predict",
-          [](TickKernel& t, long k, const Arr& q, std::optional<Arr> q_prev, const CommandHistory& h) -> py::tuple {
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
             const Samples in(t, q, q_prev);
-            py::array_t<double> x_hat(t.model().nx), x_pred(t.model().nx);
+            py::array_t<double> x_hat = new_vector(t.model().nx), x_pred = new_vector(t.model().nx);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data();
             if (!unlocked(t, [&] { return t.estimate_predict(k, in.q, in.q_prev, h, xh, xp); }))
               return py::make_tuple(py::none(), py::none());
@@ -205,11 +237,13 @@ void bind_tick_kernel(py::module_& m) {
           "The first half of tick(): (x_hat_k, x_hat_{k+d}), or (None, None) without the predecessor needed.")
       .def(
           "command",
-          [](TickKernel& t, long j, const Arr& x, const CommandHistory& h, std::optional<Arr> x_hat) -> py::tuple {
+          [](TickKernel& t, long j, const py::handle& x, const CommandHistory& h, const py::handle& x_hat) -> py::tuple {
             const mc::TickModel& M = t.model();
-            const double* xp = sized(x, M.nx, "x");
-            const double* hp = x_hat ? sized(*x_hat, M.nx, "x_hat") : nullptr;
-            py::array_t<double> u(M.nU);
+            const Arr xa = doubles(x);
+            const double* xp = sized(xa, M.nx, "x");
+            const OptionalVector hv(x_hat, M.nx, "x_hat");
+            const double* hp = hv.data;
+            py::array_t<double> u = new_vector(M.nU);
             const bool finite = t.command(j, xp, h, hp, u.mutable_data());
             return py::make_tuple(u, finite);
           },

@@ -71,11 +71,12 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
 // ------------------------------------------------------------------------------------- ConstraintDistance
 
 ConstraintDistance::ConstraintDistance(std::shared_ptr<const Model> model)
-    : model_(std::move(model)), cache_(*model_), h_(*model_) {}
+    : model_(std::move(model)), cache_(*model_), h_(*model_), distance_(VecX::Zero(model_->nc())) {}
 
-void ConstraintDistance::compute(const double* q, double* out) {
+const VecX& ConstraintDistance::compute(const double* q) {
   compute_constraints(*model_, cache_, q, 1, h_);
-  for (int i = 0; i < model_->nc(); ++i) out[i] = std::abs(h_.h[i]) / std::max(h_.Dh.row(i).norm(), 1e-12);
+  for (int i = 0; i < model_->nc(); ++i) distance_[i] = std::abs(h_.h[i]) / std::max(h_.Dh.row(i).norm(), 1e-12);
+  return distance_;
 }
 
 // ------------------------------------------------------------------------------------- TickKernel
@@ -172,7 +173,7 @@ bool TickKernel::estimate(long k, const double* q, const double* q_prev, const C
     system_->step(x, D.u.data(), x_hat);
     const long i = std::min<long>(k, M_.L.rows() - 1);
     D.dy = Eigen::Map<const VecX>(q, nd) - out.head(nd);
-    out += Eigen::Map<const MatXR>(M_.L.row(i).data(), nx, nd) * D.dy;
+    out.noalias() += Eigen::Map<const MatXR>(M_.L.row(i).data(), nx, nd) * D.dy;
   }
   D.x = out;
   D.k = k;
@@ -213,7 +214,7 @@ void TickKernel::law(long j, const double* x, double* u) {
   if (!M_.feedback) return;
   // (a further term of the law, e.g. an integrator state with its own gain, enters here)
   D_.dx = Eigen::Map<const VecX>(x, nx) - r->X.row(i).transpose();
-  out -= Eigen::Map<const MatXR>(r->K.row(i).data(), nU, nx) * D_.dx;
+  out.noalias() -= Eigen::Map<const MatXR>(r->K.row(i).data(), nU, nx) * D_.dx;
 }
 
 bool TickKernel::estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h,

@@ -23,11 +23,15 @@ tolerances                start, path and goal (:mod:`.tolerances`)
 
 One tick, for the sample q_k that is tick k of the run::
 
-    checks → x̂_k = estimate(q_k) → tolerances(x̂_k − x_d(k)) → x̂_{k+d} = predict(x̂_k)
-           → u = clamp(law(k+d, x̂_{k+d}), the command stream) → sent; remembered as the input of step k+d
+    checks → x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = clamp(law(k+d, x̂_{k+d}), the command stream)
+           → tolerances(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
-k moves the drives from cycle k+1 on (:mod:`.prediction`).
+k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
+from the estimate to the clamped command is one native call (:mod:`.fused_tick`; ``fused=False``:
+the parts one by one, the reference it is tested against); a tick where a plan is due calls its two
+halves with the plan's switch rule in between. A model step that fails anywhere in the chain holds
+as ``estimation_failed``.
 
 Sample/tick alignment
 ---------------------

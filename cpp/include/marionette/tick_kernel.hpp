@@ -72,13 +72,14 @@ class ConstraintDistance {
  public:
   explicit ConstraintDistance(std::shared_ptr<const Model> model);
   const Model& model() const { return *model_; }
-  /// out (m): the distances at q (nq); |Dh_i| below 1e-12 counts as 1e-12.
-  void compute(const double* q, double* out);
+  /// The distances (m) at q (nq); |Dh_i| below 1e-12 counts as 1e-12. Valid until the next call.
+  const VecX& compute(const double* q);
 
  private:
   std::shared_ptr<const Model> model_;
   FrameCache cache_;
   ConstraintData h_;
+  VecX distance_;
 };
 
 /// Per-step arrays of a trajectory window, row-major: X (N+1, nx), U (N, nU), K (N, nU, nx), for
