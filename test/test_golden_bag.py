@@ -5,8 +5,9 @@ optimized marionette-arm trajectory tracked by the controller (its defaults: one
 delay compensated, Kalman filter) against the simulator's realistic profile on simulated time
 (/joint_states, /clock, the controller's commands and ~/tracking) and the trajectory file it
 tracked. It was re-recorded when the control law changed (issue 12: delay compensation, the
-Kalman filter, acceleration limits) and when ~/tracking became a TrackingState (issue 13); the
-reasons are in make_golden_bag.py.
+Kalman filter, acceleration limits), when ~/tracking became a TrackingState (issue 13) and when the
+tick became one native call (issue 12, the fused tick: the same law, rounded otherwise); the reasons
+are in make_golden_bag.py.
 
 * Offline: replaying the recorded joint states through the controller's tick logic
   (marionette_control.bags.replay) reproduces every recorded command, in order, to
@@ -31,6 +32,7 @@ from marionette_control.bags.bagio import bag_info, read_bag
 from marionette_control.bags.replay import (COMMANDS, JOINT_STATES, TRACKING, ReplayConfig, compare_commands,
                                             first_tick_stamp, make_core, recorded_commands, recorded_ticks,
                                             replay_bag, trajectory_of_bag)
+from marionette_control.control import controller_core
 from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory
 
@@ -87,6 +89,9 @@ def test_a_changed_control_law_fails_the_comparison(golden, monkeypatch):
         return original(self, j, x) + 1e-6  # a micrometre: far below anything visible in a plot
 
     monkeypatch.setattr(TrackingLaw, "command", biased)
+    # the controller's parts one by one (its tick is otherwise the fused native one, which test_tick_kernel.py
+    # holds to these parts), so the biased Python law is the law that runs
+    monkeypatch.setattr(controller_core, "make_kernel", lambda *args: None)
     replayed = replay_bag(BAG).commands()
     cmp = compare_commands(replayed, cmds, TOLERANCE)
     # the first command is off by the bias; later ones by more, since every command enters the prediction

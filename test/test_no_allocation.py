@@ -88,18 +88,24 @@ PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="needs Linux and gcc")
-def test_batch_loops_allocate_nothing_per_step(tmp_path):
+def run_counted(tmp_path, probe_source: str, *args: str):
+    """Runs ``probe_source`` (its argv[1]: the shim's path, then ``args``) with every malloc counted; the JSON value
+    its last output line prints."""
     src = tmp_path / "count.c"
     src.write_text(SHIM)
     lib = tmp_path / "libcount.so"
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     probe = tmp_path / "probe.py"
-    probe.write_text(PROBE)
+    probe.write_text(probe_source)
     env = dict(os.environ, LD_PRELOAD=str(lib), OPENBLAS_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, str(probe), str(lib)], env=env, capture_output=True, text=True,
+    res = subprocess.run([sys.executable, str(probe), str(lib), *args], env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    growth = __import__("json").loads(res.stdout.strip().splitlines()[-1])
+    return __import__("json").loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="needs Linux and gcc")
+def test_batch_loops_allocate_nothing_per_step(tmp_path):
+    growth = run_counted(tmp_path, PROBE)
     # 100 more steps may not cost a single extra allocation.
     assert growth == {name: 0 for name in growth}, growth

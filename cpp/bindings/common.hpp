@@ -34,5 +34,6 @@ void bind_model(py::module_& m);
 void bind_discrete_system(py::module_& m);
 void bind_continuous(py::module_& m);
 void bind_riccati(py::module_& m);
+void bind_tick_kernel(py::module_& m);
 
 }  // namespace mcpy

@@ -26,4 +26,5 @@ PYBIND11_MODULE(_core, m) {
   mcpy::bind_discrete_system(m);
   mcpy::bind_continuous(m);
   mcpy::bind_riccati(m);
+  mcpy::bind_tick_kernel(m);
 }

@@ -23,11 +23,15 @@ tolerances                start, path and goal (:mod:`.tolerances`)
 
 One tick, for the sample q_k that is tick k of the run::
 
-    checks → x̂_k = estimate(q_k) → tolerances(x̂_k − x_d(k)) → x̂_{k+d} = predict(x̂_k)
-           → u = clamp(law(k+d, x̂_{k+d}), the command stream) → sent; remembered as the input of step k+d
+    checks → x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = clamp(law(k+d, x̂_{k+d}), the command stream)
+           → tolerances(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
-k moves the drives from cycle k+1 on (:mod:`.prediction`).
+k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
+from the estimate to the clamped command is one native call (:mod:`.fused_tick`; ``fused=False``:
+the parts one by one, the reference it is tested against); a tick where a plan is due calls its two
+halves with the plan's switch rule in between. A model step that fails anywhere in the chain holds
+as ``estimation_failed``.
 
 Sample/tick alignment
 ---------------------
@@ -127,6 +131,7 @@ import numpy as np
 
 from marionette_control import _core
 from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
+from marionette_control.control.fused_tick import make_kernel, set_plan
 from marionette_control.control.gains import check_gains
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import (REJECTIONS, Plan, PlannedLaw, SwitchTolerance, check_plan,
@@ -223,20 +228,22 @@ def make_tolerances(model, overrides: dict, goal_time: float) -> Tolerances:
                       goal_time=float(goal_time), names=names)
 
 
-def make_core(desc, options: Optional[ControllerOptions] = None, read: Optional[Callable] = None) -> "ControllerCore":
+def make_core(desc, options: Optional[ControllerOptions] = None, read: Optional[Callable] = None,
+              fused: bool = True) -> "ControllerCore":
     """The ControllerCore of a model description (``model.yaml_model.ModelDescription``).
 
     The command clamp and the plausibility checks take the file's limits as
     :func:`marionette_control.model.limits.from_description` reads them (the drives' range, speed and
     acceleration; the URDF joints' range and speed), the same the optimizer and the simulator use.
     ``read`` maps a sample to q (nq,) in model order (the node: ``JointStateReader(...).read``); default:
-    the sample *is* q in model order (offline loops feed configurations directly).
+    the sample *is* q in model order (offline loops feed configurations directly). ``fused``: see
+    :class:`ControllerCore`.
     """
     model = desc.model
     options = options or ControllerOptions()
     limits = from_description(desc)
     return ControllerCore(model, read or _as_configuration, CommandLimits.from_limits(limits),
-                          SampleChecks(model, limits, options.plausibility), options)
+                          SampleChecks(model, limits, options.plausibility), options, fused=fused)
 
 
 def _as_configuration(q) -> np.ndarray:
@@ -316,10 +323,11 @@ TRAJECTORY_EVENTS = ("staged", "taken", "switched", "refused")
 
 class Tracking:
     """The parts that depend on one trajectory: law (over it and the plans handed over), estimator, predictor,
-    command history, limits."""
+    command history, limits; and ``kernel``, the same parts fused into one native call (:mod:`.fused_tick`), or
+    None (the Legendre estimator, or ``fused=False``): the parts are called one by one then."""
 
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
-                 warning: Optional[str]):
+                 warning: Optional[str], kernel=None):
         self.system = system
         self.law = law
         self.estimator = estimator
@@ -327,6 +335,54 @@ class Tracking:
         self.history = CommandHistory(system.model.nU, system.model.nk, predictor.delay)
         self.limits = limits
         self.warning = warning
+        self.kernel = kernel
+
+    def reset_estimate(self) -> None:
+        """The next estimate initialises the estimator (a new run, a switch, after a failure)."""
+        self.estimator.reset()
+        if self.kernel is not None:
+            self.kernel.reset()
+
+    def tick(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
+        """(x̂_k, x̂_{k+d}, u, finite) of tick k (the module docstring's chain from the estimate to the clamped
+        command); (None, None, None, False) when the estimate needs ``q_prev`` and it is None. Raises
+        ``_core.StepError`` when a model step fails."""
+        if self.kernel is not None:
+            return self.kernel.tick(k, q, q_prev, self.history)
+        x_hat, x_pred = self.estimate_predict(k, q, q_prev)
+        if x_hat is None:
+            return None, None, None, False
+        return (x_hat, x_pred, *self.command(k + self.predictor.delay, x_pred, x_hat))
+
+    def estimate_predict(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
+        """(x̂_k, x̂_{k+d}), or (None, None) when the estimate needs ``q_prev`` and it is None."""
+        if self.kernel is not None:
+            return self.kernel.estimate_predict(k, q, q_prev, self.history)
+        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
+        if x_hat is None:
+            return None, None
+        return x_hat, self.predictor.predict(k, x_hat, self.history)
+
+    def command(self, j: int, x: np.ndarray, x_hat: np.ndarray) -> tuple:
+        """(u, finite): the law's command for step j on the state x it acts on, clamped to continue the command
+        stream; finite: u and x̂_k are."""
+        if self.kernel is not None:
+            return self.kernel.command(j, x, self.history, x_hat)
+        u = self.law.command(j, x)
+        self.limits.clamp(u, *self.history.stream_state(j, self.system.dt))
+        return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
+
+    def install_plan(self, plan: Plan) -> None:
+        """``plan`` is in effect from its first step on."""
+        self.law.install(plan)
+        if self.kernel is not None:
+            set_plan(self.kernel, plan)
+
+    def clear_plans(self) -> None:
+        """No plan in effect (a new run)."""
+        self.law.clear()
+        if self.kernel is not None:
+            self.kernel.clear_plan()
 
     @property
     def trajectory(self) -> Trajectory:
@@ -353,12 +409,16 @@ class ControllerCore:
     checks : SampleChecks, optional
         Plausibility checks (:func:`make_core` builds them from the model file); None: none.
     options : ControllerOptions
+    fused : with the Kalman estimator, compute each tick in one native call (:mod:`.fused_tick`; the
+        default); False: call the Python parts one by one, the reference the fused tick is tested against
     """
 
     def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
-                 checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None):
+                 checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None,
+                 fused: bool = True):
         options = options or ControllerOptions()
         self.options = options
+        self.fused = bool(fused)
         self.model = model
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
@@ -479,14 +539,17 @@ class ControllerCore:
         """The parts tracking a staged trajectory needs (the Kalman filter's gains along it: the costly part)."""
         trajectory = staged.trajectory
         system = _core.DiscreteSystem(self.model, trajectory.dt)
+        limits = self.limits.for_dt(trajectory.dt)
+        kernel = None
         if self.options.estimator == "kalman":
             gap = max(1, int(self.timeout_ns // max(1, int(round(trajectory.dt * NS)))))
             estimator = KalmanEstimator(system, trajectory, self.options.noise, max_gap_steps=gap)
+            if self.fused:
+                kernel = make_kernel(system, staged.law, estimator, limits, self.delay)
         else:
             estimator = LegendreEstimator(system)
-        limits = self.limits.for_dt(trajectory.dt)
         return Tracking(system, PlannedLaw(staged.law), estimator, DelayPredictor(system, self.delay, limits), limits,
-                        staged.warning)
+                        staged.warning, kernel)
 
     def _event(self, kind: str, message: str, count: bool = True) -> str:
         if count:
@@ -645,8 +708,8 @@ class ControllerCore:
         self.goal_reached = False
         self._k = None
         self._tick_stamp = None
-        self.tracking.estimator.reset()
-        self.tracking.law.clear()
+        self.tracking.reset_estimate()
+        self.tracking.clear_plans()
         msg = f"started tracking {self.trajectory_source} ({self.tracking.N} steps, dt {self.dt:g} s)"
         if self.fault is not None:
             msg += f"; holding until the joint-state fault clears ({self.fault}: {self.fault_message})"
@@ -788,7 +851,7 @@ class ControllerCore:
             return self._tick(res, k, q, q_prev, stamp_ns)
         old = self.tracking
         sw.tracking.history.carry_over(old.history, k)
-        sw.tracking.estimator.reset()
+        sw.tracking.reset_estimate()
         self._install(sw.tracking, sw.staged.source)
         self.run += 1
         self._clear_run_faults()
@@ -804,32 +867,32 @@ class ControllerCore:
         tr = self.tracking
         if k == 0 and not carried:
             tr.history.start(tr.limits.hold(q[self.nd:]))
-            tr.estimator.reset()
+            tr.reset_estimate()
         try:
-            x_hat = tr.estimator.estimate(k, q, q_prev, tr.history.applied)
-            if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
-                return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
-                                                     f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
-            x_ref = tr.law.reference(k)
-            err = x_hat[:self.nq] - x_ref[:self.nq]
-            abort = self._check_tolerances(res, k, err)
-            if abort is not None:
-                return abort
-            x_pred = tr.predictor.predict(k, x_hat, tr.history)
+            if plan is None:
+                x_hat, x_pred, u, finite = tr.tick(k, q, q_prev)
+            else:  # the switch rule needs x̂_{k+d} before the law
+                x_hat, x_pred = tr.estimate_predict(k, q, q_prev)
         except _core.StepError as e:
-            tr.estimator.reset()
+            tr.reset_estimate()
             return self._hold(res, "estimation_failed", f"the model could not step the estimate at tick {k}: {e}", k)
+        if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
+            return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
+                                                 f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
+        x_ref = tr.law.reference(k)
+        abort = self._check_tolerances(res, k, x_hat, x_ref)
+        if abort is not None:
+            return abort
         if plan is not None:
             why = off_state(plan, x_pred, self._switch_tol, self.model.state_names)
             if why is None:
-                tr.law.install(plan)
+                tr.install_plan(plan)
                 self.plan_counts["switched"] += 1
             else:
                 _, res.plan_event = self._reject_plan("off_state", why)
-        u = tr.law.command(k + self.delay, x_pred)
-        tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
-        if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
-            tr.estimator.reset()
+            u, finite = tr.command(k + self.delay, x_pred, x_hat)
+        if not finite:
+            tr.reset_estimate()
             return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)
         # a hold the watchdog sent at its own clock's slot can lie past this tick (joint states reaching the node
         # late under load): this command reaches the drives after that hold, so it is in effect from there on
@@ -845,10 +908,11 @@ class ControllerCore:
         self._clear_sample_faults(res)
         return res
 
-    def _check_tolerances(self, res: TickResult, k: int, err: np.ndarray) -> Optional[TickResult]:
-        """Start (k = 0), path (k < N) and goal (k >= N) checks; the aborting result, or None to go on."""
+    def _check_tolerances(self, res: TickResult, k: int, x_hat: np.ndarray, x_ref: np.ndarray) -> Optional[TickResult]:
+        """Start (k = 0), path (k < N) and goal (k >= N) checks of x̂_k − x_d(k); the aborting result, or None."""
         tr = self.tracking
         tol = self.tolerances
+        err = [a - b for a, b in zip(x_hat.tolist()[:self.nq], x_ref.tolist())]  # (floats: see check_tolerance)
         if k == 0 or k < tr.N:
             kind, v = ("start_tolerance", tol.check_start(err)) if k == 0 else ("path_tolerance", tol.check_path(err))
             if v is not None:

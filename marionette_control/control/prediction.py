@@ -13,96 +13,21 @@ continues the stream of commands within the drives' limits (:meth:`CommandHistor
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
+from marionette_control import _core
 
-class CommandHistory:
-    """The commands sent, by tick slot, and the input in effect over each step.
 
-    A command sent at slot s (the tick index of the sample it answered, or the slot a hold command
-    fell in) is the input from step s + d on, until a later one replaces it (the forward position
-    controller keeps its last command). Before the first command of a run the drives hold
-    ``start``'s ρ. Keeps the last ``size`` commands (>= d + the longest gap bridged + 2).
-    """
-
-    def __init__(self, nU: int, nk: int, delay_steps: int, size: int = 32):
-        if delay_steps < 0:
-            raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
-        if size < delay_steps + 2:
-            raise ValueError(f"command history size {size} is too small for a delay of {delay_steps} steps")
-        self.delay = int(delay_steps)
-        self._nu = nU - nk
-        self._slots = [0] * size
-        self._cmds = [np.zeros(nU)] * size
-        self._n = 0
-        self._head = -1
-        self._initial = np.zeros(nU)
-
-    def start(self, hold: np.ndarray) -> None:
-        """Forgets every command; until the first one the drives hold ``hold`` (nU,)."""
-        self._n = 0
-        self._head = -1
-        self._initial = hold
-
-    def carry_over(self, other: "CommandHistory", shift: int) -> None:
-        """Starts from ``other``'s commands, each at its slot − ``shift``: a run that begins at tick ``shift`` of
-        another one keeps that run's commands in flight (a switch of trajectory; slots may be negative)."""
-        self.start(other._initial)
-        size = len(other._slots)
-        for i in range(other._n - 1, -1, -1):
-            j = (other._head - i) % size
-            self.sent(other._slots[j] - shift, other._cmds[j])
-
-    def copy(self) -> "CommandHistory":
-        """An independent history with the same commands (a planner continues it with the commands it predicts)."""
-        other = CommandHistory.__new__(CommandHistory)
-        other.delay, other._nu, other._n, other._head, other._initial = (self.delay, self._nu, self._n, self._head,
-                                                                         self._initial)
-        other._slots, other._cmds = list(self._slots), list(self._cmds)
-        return other
-
-    def sent(self, slot: int, u: np.ndarray) -> None:
-        """Records command ``u`` (nU,; kept, not copied) sent at ``slot`` (slots never decrease)."""
-        size = len(self._slots)
-        if self._n and slot < self._slots[self._head]:
-            raise ValueError(f"command for slot {slot} after one for slot {self._slots[self._head]}")
-        h = (self._head + 1) % size
-        self._slots[h], self._cmds[h] = slot, u
-        self._head = h
-        self._n = min(self._n + 1, size)
-
-    def applied(self, j: int) -> np.ndarray:
-        """The input u_j (nU,) in effect over step j: the last command sent at a slot <= j − d."""
-        last = j - self.delay
-        size = len(self._slots)
-        i = self._head
-        for _ in range(self._n):
-            if self._slots[i] <= last:
-                return self._cmds[i]
-            i = (i - 1) % size
-        return self._initial
-
-    def stream_state(self, j: int, dt: float) -> tuple[list, list]:
-        """(ρ_j, v_j) (nk floats each) of the setpoint stream a command for step j continues: ρ_j = the kinematic part of
-        u_{j−1}, v_j = (ρ_j − ρ_{j−1})/Δt. The limits are applied to this stream: a drive that follows setpoints
-        within its limits follows a stream that respects them exactly, and one that fell behind (a command that
-        came a cycle late) catches up with a stream that stayed smooth, where limits applied from its own
-        jerky motion would feed the jerk back into the commands."""
-        nu = self._nu
-        rho, before = self.applied(j - 1).tolist()[nu:], self.applied(j - 2).tolist()[nu:]
-        return rho, [(r - s) / dt for r, s in zip(rho, before)]
-
-    @property
-    def last_slot(self) -> Optional[int]:
-        """The slot of the last command sent, or None."""
-        return self._slots[self._head] if self._n else None
-
-    @property
-    def last(self):
-        """The last command sent (nU,), or None."""
-        return self._cmds[self._head] if self._n else None
+#: The commands sent, by tick slot, and the input in effect over each step (compiled: the fused tick of
+#: :mod:`.fused_tick` reads the commands in flight from it). A command sent at slot s (the tick index of the
+#: sample it answered, or the slot a hold command fell in) is the input from step s + d on, until a later one
+#: replaces it (the forward position controller keeps its last command); before the first command of a run the
+#: drives hold ``start``'s input. ``CommandHistory(nU, nk, delay_steps, size=32)``; ``start(hold)``,
+#: ``sent(slot, u)`` (u copied; slots never decrease), ``applied(j)`` (the last command sent at a slot <= j − d),
+#: ``stream_state(j, dt)`` (ρ_j, v_j of the setpoint stream a command for step j continues: the limits apply to
+#: this stream, so a drive that fell behind catches up with a stream that stayed smooth), ``carry_over(other,
+#: shift)``, ``copy()``, ``last_slot``, ``last``, ``delay``.
+CommandHistory = _core.CommandHistory
 
 
 class DelayPredictor:

@@ -29,6 +29,7 @@ from typing import Optional
 
 import numpy as np
 
+from marionette_control import _core
 from marionette_control.model.limits import ModelLimits
 
 
@@ -76,6 +77,7 @@ class SampleChecks:
         self.upper = np.asarray(upper, dtype=float) + options.limit_margin
         self.speed = options.velocity_factor * np.asarray(max_velocity, dtype=float)
         self.check_chain = model.nc > 0
+        self._distance = _core.ConstraintDistance(model) if self.check_chain else None
         # the tick path works on Python floats: for a handful of configurations that is several times faster
         # than a dozen numpy calls
         self._bounds = list(zip(self.lower.tolist(), self.upper.tolist()))
@@ -101,10 +103,8 @@ class SampleChecks:
                                                 f"{allowed:.4g} is possible (velocity_factor x max velocity "
                                                 f"{vmax / self.options.velocity_factor:g} + jump_margin {margin:g})")
         if self.check_chain:
-            h, Dh = self.model.constraints(q)
             tol = self.options.chain_tolerance
-            for i, (hi, row) in enumerate(zip(h.tolist(), Dh.tolist())):
-                dist = abs(hi) / max(math.sqrt(sum(d * d for d in row)), 1e-12)
+            for i, dist in enumerate(self._distance.distances(q)):
                 if not dist <= tol:
                     return "chain_inconsistent", (f"the configuration violates constraint "
                                                   f"'{self.model.constraint_names[i]}' by {dist:.4g} (first-order "

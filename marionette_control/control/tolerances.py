@@ -39,13 +39,19 @@ class Violation:
                 "m for lengths)")
 
 
-def check_tolerance(error: np.ndarray, tolerance: np.ndarray, names: Sequence[str]) -> Optional[Violation]:
+def check_tolerance(error, tolerance, names: Sequence[str]) -> Optional[Violation]:
     """The worst violation of |error| <= tolerance among checked configurations (tolerance > 0), or None.
 
-    "Worst" is the largest ratio |error| / tolerance; a non-finite error violates every checked tolerance.
+    error, tolerance : (nq,) arrays or sequences of floats. "Worst" is the largest ratio |error| / tolerance; a
+    non-finite error violates every checked tolerance.
     """
     worst, worst_ratio = None, 1.0
-    for i, (e, tol) in enumerate(zip(error.tolist(), tolerance.tolist())):
+    # on Python floats: the controller checks every tick, and numpy's per-call cost dominates for a few joints
+    if isinstance(error, np.ndarray):
+        error = error.tolist()
+    if isinstance(tolerance, np.ndarray):
+        tolerance = tolerance.tolist()
+    for i, (e, tol) in enumerate(zip(error, tolerance)):
         if tol > 0.0:
             ratio = abs(e) / tol if math.isfinite(e) else math.inf
             if ratio > worst_ratio:
@@ -81,14 +87,16 @@ class Tolerances:
                 raise ValueError(f"{what} tolerance of {self.names[bad[0]]} must be finite and >= 0 (0: unchecked), "
                                  f"got {v[bad[0]]}")
             setattr(self, what, v)
+        self._lists = {what: getattr(self, what).tolist() for what in ("start", "path", "goal")}
         if not (math.isfinite(self.goal_time) and self.goal_time >= 0):
             raise ValueError(f"goal_time must be finite and >= 0 s, got {self.goal_time}")
 
-    def check_start(self, error: np.ndarray) -> Optional[Violation]:
-        return check_tolerance(error, self.start, self.names)
+    def check_start(self, error) -> Optional[Violation]:
+        """error : (nq,) array or sequence of floats, as for every check."""
+        return check_tolerance(error, self._lists["start"], self.names)
 
-    def check_path(self, error: np.ndarray) -> Optional[Violation]:
-        return check_tolerance(error, self.path, self.names)
+    def check_path(self, error) -> Optional[Violation]:
+        return check_tolerance(error, self._lists["path"], self.names)
 
-    def check_goal(self, error: np.ndarray) -> Optional[Violation]:
-        return check_tolerance(error, self.goal, self.names)
+    def check_goal(self, error) -> Optional[Violation]:
+        return check_tolerance(error, self._lists["goal"], self.names)

@@ -41,6 +41,14 @@ faults), and the replay tools read the recorded ticks from it; the control law i
 And again (issue 14): TrackingState gained the run, the plan in effect and the plans' counts
 (receding-horizon re-planning, docs/mpc.md), so a bag with the old definition no longer decodes
 as the current message; without plans the control law is unchanged.
+
+And again (issue 12, the fused tick): the controller computes each tick with the Kalman filter in one
+native call (``_core.TickKernel``, control/fused_tick.py) instead of the Python parts one by one. The
+law is the same (test_tick_kernel.py holds the two to 1e-12 over closed loops), but its products round
+like Eigen's, not numpy's, and a replay cannot absorb even that: the replayed joint states do not answer
+the commands, so a difference in a command in flight grows by ~1.7× per tick through the prediction of
+the next ones (1e-16 became 1.4e-6 over the last 40 ticks of the old recording), where the recorded
+commands must be reproduced bit for bit.
 """
 
 from __future__ import annotations

@@ -1,0 +1,272 @@
+// Bindings of tick_kernel.hpp: the command history and the fused controller tick (GIL released
+// while it computes). The tick path checks only sizes (the controller checked the sample's
+// content); the kernel's outputs are new arrays the caller keeps (results, records).
+#include "common.hpp"
+#include "marionette/tick_kernel.hpp"
+
+namespace mcpy {
+
+namespace {
+
+using mc::CommandHistory;
+using mc::TickKernel;
+
+const double* sized(const Arr& a, long n, const char* what) {
+  if (a.ndim() != 1 || a.shape(0) != n)
+    throw py::value_error(std::string(what) + " has shape " + shape_str(a) + ", expected (" + std::to_string(n) + ",)");
+  return a.data();
+}
+
+mc::MatXR rows(const Arr& a, const std::vector<long>& shape, const std::string& what) {
+  check_array(a, shape, what);
+  long cols = 1;
+  for (size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
+  return Eigen::Map<const mc::MatXR>(a.data(), shape[0], cols);
+}
+
+mc::VecX vec(const Arr& a, long n, const char* what) {
+  sized(a, n, what);
+  return Eigen::Map<const mc::VecX>(a.data(), n);
+}
+
+/// A new float64 vector (n,) from numpy's own allocator: numpy serves small arrays from its cache, where
+/// pybind11's array constructors first build shape and stride vectors on the heap (the tick allocates nothing).
+py::array_t<double> new_vector(long n) {
+  auto& api = py::detail::npy_api::get();
+  Py_intptr_t dims[1] = {n};
+  PyObject* a = api.PyArray_NewFromDescr_(api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_DOUBLE_),
+                                          1, dims, nullptr, nullptr, 0, nullptr);
+  if (a == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::array_t<double>>(a);
+}
+
+/// x as a C-contiguous float64 array: x itself when it is one (the tick path: no conversion, nothing allocated;
+/// pybind11's converting caster allocates even then), else a converted copy.
+Arr doubles(const py::handle& x) {
+  if (py::isinstance<Arr>(x)) return py::reinterpret_borrow<Arr>(x);
+  return py::cast<Arr>(x);
+}
+
+/// The data of a vector argument x (n) that may be None (null), kept alive with the object (an empty Arr would
+/// allocate its shape).
+struct OptionalVector {
+  py::object keep;
+  const double* data = nullptr;
+  OptionalVector(const py::handle& x, long n, const char* what) {
+    if (x.is_none()) return;
+    Arr a = doubles(x);
+    data = sized(a, n, what);
+    keep = std::move(a);
+  }
+};
+
+/// A tick's samples: q (nq) and q_prev (nq, or None: null).
+struct Samples {
+  OptionalVector q_in, prev_in;
+  const double* q;
+  const double* q_prev;
+  Samples(const TickKernel& t, const py::handle& q_obj, const py::handle& prev)
+      : q_in(q_obj.is_none() ? throw py::value_error("q is None") : q_obj, t.model().nq, "q"),
+        prev_in(prev, t.model().nq, "q_prev"), q(q_in.data), q_prev(prev_in.data) {}
+};
+
+/// f() without the GIL, under the system's lock (the model steps).
+template <class F>
+auto unlocked(TickKernel& t, F f) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> g(t.system().mutex());
+  return f();
+}
+
+py::array_t<double> copy_out(const double* p, long n) {
+  py::array_t<double> out(n);
+  std::copy(p, p + n, out.mutable_data());
+  return out;
+}
+
+}  // namespace
+
+void bind_tick_kernel(py::module_& m) {
+  py::class_<CommandHistory, std::shared_ptr<CommandHistory>>(
+      m, "CommandHistory",
+      "The commands sent, by tick slot, and the input in effect over each step "
+      "(marionette_control.control.prediction): a command sent at slot s is the input from step s + d on, until "
+      "a later one replaces it; before the first command of a run the drives hold start()'s input. Keeps the "
+      "last `size` commands (>= d + the longest gap bridged + 2).")
+      .def(py::init<int, int, int, int>(), py::arg("nU"), py::arg("nk"), py::arg("delay_steps"), py::arg("size") = 32)
+      .def_property_readonly("delay", &CommandHistory::delay)
+      .def(
+          "start", [](CommandHistory& h, const Arr& hold) { h.start(sized(hold, h.nU(), "hold")); }, py::arg("hold"),
+          "Forgets every command; until the first one the drives hold `hold` (nU,).")
+      .def(
+          "sent", [](CommandHistory& h, long slot, const py::handle& u) { h.sent(slot, sized(doubles(u), h.nU(), "u")); },
+          py::arg("slot"), py::arg("u"),
+          "Records command u (nU,; copied) sent at `slot` (slots never decrease: ValueError otherwise).")
+      .def(
+          "applied", [](const CommandHistory& h, long j) { return copy_out(h.applied(j), h.nU()); }, py::arg("j"),
+          "The input u_j (nU,) in effect over step j: the last command sent at a slot <= j - d.")
+      .def(
+          "stream_state",
+          [](const CommandHistory& h, long j, double dt) {
+            std::vector<double> rho(h.nk()), v(h.nk());
+            h.stream_state(j, dt, rho.data(), v.data());
+            return py::make_tuple(rho, v);
+          },
+          py::arg("j"), py::arg("dt"),
+          "(rho_j, v_j) (nk floats each) of the setpoint stream a command for step j continues: rho_j = the "
+          "kinematic part of u_{j-1}, v_j = (rho_j - rho_{j-1})/dt. The limits are applied to this stream: a drive "
+          "that follows setpoints within its limits follows a stream that respects them exactly, and one that fell "
+          "behind (a command that came a cycle late) catches up with a stream that stayed smooth.")
+      .def("carry_over", &CommandHistory::carry_over, py::arg("other"), py::arg("shift"),
+           "Starts from `other`'s commands, each at its slot - shift: a run that begins at tick `shift` of another "
+           "one keeps that run's commands in flight (a switch of trajectory; slots may be negative).")
+      .def(
+          "copy", [](const CommandHistory& h) { return std::make_shared<CommandHistory>(h); },
+          "An independent history with the same commands (a planner continues it with the commands it predicts).")
+      .def_property_readonly(
+          "last_slot",
+          [](const CommandHistory& h) -> py::object { return h.count() ? py::object(py::int_(h.last_slot())) : py::object(py::none()); },
+          "The slot of the last command sent, or None.")
+      .def_property_readonly(
+          "last",
+          [](const CommandHistory& h) -> py::object {
+            return h.count() ? py::object(copy_out(h.last(), h.nU())) : py::none();
+          },
+          "The last command sent (nU,), or None.");
+
+  py::class_<mc::ConstraintDistance, std::shared_ptr<mc::ConstraintDistance>>(
+      m, "ConstraintDistance",
+      "The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint (thesis "
+      "§3.5): how far a measured configuration is off the closed chain (the controller's plausibility check). "
+      "Workspaces sized once: one object serves one thread.")
+      .def(py::init([](std::shared_ptr<mc::Model> model) {
+             return std::make_shared<mc::ConstraintDistance>(std::move(model));
+           }),
+           py::arg("model"))
+      .def(
+          "distances",
+          [](mc::ConstraintDistance& c, const py::handle& q) {
+            const mc::VecX& d = c.compute(sized(doubles(q), c.model().nq(), "q"));
+            py::list out(d.size());
+            for (long i = 0; i < d.size(); ++i) out[i] = py::float_(d[i]);
+            return out;
+          },
+          py::arg("q"), "The distances (a list of m floats, constraint order) at q (nq,).");
+
+  py::class_<TickKernel, std::shared_ptr<TickKernel>>(
+      m, "TickKernel",
+      "The tracking controller's tick in one call (marionette_control.control.fused_tick): the Kalman filter's "
+      "steps and update, the delay predictor, the tracking law on the motion or the plan in effect, the stream "
+      "clamp and the finiteness check. Sized once; a tick allocates nothing but its outputs and runs without the "
+      "GIL, under the system's lock.")
+      .def(py::init([](std::shared_ptr<mc::DiscreteSystem> system, const Arr& X, const Arr& U, const Arr& K,
+                       bool feedback, const Arr& L, int max_gap_steps, const Arr& lower, const Arr& upper,
+                       const Arr& rate, const Arr& acceleration, int delay) {
+             const mc::Layout& z = system->layout();
+             mc::TickModel M;
+             M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
+             M.delay = delay;
+             M.feedback = feedback;
+             if (U.ndim() != 2) throw py::value_error("U must be (N, nU), got " + shape_str(U));
+             const long N = U.shape(0);
+             M.motion.N = N;
+             M.motion.X = rows(X, {N + 1, M.nx}, "X (the trajectory's states)");
+             M.motion.U = rows(U, {N, M.nU}, "U (the trajectory's inputs)");
+             M.motion.K = rows(K, {N, M.nU, M.nx}, "K (the trajectory's gains)");
+             M.L = rows(L, {N + 1, M.nx, M.nd}, "L (the filter's gains)");
+             M.rest = M.motion.X.row(0).tail(M.nx - M.nq).transpose();
+             M.max_gap_steps = max_gap_steps;
+             M.hold.resize(M.nU);
+             M.hold << M.motion.U.row(N - 1).head(M.nu).transpose(), M.motion.X.row(N).segment(M.nd, M.nk).transpose();
+             M.lower = vec(lower, M.nU, "lower");
+             M.upper = vec(upper, M.nU, "upper");
+             M.dt = system->options().dt;
+             // the per-step bounds as limits.CommandLimits computes them: a_max dt^2, v_max dt
+             M.a_step = vec(acceleration, M.nk, "acceleration") * (M.dt * M.dt);
+             M.v_step = vec(rate, M.nk, "rate") * M.dt;
+             return std::make_shared<TickKernel>(std::move(system), std::move(M));
+           }),
+           py::arg("system"), py::arg("X"), py::arg("U"), py::arg("K"), py::arg("feedback"), py::arg("L"),
+           py::arg("max_gap_steps"), py::arg("lower"), py::arg("upper"), py::arg("rate"), py::arg("acceleration"),
+           py::arg("delay"),
+           "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
+           "gains L (N+1, nx, nd) and the drives' limits (lower/upper (nU,), rate/acceleration (nk,)).")
+      .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
+      .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
+      .def(
+          "set_plan",
+          [](TickKernel& t, long start, const Arr& X, const Arr& U, const Arr& K) {
+            const mc::TickModel& M = t.model();
+            if (U.ndim() != 2) throw py::value_error("plan U must be (N, nU), got " + shape_str(U));
+            const long N = U.shape(0);
+            check_array(X, {N + 1, M.nx}, "plan X");
+            check_array(U, {N, M.nU}, "plan U");
+            check_array(K, {N, M.nU, M.nx}, "plan K");
+            t.set_plan(start, N, X.data(), U.data(), K.data());
+          },
+          py::arg("start"), py::arg("X"), py::arg("U"), py::arg("K"),
+          "The plan in effect from step `start` on (a window of the motion: X (N+1, nx), U (N, nU), K (N, nU, nx); "
+          "copied).")
+      .def("clear_plan", &TickKernel::clear_plan, "No plan in effect: the motion's law everywhere.")
+      .def(
+          "tick",
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
+            const Samples in(t, q, q_prev);
+            const mc::TickModel& M = t.model();
+            py::array_t<double> x_hat = new_vector(M.nx), x_pred = new_vector(M.nx), u = new_vector(M.nU);
+            double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data(), *up = u.mutable_data();
+            const mc::TickStatus status = unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, xh, xp, up); });
+            if (status == mc::TickStatus::NO_PREDECESSOR) return py::make_tuple(py::none(), py::none(), py::none(), false);
+            return py::make_tuple(x_hat, x_pred, u, status == mc::TickStatus::OK);
+          },
+          py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"),
+          "Tick k on the measured q (nq,) (q_prev: the sample one step before, or None) with the commands in "
+          "`history`: (x_hat_k, x_hat_{k+d}, u, finite); (None, None, None, False) when the estimate needs q_prev "
+          "and there is none. Raises StepError when a model step fails.")
+      .def(
+          "estimate_predict",
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
+            const Samples in(t, q, q_prev);
+            py::array_t<double> x_hat = new_vector(t.model().nx), x_pred = new_vector(t.model().nx);
+            double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data();
+            if (!unlocked(t, [&] { return t.estimate_predict(k, in.q, in.q_prev, h, xh, xp); }))
+              return py::make_tuple(py::none(), py::none());
+            return py::make_tuple(x_hat, x_pred);
+          },
+          py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"),
+          "The first half of tick(): (x_hat_k, x_hat_{k+d}), or (None, None) without the predecessor needed.")
+      .def(
+          "command",
+          [](TickKernel& t, long j, const py::handle& x, const CommandHistory& h, const py::handle& x_hat) -> py::tuple {
+            const mc::TickModel& M = t.model();
+            const Arr xa = doubles(x);
+            const double* xp = sized(xa, M.nx, "x");
+            const OptionalVector hv(x_hat, M.nx, "x_hat");
+            const double* hp = hv.data;
+            py::array_t<double> u = new_vector(M.nU);
+            const bool finite = t.command(j, xp, h, hp, u.mutable_data());
+            return py::make_tuple(u, finite);
+          },
+          py::arg("j"), py::arg("x"), py::arg("history"), py::arg("x_hat") = py::none(),
+          "The second half of tick(): (u, finite) for step j on the state x (nx,) it acts on: the law, then the "
+          "stream clamp; finite: u and x_hat (if given) are finite.")
+      .def(
+          "law",
+          [](TickKernel& t, long j, const Arr& x) {
+            py::array_t<double> u(t.model().nU);
+            t.law(j, sized(x, t.model().nx, "x"), u.mutable_data());
+            return u;
+          },
+          py::arg("j"), py::arg("x"), "u(j) (nU,) of the law alone on the state x (nx,).")
+      .def(
+          "clamp",
+          [](const TickKernel& t, const Arr& u, const Arr& rho, const Arr& v) {
+            const mc::TickModel& M = t.model();
+            py::array_t<double> out = copy_out(sized(u, M.nU, "u"), M.nU);
+            t.clamp(out.mutable_data(), sized(rho, M.nk, "rho"), sized(v, M.nk, "v"));
+            return out;
+          },
+          py::arg("u"), py::arg("rho"), py::arg("v"), "A copy of u (nU,) clamped from the drive state (rho, v).");
+}
+
+}  // namespace mcpy

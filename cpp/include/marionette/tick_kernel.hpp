@@ -1,0 +1,167 @@
+// The tracking controller's tick in one native call: the commands in flight, and the Kalman
+// filter's update, the delay predictor, the tracking law and the stream clamp of one tick
+// (marionette_control.control: estimation.KalmanEstimator, prediction.DelayPredictor,
+// tracking.TrackingLaw / plan_switch.PlannedLaw, limits.CommandLimits.clamp; those Python parts
+// are the readable reference, test/test_tick_kernel.py holds this kernel to them).
+//
+// Why: at 100 Hz the controller's code has been idle for 10 ms before every tick, and on a
+// shared machine each distinct code path then pays its cold start again (tens of µs per numpy
+// call or core call); the same ticks back to back take a fifth of the time. One call that does
+// the numerics touches far less.
+//
+// Model/Data split as in the rest of the core: TickModel is what a loaded trajectory fixes
+// (references, gains, filter gains, limits, delay; sized and copied once), TickData the state
+// and workspaces of one controller (the filter's estimate and the buffers of a tick; sized once).
+// A plan (a re-optimized window) is copied into storage sized for the whole motion, so
+// installing one allocates nothing either.
+//
+// One tick k with delay d (thesis §6.7.2; estimation/prediction docstrings):
+//   x^-_k = f(...f(x_{k'}, u_{k'})..., [u_{k-1} forces; rho measured])     filter prediction (4.36)
+//   x_k   = x^-_k + L(k) (q_dyn,k - x^-_dyn,k)                               measurement update
+//   x_{k+d} = f(...f(x_k, clamp(u_k))..., clamp(u_{k+d-1}))                  commands in flight
+//   u     = u_d(k+d) - K(k+d)(x_{k+d} - x_d(k+d))                            the law (plan or motion)
+//   u     = clamp(u, rho_{k+d}, v_{k+d})                                     the command stream
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "marionette/constraints.hpp"
+#include "marionette/discrete_system.hpp"
+
+namespace mc {
+
+/// The commands sent, by tick slot, and the input in effect over each step
+/// (marionette_control.control.prediction): a command sent at slot s is the input from step
+/// s + d on until a later one replaces it; before the first one the drives hold `initial`.
+/// A ring of the last `size` commands.
+class CommandHistory {
+ public:
+  CommandHistory(int nU, int nk, int delay, int size = 32);
+  int nU() const { return nU_; }
+  int nk() const { return nk_; }
+  int delay() const { return delay_; }
+  int count() const { return n_; }
+  /// Forgets every command; until the first one the input in effect is `hold` (nU).
+  void start(const double* hold);
+  /// Records u (nU, copied) sent at `slot`; throws ModelError when slot precedes the last one's.
+  void sent(long slot, const double* u);
+  /// The input (nU) in effect over step j: the last command sent at a slot <= j - d.
+  const double* applied(long j) const;
+  /// The drives' stream state a command for step j continues: rho_j = applied(j-1)[nu:],
+  /// v_j = (rho_j - applied(j-2)[nu:]) / dt (nk each).
+  void stream_state(long j, double dt, double* rho, double* v) const;
+  /// Starts from `other`'s commands, each at its slot - shift (a trajectory switch at tick `shift`).
+  void carry_over(const CommandHistory& other, long shift);
+  long last_slot() const { return slots_[head_]; }  ///< requires count() > 0
+  const double* last() const { return cmds_.row(head_).data(); }  ///< requires count() > 0
+
+ private:
+  int nU_, nk_, delay_;
+  std::vector<long> slots_;
+  MatXR cmds_;
+  VecX initial_;
+  int n_ = 0, head_ = -1;
+};
+
+/// The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint
+/// (thesis §3.5): how far a measured configuration is off the closed chain, in the units of q
+/// (the controller's plausibility check, marionette_control.control.sample_checks). Workspaces
+/// sized once.
+class ConstraintDistance {
+ public:
+  explicit ConstraintDistance(std::shared_ptr<const Model> model);
+  const Model& model() const { return *model_; }
+  /// The distances (m) at q (nq); |Dh_i| below 1e-12 counts as 1e-12. Valid until the next call.
+  const VecX& compute(const double* q);
+
+ private:
+  std::shared_ptr<const Model> model_;
+  FrameCache cache_;
+  ConstraintData h_;
+  VecX distance_;
+};
+
+/// Per-step arrays of a trajectory window, row-major: X (N+1, nx), U (N, nU), K (N, nU, nx), for
+/// the steps start ... start + N of the run.
+struct TickReference {
+  long start = 0, N = 0;
+  MatXR X, U, K;
+};
+
+/// What a loaded trajectory fixes (see the file comment); sizes from the model.
+struct TickModel {
+  int nx, nU, nq, nd, nu, nk;
+  int delay = 1;
+  bool feedback = true;
+  TickReference motion;    ///< the tracked trajectory (start 0)
+  MatXR L;                 ///< filter gains (N+1, nx * nd), L(k) row-major (nx, nd)
+  VecX rest;               ///< momenta and velocities of x_d(0) (nx - nq): a run's first estimate
+  int max_gap_steps = 1;   ///< longest gap bridged by prediction alone
+  VecX hold;               ///< the command past the end: [u_d(N-1) forces; rho_d(N)] (nU)
+  VecX lower, upper;       ///< input range (nU)
+  VecX a_step, v_step;     ///< a_max dt^2 and v_max dt of each drive (nk)
+  double dt = 0.0;
+};
+
+/// The filter's estimate and the workspaces of one tick (sized once from the model).
+struct TickData {
+  explicit TickData(const TickModel& M);
+  VecX x;          ///< the filter's estimate x_k' of its last tick k'
+  long k = 0;      ///< k'
+  bool have_x = false;
+  VecX xa, xb;     ///< states stepped through (nx)
+  VecX dx;         ///< x - x_d of the law (nx)
+  VecX dy;         ///< the filter's innovation q_dyn - x^-_dyn (nd)
+  VecX u;          ///< an input in effect, clamped (nU)
+  VecX rho, v;     ///< the drives' stream state (nk)
+};
+
+/// What one tick reports besides its vectors.
+enum class TickStatus { OK, NO_PREDECESSOR, NON_FINITE };
+
+/// The fused tick over a DiscreteSystem (whose mutex the caller holds while it runs).
+class TickKernel {
+ public:
+  TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model);
+  const TickModel& model() const { return M_; }
+  DiscreteSystem& system() { return *system_; }
+
+  /// The filter forgets its estimate: the next one initialises (k = 0: [q; rest], else from q_prev, q).
+  void reset() { D_.have_x = false; }
+  /// The plan in effect from its step `start` on (X (N+1, nx), U (N, nU), K (N, nU, nx), N <= the
+  /// motion's); copied into storage sized for the motion. clear_plan: the motion's law everywhere.
+  void set_plan(long start, long N, const double* X, const double* U, const double* K);
+  void clear_plan() { have_plan_ = false; }
+  bool has_plan() const { return have_plan_; }
+
+  /// The whole tick k: estimate(), then predict() and command() (file comment). q (nq) measured,
+  /// q_prev (nq) the sample one step before or null; writes x_hat, x_pred (nx) and u (nU).
+  /// NO_PREDECESSOR: the estimate needs q_prev and there is none (nothing else written);
+  /// NON_FINITE: u or x_hat has a non-finite entry. Throws StepError when a model step fails.
+  TickStatus tick(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
+                  double* x_pred, double* u);
+  /// x_k (filter) and x_{k+d} (through the commands in flight); false: no predecessor (nothing written).
+  bool estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
+                        double* x_pred);
+  /// u for step j on the state x (nx) it acts on: the law, then the stream clamp; false if u or
+  /// x_hat (nx, or null) is not finite.
+  bool command(long j, const double* x, const CommandHistory& h, const double* x_hat, double* u);
+
+  /// The law alone: u(j) on x (nx) (plan in effect, the motion, or the hold past its end).
+  void law(long j, const double* x, double* u);
+  /// limits.CommandLimits.clamp: u (nU) in place from the drive state (rho, v) (nk each).
+  void clamp(double* u, const double* rho, const double* v) const;
+
+ private:
+  bool estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat);
+  void predict(long k, const double* x_hat, const CommandHistory& h, double* x_pred);
+
+  std::shared_ptr<DiscreteSystem> system_;
+  TickModel M_;
+  TickReference plan_;
+  bool have_plan_ = false;
+  TickData D_;
+};
+
+}  // namespace mc

@@ -1,0 +1,59 @@
+"""The controller's tick in one call of the compiled core: the parts of :mod:`.controller_core` fused.
+
+For the Kalman estimator (the default) one tick k of the controller is, with d the command delay
+(thesis §6.7.2, (4.36); the modules named hold each rule in its readable form)::
+
+    x̂⁻_k    = f(…f(x̂_{k'}, u_{k'})…, [u_{k−1} forces; ρ measured])    filter prediction  (.estimation)
+    x̂_k     = x̂⁻_k + L(k) (q_dyn,k − x̂⁻_dyn,k)                          measurement update (.estimation)
+    x̂_{k+d} = f(…f(x̂_k, clamp(u_k))…, clamp(u_{k+d−1}))               commands in flight (.prediction)
+    u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.tracking,
+                                                                         .plan_switch)
+    u        = clamp(u, ρ_{k+d}, v_{k+d})                               the command stream (.limits)
+
+and whether u and x̂_k are finite. ``_core.TickKernel`` does all of it in one native call, without
+the GIL, allocating nothing but its three output arrays; :class:`.controller_core.ControllerCore`
+uses it whenever the estimator is the Kalman filter and keeps the Python parts (which the Legendre
+estimator, the planner's predictions and the tests use) as the reference it must agree with
+(``test/test_tick_kernel.py``: to 1e-12 over whole closed-loop runs on the realistic stand-in, with
+delays, late commands, gaps and plan switches).
+
+Why one call: at 100 Hz the node's code has been idle for 10 ms before every tick, and on a shared
+machine each distinct code path then starts cold (tens of µs per numpy call or call into the core);
+the same ticks back to back take a fraction of the time. The fewer paths a tick touches, the less
+it pays.
+
+What stays in Python on the tick path: the sample's checks, the tolerances on x̂_k − x_d(k), a
+plan's switch rule (a tick where a plan is due uses the kernel's two halves, ``estimate_predict``
+and ``command``, with :func:`~.plan_switch.off_state` in between), and the command history's
+bookkeeping (``_core.CommandHistory``, which the kernel reads the commands in flight from).
+
+A further term of the law (an integrator state with its own gain, an additive correction of the
+angle error) belongs in ``TickKernel::law`` (``cpp/src/tick_kernel.cpp``), with its arrays passed
+here, and in :class:`~.tracking.TrackingLaw` as its reference.
+"""
+
+from __future__ import annotations
+
+from marionette_control import _core
+from marionette_control.control.estimation import KalmanEstimator
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.plan_switch import Plan
+from marionette_control.control.tracking import TrackingLaw
+
+
+def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: CommandLimits,
+                delay: int) -> "_core.TickKernel":
+    """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
+    L (N+1, nx, nd) and gap bridging, the drives' ``limits`` and the command delay, over ``system``."""
+    tr = law.trajectory
+    return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
+                            limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay))
+
+
+def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:
+    """The kernel's law is ``plan``'s from its first step to its last (:class:`~.plan_switch.PlannedLaw`)."""
+    tr = plan.trajectory
+    kernel.set_plan(int(plan.start), tr.X, tr.U, tr.K)
+
+
+__all__ = ["make_kernel", "set_plan"]

@@ -1,0 +1,227 @@
+"""The fused tick (``_core.TickKernel``, control/fused_tick.py) against the Python parts it fuses.
+
+The controller core computes a Kalman-filter tick in one native call; ``fused=False`` makes it call
+the parts one by one (KalmanEstimator, DelayPredictor, PlannedLaw, CommandLimits.clamp): the
+readable reference. Both cores take the same samples of one closed loop on the realistic stand-in
+(the offline loop's cycle, control/offline_loop.py, with the fused core's commands driving the
+arm) through two steps of command delay with commands the drives apply a cycle late (jitter),
+short gaps the filter bridges, a long one after which it restarts, the watchdog's holds, and a
+re-optimized plan taking over mid-run: every tick's estimate and command agree to 1e-12 (the same
+operations; only the rounding of the products differs). The law and the clamp alone are checked
+on states far from the trajectory, where every branch of the clamp acts.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marionette_control.control.controller_core import ControllerOptions, make_core
+from marionette_control.control.estimation import KalmanEstimator
+from marionette_control.control.fused_tick import make_kernel, set_plan
+from marionette_control.control.gains import GAIN_DESIGN
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.plan_switch import Plan, PlannedLaw, SwitchTolerance
+from marionette_control.control.prediction import CommandHistory
+from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
+from marionette_control.control.tracking import TrackingLaw
+from marionette_control.control.trajectory import Trajectory
+from marionette_control.model.limits import from_description
+from marionette_control.models import marionette_arm as ma
+
+from arm_helpers import bump_trajectory
+
+NS = 1_000_000_000
+DT = 0.01
+TOL = 1e-12
+
+
+def plan_of(traj: Trajectory, start: int, steps: int, run: int = 1) -> Plan:
+    """A re-optimized window start … start + steps of ``traj`` as a planner might send: other inputs (ρ +2 mm),
+    states and gains (K × 0.8) than the motion's, with the motion's gain record."""
+    model = ma.load_description().model
+    s = slice(start, start + steps)
+    X = traj.X[start:start + steps + 1].copy()
+    X[1:, :model.nd] += 1e-3
+    U = traj.U[s] + np.r_[np.zeros(model.nu), np.full(model.nk, 2e-3)]
+    part = Trajectory.for_model(model, traj.dt, X, U, K=0.8 * traj.K[s], t0=traj.t0 + start * traj.dt,
+                                info={GAIN_DESIGN: traj.info[GAIN_DESIGN]})
+    return Plan(start, part, run, 1)
+
+
+def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan: Plan, plan_at: int):
+    """The fused and the reference core on one arm (realistic profile, ``delay`` steps, jitter); per cycle both
+    results. ``drops`` {tick after which: cycles whose samples are lost}; ``plan`` offered after tick ``plan_at``."""
+    desc = ma.load_description()
+    options = ControllerOptions(command_delay_steps=delay, feedback=feedback,
+                                switch_tolerance=SwitchTolerance(1.0, 1.0, 1.0, 10.0))
+    fused, parts = make_core(desc, options), make_core(desc, options, fused=False)
+    for core in (fused, parts):
+        core.load_trajectory(traj, "bump")
+    assert fused.tracking.kernel is not None and parts.tracking.kernel is None
+    profile = HardwareProfile.named("realistic", command_delay_steps=delay, command_jitter_steps=1,
+                                    command_jitter_probability=0.2)
+    arm = SimulatedArm(profile, traj.dt, nominal=desc, q0=traj.X[0, :desc.model.nq])
+    nu = desc.model.nu
+    stamp, dt_ns = NS, int(round(traj.dt * NS))
+    pairs = []
+    lost = 0
+    started = False
+
+    def send(res):
+        if res.command is not None:
+            arm.receive_command(res.command[nu:])
+
+    for cycle in range(traj.N + 60):
+        if cycle == 10:
+            assert fused.start()[0] and parts.start()[0]
+            started = True
+        if lost:
+            lost -= 1
+        else:
+            q = arm.measure()
+            a, b = fused.on_joint_state(q, stamp, stamp), parts.on_joint_state(q, stamp, stamp)
+            pairs.append((a, b))
+            send(a)
+            if started and a.kind == "tick":
+                lost = drops.get(a.k, 0)
+                if a.k == plan_at:
+                    assert fused.offer_plan(plan)[0] and parts.offer_plan(plan)[0]
+        # the node's watchdog, between samples: stale data → hold commands (remembered at their slots)
+        w = fused.on_watchdog(stamp + dt_ns // 2), parts.on_watchdog(stamp + dt_ns // 2)
+        pairs.append(w)
+        send(w[0])
+        arm.step()
+        stamp += dt_ns
+    return fused, parts, pairs
+
+
+@pytest.mark.parametrize("delay, feedback", [(2, True), (1, False), (0, True)])
+def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback):
+    traj = bump_trajectory(DT, 300, delay=delay)[1]
+    plan = plan_of(traj, 150, 60)
+    # lost samples: 2 after tick 60 (bridged by the filter), 8 after tick 100 (longer than state_timeout: the
+    # watchdog holds, the filter restarts from two samples)
+    fused, parts, pairs = closed_loop(traj, delay, feedback, {60: 2, 100: 8}, plan, plan_at=130)
+    ticks = 0
+    for a, b in pairs:
+        assert (a.kind, a.k, a.fault) == (b.kind, b.k, b.fault), (a.fault_message, b.fault_message)
+        if a.command is not None:
+            np.testing.assert_allclose(a.command, b.command, rtol=0, atol=TOL)
+        if a.kind == "tick":
+            ticks += 1
+            np.testing.assert_allclose(a.x_hat, b.x_hat, rtol=0, atol=TOL)
+            np.testing.assert_allclose(a.x_ref, b.x_ref, rtol=0, atol=0)
+    # everything the loop was meant to go through happened, to both
+    for core in (fused, parts):
+        assert core.fault_counts.get("stale", 0) >= 1 and core.fault_counts.get("sample_gap", 0) >= 1
+        assert core.missed_ticks >= 10 and core.plan_counts["switched"] == 1 and not core.aborted
+        assert core.tracking.law.active is plan
+    assert ticks >= traj.N
+    assert fused.status()[2] == parts.status()[2] or _same_status(fused, parts)
+
+
+def _same_status(fused, parts) -> bool:
+    """The diagnostics agree but for the compute times (and the estimate's last digits)."""
+    a, b = dict(fused.status()[2]), dict(parts.status()[2])
+    for key in a:
+        if key.startswith("compute_time") or key.startswith(("error.", "estimate.", "tracking_error")):
+            continue
+        assert a[key] == b[key], key
+    return True
+
+
+@pytest.fixture(scope="module")
+def bump():
+    ds, traj = bump_trajectory(DT, 200, delay=1)
+    return ds, traj
+
+
+def test_law_and_clamp_agree_with_the_reference_everywhere(bump):
+    """Far from the trajectory (every branch of the clamp acts), inside and outside a plan, past the end, without
+    feedback; the drives' limits of the model file and infinite ones."""
+    ds, traj = bump
+    desc = ma.load_description()
+    m = desc.model
+    rng = np.random.default_rng(3)
+    plan = plan_of(traj, 80, 50)
+    for limits in (CommandLimits.from_limits(from_description(desc)).for_dt(DT),
+                   CommandLimits.unlimited(m.nU, m.nk).for_dt(DT)):
+        for feedback in (True, False):
+            law = PlannedLaw(TrackingLaw(m, traj, feedback=feedback))
+            kernel = make_kernel(ds, law.base, KalmanEstimator(ds, traj), limits, 1)
+            law.install(plan)
+            set_plan(kernel, plan)
+            for j in (0, 79, 80, 100, 129, 130, 199, 200, 250):
+                x = traj.X[min(j, traj.N)] + rng.normal(scale=0.05, size=m.nx)
+                np.testing.assert_allclose(kernel.law(j, x), law.command(j, x), rtol=0, atol=TOL)
+            for _ in range(200):
+                u = rng.normal(scale=0.3, size=m.nU)
+                rho, v = rng.normal(scale=0.3, size=m.nk), rng.normal(scale=2.0, size=m.nk)
+                np.testing.assert_array_equal(kernel.clamp(u, rho, v), limits.clamp(u.copy(), rho, v))
+            kernel.clear_plan()
+            np.testing.assert_allclose(kernel.law(100, traj.X[100]), traj.U[100], rtol=0, atol=TOL)
+
+
+def test_the_kernel_refuses_what_does_not_fit(bump):
+    ds, traj = bump
+    m = ds.model
+    kalman = KalmanEstimator(ds, traj)
+    limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(DT)
+    kernel = make_kernel(ds, TrackingLaw(m, traj), kalman, limits, 1)
+    with pytest.raises(ValueError, match=r"q has shape \(3,\), expected \(4,\)"):
+        kernel.tick(0, np.zeros(3), None, CommandHistory(m.nU, m.nk, 1))
+    X, U, K = np.vstack([traj.X, traj.X]), np.vstack([traj.U, traj.U]), np.concatenate([traj.K, traj.K])
+    with pytest.raises(ValueError, match="a plan must have 1..200 steps"):
+        kernel.set_plan(0, X[:202], U[:201], K[:201])
+    with pytest.raises(ValueError, match="K"):
+        kernel.set_plan(0, traj.X[:11], traj.U[:10], traj.K[:9])
+
+
+KERNEL_PROBE = """
+import ctypes, json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from arm_helpers import bump_trajectory
+from marionette_control.control.estimation import KalmanEstimator
+from marionette_control.control.fused_tick import make_kernel
+from marionette_control.control.limits import CommandLimits
+from marionette_control.control.prediction import CommandHistory
+from marionette_control.control.tracking import TrackingLaw
+lib = ctypes.CDLL(sys.argv[1])
+lib.mc_alloc_count.restype = ctypes.c_ulong
+ds, traj = bump_trajectory(0.01, 200, delay=2)
+m = ds.model
+limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(0.01)
+kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2)
+h = CommandHistory(m.nU, m.nk, 2)
+Q = [np.ascontiguousarray(traj.X[k, :m.nq]) for k in range(traj.N + 1)]
+
+def run(n):
+    kernel.reset()
+    h.start(traj.X[0, m.nd:m.nq].copy())
+    for k in range(n):
+        _, _, u, _ = kernel.tick(k, Q[k], Q[k - 1] if k else None, h)
+        h.sent(k, u)
+
+run(150)
+growth = []
+for _ in range(3):
+    a = lib.mc_alloc_count(); run(30); b = lib.mc_alloc_count()
+    c = lib.mc_alloc_count(); run(130); d = lib.mc_alloc_count()
+    growth.append((d - c) - (b - a))
+print(json.dumps(sorted(growth)[1]))
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or not sys.platform.startswith("linux"), reason="needs Linux and gcc")
+def test_a_tick_allocates_nothing(tmp_path):
+    """100 more ticks (the kernel, its three output arrays, the history's record) cost no extra malloc: the kernel's
+    workspaces are sized once, numpy serves its small outputs from its cache (test_no_allocation.py's shim)."""
+    from test_no_allocation import run_counted
+
+    assert run_counted(tmp_path, KERNEL_PROBE, str(Path(__file__).parent)) == 0
