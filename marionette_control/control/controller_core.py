@@ -126,8 +126,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from marionette_control import _core
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
-from marionette_control.control.gains import check_gains
+from marionette_control.control.gains import check_gains, integral_gains
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import (REJECTIONS, Plan, PlannedLaw, SwitchTolerance, check_plan,
                                                     off_state)
@@ -319,8 +320,9 @@ class Tracking:
     command history, limits."""
 
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
-                 warning: Optional[str]):
+                 warning: Optional[str], integral: Optional[AngleIntegral] = None):
         self.system = system
+        self.integral = integral
         self.law = law
         self.estimator = estimator
         self.predictor = predictor
@@ -485,8 +487,10 @@ class ControllerCore:
         else:
             estimator = LegendreEstimator(system)
         limits = self.limits.for_dt(trajectory.dt)
+        K_z = integral_gains(system, trajectory) if self.options.feedback else None
+        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt)
         return Tracking(system, PlannedLaw(staged.law), estimator, DelayPredictor(system, self.delay, limits), limits,
-                        staged.warning)
+                        staged.warning, integral)
 
     def _event(self, kind: str, message: str, count: bool = True) -> str:
         if count:
@@ -827,6 +831,11 @@ class ControllerCore:
             else:
                 _, res.plan_event = self._reject_plan("off_state", why)
         u = tr.law.command(k + self.delay, x_pred)
+        if tr.integral is not None:
+            if k == 0 and not carried:
+                tr.integral.reset()
+            tr.integral.update(k, q, x_ref)
+            tr.integral.apply(k + self.delay, u)
         tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
         if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
             tr.estimator.reset()

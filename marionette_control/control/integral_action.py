@@ -1,0 +1,70 @@
+r"""Integral action on the measured arm angles: the part of the law that removes the model's offset.
+
+The Kalman filter (:mod:`.estimation`) keeps its estimate on the *nominal* model — its step puts
+the arm on the nominal string constraint for the measured drive positions — so on an arm whose
+hook, masses or damping differ from the model the measured angles sit off the estimate by a
+slowly varying amount, and a state feedback on x̂ drives the biased estimate, not the arm, onto
+the trajectory (docs/tracking.md). The encoders measure the true angles; this part integrates
+their error against the reference,
+
+    z ← z + Δt (q_d,k − q_d,ref(k))          at every tick k ≤ N (q_d: the dynamic configurations, measured)
+
+and the command for step j = k + d gets the integral's term of the LQI law (:mod:`.gains`),
+
+    u(j) = u_law(j) − K_z(j) z,    j < N;         past the end nothing is added (the law holds the final
+                                                    configuration without feedback)
+
+K_z (N, nU, nd) is designed together with the trajectory's K from its design record
+(:func:`~.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
+the last measurement), the state the command of step k + 1 acts on: exact for the d = 1 of
+ros2_control; for d > 1 the d − 1 predicted errors in between are left out. z starts at 0 with a
+run; a switch to another trajectory starts a new integral (its own gains). The integral is not
+part of the feed-forward-only mode (``feedback=False``). A perfect model tracks exactly without
+it and leaves z at 0, so the term does nothing there.
+
+Shapes: q, q_ref (nq or more,), z (nd,), K_z (N, nU, nd).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class AngleIntegral:
+    """z and the integral term of the law (module docstring).
+
+    Parameters
+    ----------
+    K_z : ndarray (N, nU, nd)
+        The integral's gains along the trajectory.
+    dt : time step (s)
+    """
+
+    def __init__(self, K_z: np.ndarray, dt: float):
+        K_z = np.asarray(K_z, dtype=float)
+        if K_z.ndim != 3:
+            raise ValueError(f"integral gains must have shape (N, nU, nd), got {K_z.shape}")
+        self.K_z = K_z
+        self.nd = K_z.shape[2]
+        self.dt = float(dt)
+        self.z = np.zeros(self.nd)
+
+    @property
+    def N(self) -> int:
+        return self.K_z.shape[0]
+
+    def reset(self) -> None:
+        """A new run: z = 0."""
+        self.z[:] = 0.0
+
+    def update(self, k: int, q: np.ndarray, q_ref: np.ndarray) -> None:
+        """Adds tick k's error of the measured dynamic configurations q[:nd] against the reference q_ref[:nd]
+        (k ≤ N; after the end the integral stays)."""
+        if k <= self.N:
+            nd = self.nd
+            self.z += self.dt * (q[:nd] - q_ref[:nd])
+
+    def apply(self, j: int, u: np.ndarray) -> None:
+        """u −= K_z(j) z in place for the command of step j (nothing for j >= N)."""
+        if j < self.N:
+            u -= self.K_z[j] @ self.z
