@@ -792,6 +792,8 @@ class ControllerCore:
             return self._tick(res, k, q, q_prev, stamp_ns)
         old = self.tracking
         sw.tracking.history.carry_over(old.history, k)
+        if sw.tracking.integral is not None and old.integral is not None:
+            sw.tracking.integral.carry_over(old.integral)
         sw.tracking.estimator.reset()
         self._install(sw.tracking, sw.staged.source)
         self.run += 1

@@ -18,7 +18,8 @@ K_z (N, nU, nd) is designed together with the trajectory's K from its design rec
 (:func:`~.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
 the last measurement), the state the command of step k + 1 acts on: exact for the d = 1 of
 ros2_control; for d > 1 the d − 1 predicted errors in between are left out. z starts at 0 with a
-run; a switch to another trajectory starts a new integral (its own gains). The integral is not
+run; a switch to another trajectory keeps it (the model's offset is the arm's, not the trajectory's), as the
+commands in flight are kept, so switching to the remainder of the same trajectory changes no command. The integral is not
 part of the feed-forward-only mode (``feedback=False``). A perfect model tracks exactly without
 it and leaves z at 0, so the term does nothing there.
 
@@ -56,6 +57,10 @@ class AngleIntegral:
     def reset(self) -> None:
         """A new run: z = 0."""
         self.z[:] = 0.0
+
+    def carry_over(self, other: "AngleIntegral") -> None:
+        """Continues ``other``'s integral (a switch of trajectory mid-run)."""
+        self.z[:] = other.z
 
     def update(self, k: int, q: np.ndarray, q_ref: np.ndarray) -> None:
         """Adds tick k's error of the measured dynamic configurations q[:nd] against the reference q_ref[:nd]
