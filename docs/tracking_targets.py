@@ -18,7 +18,8 @@ the tables quoted in docs/tracking.md:
    noise, and with 2 % and 10 % of commands a cycle late (the machine's jitter the main job meets), worst of
    three seeds;
 5. the runs aborted with 10 % of commands late over twelve seeds, for the previous default and the integral
-   designs around the default.
+   designs around the default;
+6. the recovery of the LQR alone from docs/mpc.md's push on the forearm (several forces and times).
 
 Every run is seeded, so the figures repeat on any machine.
 """
@@ -42,7 +43,7 @@ from marionette_control import _core  # noqa: E402
 from marionette_control.control.controller_core import ControllerOptions  # noqa: E402
 from marionette_control.control.estimation import EstimatorNoise  # noqa: E402
 from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.offline_loop import run_loop  # noqa: E402
+from marionette_control.control.offline_loop import run_loop, scripted_push  # noqa: E402
 from marionette_control.control.simulated_hardware import HardwareProfile  # noqa: E402
 from marionette_control.models import marionette_arm as arm  # noqa: E402
 
@@ -92,14 +93,22 @@ DESIGNS = {
                                         EstimatorNoise(measurement=3e-3)),
     "integral 1e6, acc. 1e-2, 1 mrad": (GainDesign(drive_acceleration=1e-2, angle_integral=1e6), NOISE_1),
     "integral 2e6, acc. 1.5e-2, 2 mrad": (GainDesign(drive_acceleration=1.5e-2, angle_integral=2e6), EstimatorNoise()),
+    "integral 2e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=2e6), EstimatorNoise()),
+    "integral 2.5e6, acc. 2e-2, 2 mrad (default)": (GainDesign(), EstimatorNoise()),
+    "integral 3e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=3e6), EstimatorNoise()),
     "integral 4e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=4e6), EstimatorNoise()),
-    "integral 3e6, acc. 2e-2, 2 mrad (default)": (GainDesign(), EstimatorNoise()),
 }
 #: rows of table 5: late commands over more seeds
 LATE_DESIGNS = ("without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)",
-                "integral 2e6, acc. 1.5e-2, 2 mrad", "integral 4e6, acc. 2e-2, 2 mrad",
-                "integral 3e6, acc. 2e-2, 2 mrad (default)")
+                "integral 2e6, acc. 1.5e-2, 2 mrad", "integral 2e6, acc. 2e-2, 2 mrad",
+                "integral 2.5e6, acc. 2e-2, 2 mrad (default)", "integral 3e6, acc. 2e-2, 2 mrad",
+                "integral 4e6, acc. 2e-2, 2 mrad")
 LATE_SEEDS = tuple(range(12))
+#: rows of table 6 (pushes) and the pushes: (force N, time s)
+PUSH_DESIGNS = ("without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)",
+                "integral 2e6, acc. 2e-2, 2 mrad", "integral 2.5e6, acc. 2e-2, 2 mrad (default)",
+                "integral 3e6, acc. 2e-2, 2 mrad")
+PUSHES = ((0.5, 5.6), (0.55, 5.6), (0.5, 3.0), (0.6, 5.6))
 
 
 def closed_and_open(traj, profile, seeds=SEEDS, noise=EstimatorNoise()):
@@ -197,6 +206,28 @@ def late_table(traj, system) -> dict:
     return out
 
 
+def push_table(traj, system) -> dict:
+    """Recovery from docs/mpc.md's push (LQR alone, seed 0, no path tolerance so that a run is not cut short)."""
+    print("\n6. pushes on the forearm (force N at time s), LQR alone: seconds until back within 1° to the end "
+          "('-': never), largest error after the push [deg]")
+    out = {}
+    unbounded = {"path": {n: 0.0 for n in system.model.config_names}}
+    for name in PUSH_DESIGNS:
+        design, noise = DESIGNS[name]
+        t = design_gains(system, traj.X, traj.U, design).attach(traj)
+        row = {}
+        for force, at in PUSHES:
+            push = scripted_push(at, traj.dt, force)
+            r = run_loop(t, REALISTIC, ControllerOptions(noise=noise, tolerances=unbounded), pushes=[push])
+            row[f"{force:g} N at {at:g} s"] = {"recovery_s": r.recovery_time(push.tick),
+                                             "max_deg": float(np.degrees(np.abs(r.angle_errors()[push.tick:]).max()))}
+        out[name] = row
+        print(f"   {name:66s} " + " | ".join(
+            f"{k}: {'-' if v['recovery_s'] is None else format(v['recovery_s'], '.2f')} ({v['max_deg']:.1f})"
+            for k, v in row.items()))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT.parent / "out" / "reproductions" / "tracking_targets.json"))
@@ -205,7 +236,8 @@ def main(argv=None) -> int:
     system = _core.DiscreteSystem(arm.load_description().model, traj.dt)
     shipped = design_gains(system, traj.X, traj.U, GainDesign()).attach(traj)  # what the optimizer ships
     report = {"final": final_table(shipped), "sources": sources_table(shipped), "bias": bias_table(shipped, system),
-              "designs": designs_table(traj, system), "late": late_table(traj, system)}
+              "designs": designs_table(traj, system), "late": late_table(traj, system),
+              "pushes": push_table(traj, system)}
     write_json(args.out, report)
     return 0
 

@@ -836,8 +836,13 @@ class ControllerCore:
         if tr.integral is not None:
             if k == 0 and not carried:
                 tr.integral.reset()
-            tr.integral.update(k, q, x_ref)
-            tr.integral.apply(k + self.delay, u)
+            j, p = k + self.delay, tr.law.active
+            if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
+                tr.integral.update(k, q, x_ref)
+                if j < tr.N:
+                    tr.integral.apply(j, u)
+                elif tr.history.last is not None:  # past the end the drives hold where the loop left them
+                    u[self.nu:] = tr.history.last[self.nu:]
         tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
         if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
             tr.estimator.reset()

@@ -88,7 +88,7 @@ class GainDesign:
     input: float = 1.0
     drive_acceleration: float = 2.0e-2
     terminal_scale: float = 1.0
-    angle_integral: float = 3.0e6
+    angle_integral: float = 2.5e6
     delay_steps: int = 1
 
     def __post_init__(self):

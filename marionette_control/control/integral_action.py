@@ -11,17 +11,25 @@ their error against the reference,
 
 and the command for step j = k + d gets the integral's term of the LQI law (:mod:`.gains`),
 
-    u(j) = u_law(j) − K_z(j) z,    j < N;         past the end nothing is added (the law holds the final
-                                                    configuration without feedback)
+    u(j) = u_law(j) − K_z(j) z,    j < N
+
+Past the end (j ≥ N) the law holds the final configuration of the *model* without feedback; with integral
+action the controller instead keeps the drives where the loop left them (the kinematic part of the last
+command sent): the integral had moved them to where the *arm* holds its pose (on the realistic stand-in
+the carriage 2 cm off the model's), and going back to the model's positions at the drives' acceleration
+limit slackened the string for a step (−0.74 N on the realistic stand-in; held: 0.94 N at least).
 
 K_z (N, nU, nd) is designed together with the trajectory's K from its design record
 (:func:`~.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
 the last measurement), the state the command of step k + 1 acts on: exact for the d = 1 of
 ros2_control; for d > 1 the d − 1 predicted errors in between are left out. z starts at 0 with a
-run; a switch to another trajectory keeps it (the model's offset is the arm's, not the trajectory's), as the
-commands in flight are kept, so switching to the remainder of the same trajectory changes no command. The integral is not
-part of the feed-forward-only mode (``feedback=False``). A perfect model tracks exactly without
-it and leaves z at 0, so the term does nothing there.
+run; a switch to another trajectory keeps it (the model's offset is the arm's, not the trajectory's),
+as the commands in flight are kept, so switching to the remainder of the same trajectory changes no
+command. While a re-planned window (:mod:`.mpc`) is in effect the integral is suspended (neither
+integrated nor applied): a plan's gains are the LQR without integral, designed for its window, and a
+planner in another process does not know z. The integral is not part of the feed-forward-only mode
+(``feedback=False``). A perfect model tracks exactly without it and leaves z at 0, so the term does
+nothing there.
 
 Shapes: q, q_ref (nq or more,), z (nd,), K_z (N, nU, nd).
 """
@@ -70,6 +78,6 @@ class AngleIntegral:
             self.z += self.dt * (q[:nd] - q_ref[:nd])
 
     def apply(self, j: int, u: np.ndarray) -> None:
-        """u −= K_z(j) z in place for the command of step j (nothing for j >= N)."""
+        """u −= K_z(j) z in place for the command of step j < N (nothing past the end: module docstring)."""
         if j < self.N:
             u -= self.K_z[j] @ self.z

@@ -41,6 +41,12 @@ faults), and the replay tools read the recorded ticks from it; the control law i
 And again (issue 14): TrackingState gained the run, the plan in effect and the plans' counts
 (receding-horizon re-planning, docs/mpc.md), so a bag with the old definition no longer decodes
 as the current message; without plans the control law is unchanged.
+
+And again (issue 12, integral action): the control law changed — the gains' design record now asks for
+integral action on the measured arm angles (``angle_integral``), which the controller adds to the law
+(``marionette_control.control.integral_action``), the default gains are designed with it and a larger
+drive-acceleration weight, and the Kalman filter's joint measurement noise is 2 mrad — so the commands
+recorded with the previous law are no longer what the controller computes from the same joint states.
 """
 
 from __future__ import annotations
