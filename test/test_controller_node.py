@@ -53,13 +53,13 @@ class Composed:
 
     def __init__(self, arm, traj, delay: int, estimator: str):
         ds = _core.DiscreteSystem(arm.model, traj.dt)
-        self.ds, self.delay, self.nd, self.nu = ds, delay, arm.model.nd, arm.model.nu
+        self.ds, self.delay, self.nd = ds, delay, arm.model.nd
         self.estimator = KalmanEstimator(ds, traj) if estimator == "kalman" else LegendreEstimator(ds)
         self.history = CommandHistory(arm.model.nU, arm.model.nk, delay)
         self.limits = arm.limits.for_dt(traj.dt)
         self.predictor = DelayPredictor(ds, delay, self.limits)
         self.law = TrackingLaw(arm.model, traj)
-        self.integral = AngleIntegral(integral_gains(ds, traj), traj.dt)
+        self.integral = AngleIntegral(integral_gains(ds, traj), traj.dt, arm.model.nk)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
@@ -67,10 +67,7 @@ class Composed:
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
         self.integral.update(k, q, self.law.reference(k))
-        if k + self.delay < self.law.N:
-            self.integral.apply(k + self.delay, u)
-        else:  # past the end: the drives stay where the last command put them
-            u[self.nu:] = self.history.last[self.nu:]
+        self.integral.apply(k + self.delay, u, self.history.last)
         self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
         self.history.sent(k, u)
         return u, x_hat

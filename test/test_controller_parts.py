@@ -372,24 +372,30 @@ def test_integral_gains_are_recomputed_from_the_record_and_must_reproduce_its_ga
 
 
 def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gains():
-    K_z = np.arange(3 * 2 * 2, dtype=float).reshape(3, 2, 2)
-    part = AngleIntegral(K_z, 0.01)
+    K_z = np.arange(3 * 2 * 2, dtype=float).reshape(3, 2, 2)  # N = 3, nU = 2 (both kinematic), nd = 2
+    part = AngleIntegral(K_z, 0.01, nk=2, hand_over=0.02)
     q_ref = np.array([0.5, -0.2, 0.3, 0.9])
     for k in range(3):
         part.update(k, q_ref + np.array([1e-3, -2e-3, 5.0, 5.0]), q_ref)  # the drives' entries are not integrated
     np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
     u = np.ones(2)
-    part.apply(1, u)
+    part.apply(1, u, None)
     np.testing.assert_allclose(u, 1.0 - K_z[1] @ part.z, rtol=1e-12)
-    u = np.ones(2)
-    part.apply(3, u)  # past the end: the law holds without feedback
-    np.testing.assert_array_equal(u, np.ones(2))
+    # past the end: from the last command sent to the law's hold in hand_over / dt = 2 steps, then the hold
+    last, hold = np.array([0.2, 0.7]), np.array([0.3, 0.9])
+    for j, expected in ((3, 0.5 * (last + hold)), (4, hold), (5, hold)):
+        u = hold.copy()
+        part.apply(j, u, last if j == 3 else u + 1.0)  # only the first command past the end is handed over from
+        np.testing.assert_allclose(u, expected, rtol=1e-12)
     part.update(4, q_ref + 1.0, q_ref)  # past N: the integral stays
     np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
     part.reset()
     assert not part.z.any()
+    u = hold.copy()
+    part.apply(3, u, last)  # a new run hands over from its own last command
+    np.testing.assert_allclose(u, 0.5 * (last + hold), rtol=1e-12)
     with pytest.raises(ValueError, match=r"shape \(N, nU, nd\)"):
-        AngleIntegral(np.zeros((3, 2)), 0.01)
+        AngleIntegral(np.zeros((3, 2)), 0.01, 2)
 
 
 def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_arm_exact():
@@ -410,6 +416,8 @@ def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_ar
         assert not r.aborted
         e = r.angle_errors()
         means[wi], rms[wi] = np.max(np.abs(e.mean(axis=0))), np.sqrt(np.mean(e ** 2, axis=0))
+        if wi:  # past the end the hand-over keeps the string taut
+            assert r.tension[r.k > r.N].min() > 0.5, r.tension[r.k > r.N].min()
         perfect = run_loop(traj, HardwareProfile.named("perfect", command_delay_steps=1), ControllerOptions())
         # the first step moves before the first command acts (one period late): 0.2 mrad, which the loop then removes
         assert np.max(np.abs(perfect.angle_errors())) < 3e-4 and np.max(np.abs(perfect.angle_errors()[100:])) < 1e-5

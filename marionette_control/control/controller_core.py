@@ -488,7 +488,7 @@ class ControllerCore:
             estimator = LegendreEstimator(system)
         limits = self.limits.for_dt(trajectory.dt)
         K_z = integral_gains(system, trajectory) if self.options.feedback else None
-        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt)
+        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, self.nk)
         return Tracking(system, PlannedLaw(staged.law), estimator, DelayPredictor(system, self.delay, limits), limits,
                         staged.warning, integral)
 
@@ -839,10 +839,7 @@ class ControllerCore:
             j, p = k + self.delay, tr.law.active
             if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
                 tr.integral.update(k, q, x_ref)
-                if j < tr.N:
-                    tr.integral.apply(j, u)
-                elif tr.history.last is not None:  # past the end the drives hold where the loop left them
-                    u[self.nu:] = tr.history.last[self.nu:]
+                tr.integral.apply(j, u, tr.history.last)
         tr.limits.clamp(u, *tr.history.stream_state(k + self.delay, tr.system.dt))
         if not (all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))):
             tr.estimator.reset()

@@ -13,11 +13,14 @@ and the command for step j = k + d gets the integral's term of the LQI law (:mod
 
     u(j) = u_law(j) − K_z(j) z,    j < N
 
-Past the end (j ≥ N) the law holds the final configuration of the *model* without feedback; with integral
-action the controller instead keeps the drives where the loop left them (the kinematic part of the last
-command sent): the integral had moved them to where the *arm* holds its pose (on the realistic stand-in
-the carriage 2 cm off the model's), and going back to the model's positions at the drives' acceleration
-limit slackened the string for a step (−0.74 N on the realistic stand-in; held: 0.94 N at least).
+Past the end (j ≥ N) the law holds the final configuration of the *model* without feedback. The loop
+had moved the drives away from the model's positions to hold the *arm* on the trajectory (on the
+realistic stand-in the carriage 2 cm off the model's), and going back at the drives' acceleration limit
+slackened the string for a step (−0.74 N on the realistic stand-in); so past the end the kinematic
+command is handed over from the last one of the trajectory, ρ_e, to the law's hold ρ_h linearly over
+``hand_over`` seconds T (n = T/Δt steps),
+
+    ρ(N + i) = ρ_h + (1 − min(1, (i + 1)/n)) (ρ_e − ρ_h)          (the string stays taut: 0.7 N at least)
 
 K_z (N, nU, nd) is designed together with the trajectory's K from its design record
 (:func:`~.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
@@ -36,6 +39,8 @@ Shapes: q, q_ref (nq or more,), z (nd,), K_z (N, nU, nd).
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 
@@ -47,9 +52,11 @@ class AngleIntegral:
     K_z : ndarray (N, nU, nd)
         The integral's gains along the trajectory.
     dt : time step (s)
+    nk : number of kinematic inputs (the drives' positions, last in u)
+    hand_over : T (s), past the end (module docstring)
     """
 
-    def __init__(self, K_z: np.ndarray, dt: float):
+    def __init__(self, K_z: np.ndarray, dt: float, nk: int, hand_over: float = 0.2):
         K_z = np.asarray(K_z, dtype=float)
         if K_z.ndim != 3:
             raise ValueError(f"integral gains must have shape (N, nU, nd), got {K_z.shape}")
@@ -57,6 +64,9 @@ class AngleIntegral:
         self.nd = K_z.shape[2]
         self.dt = float(dt)
         self.z = np.zeros(self.nd)
+        self._nu = K_z.shape[1] - int(nk)
+        self._steps = max(1, int(round(hand_over / self.dt)))
+        self._end: Optional[np.ndarray] = None
 
     @property
     def N(self) -> int:
@@ -65,6 +75,7 @@ class AngleIntegral:
     def reset(self) -> None:
         """A new run: z = 0."""
         self.z[:] = 0.0
+        self._end = None
 
     def carry_over(self, other: "AngleIntegral") -> None:
         """Continues ``other``'s integral (a switch of trajectory mid-run)."""
@@ -77,7 +88,17 @@ class AngleIntegral:
             nd = self.nd
             self.z += self.dt * (q[:nd] - q_ref[:nd])
 
-    def apply(self, j: int, u: np.ndarray) -> None:
-        """u −= K_z(j) z in place for the command of step j < N (nothing past the end: module docstring)."""
+    def apply(self, j: int, u: np.ndarray, last: Optional[np.ndarray]) -> None:
+        """The command u (nU,) of step j in place: u −= K_z(j) z for j < N; past the end the hand-over from the last
+        command of the trajectory (``last``, the last command sent: the one of step N − 1 at the first call past
+        the end) to the law's hold u (module docstring)."""
         if j < self.N:
             u -= self.K_z[j] @ self.z
+            return
+        nu = self._nu
+        if self._end is None:
+            if last is None:
+                return
+            self._end = np.array(last[nu:])
+        w = 1.0 - min(1.0, (j - self.N + 1) / self._steps)
+        u[nu:] += w * (self._end - u[nu:])
