@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from marionette_control.control.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
-from marionette_control.control.gains import (GAIN_DESIGN, GainDesign, check_gains, design_gains, gain_delay,
-                                              integral_gains)
+from marionette_control.control.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
+                                              gain_delay, integral_gains)
 from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
@@ -301,8 +301,9 @@ def test_the_acceleration_weight_is_the_lqr_cost_of_the_drives_acceleration(arm)
 
 def test_integral_gains_give_the_optimal_inputs_of_the_augmented_problem(arm):
     """K and K_z of the LQI design reproduce the minimiser of the augmented LQ problem (x with the angle error's
-    integral z, the acceleration cross term, the terminal weights) solved as one dense least-squares problem over
-    all inputs at once — an independent form of the Riccati recursion's answer."""
+    integral z, the acceleration cross term, the stationary terminal cost-to-go) solved as one dense least-squares
+    problem over all inputs at once — an independent form of the Riccati recursion's answer — and do not fade out
+    over the last steps (the terminal cost-to-go is stationary)."""
     _, m, ds, tr = arm
     n_steps = 40
     X, U = tr.X[:n_steps + 1], tr.U[:n_steps]
@@ -340,14 +341,30 @@ def test_integral_gains_give_the_optimal_inputs_of_the_augmented_problem(arm):
             rhs.append(-Mlin @ Phi[k] @ xi0)
         rows.append(np.sqrt(R)[:, None] * E)
         rhs.append(np.zeros(nU))
-    rows.append(W[:, None] * Gam[-1])
-    rhs.append(-W * (Phi[-1] @ xi0))
+    # terminal: the stationary cost-to-go of the last step's dynamics (the Riccati recursion written out, from
+    # the stage weights as the terminal weights, over gains.TERMINAL_STEPS steps)
+    Qs = np.diag(W ** 2)
+    Qs[:nx, :nx] += design.drive_acceleration * Mx.T @ Mx
+    Ss = np.zeros((n, nU))
+    Ss[:nx] = design.drive_acceleration * Mx.T @ Mu
+    Rs = np.diag(R) + design.drive_acceleration * Mu.T @ Mu
+    P, Af, Bf = np.diag(W ** 2), Aa[-1], Ba[-1]
+    for _ in range(TERMINAL_STEPS):
+        G = Bf.T @ P @ Af + Ss.T
+        P = Qs + Af.T @ P @ Af - G.T @ np.linalg.solve(Rs + Bf.T @ P @ Bf, G)
+        P = 0.5 * (P + P.T)
+    Lf = np.linalg.cholesky(P).T  # |Lf ξ|² = ξᵀ P ξ
+    rows.append(Lf @ Gam[-1])
+    rhs.append(-Lf @ Phi[-1] @ xi0)
     u_opt = np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)[0].reshape(n_steps, nU)
     xi = xi0.copy()
     for k in range(n_steps):
         u = -gains.K[k] @ xi[:nx] - gains.K_z[k] @ xi[nx:]
         np.testing.assert_allclose(u, u_opt[k], rtol=1e-6, atol=1e-9 * np.max(np.abs(u_opt)))
         xi = Aa[k] @ xi + Ba[k] @ u
+    last = design_gains(ds, tr.X, tr.U, design)  # the whole bump: the gains at its end are those before it
+    size = np.abs(last.K_z).max(axis=(1, 2))
+    assert size[-1] > 0.5 * size[-20:].mean()  # with the stage weights as terminal weights: 0 at the last step
     # the integral changes K too: designed together, not added to the gains without it
     without = design_gains(ds, X, U, GainDesign(drive_acceleration=1e-3, angle_integral=0.0))
     assert without.K_z is None and not np.allclose(without.K, gains.K, rtol=1e-3)

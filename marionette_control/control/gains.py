@@ -171,7 +171,12 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         Ba[:, :nx] = B
         A, B = Aa, Ba
         Qm, Qf = block_diag(Qm, wi * np.eye(nd)), block_diag(Qf, design.terminal_scale * wi * np.eye(nd))
-        S = None if S is None else np.vstack([S, np.zeros((nd, S.shape[1]))])
+        S = np.zeros((n, B.shape[2])) if S is None else np.vstack([S, np.zeros((nd, S.shape[1]))])
+        # terminal cost: the stationary cost-to-go at the last step, so that the gains do not fade out over the last
+        # steps (a fading angle feedback with the integral's gains still on ends as an integral-only loop)
+        M = TERMINAL_STEPS
+        Qf = tv_lq(np.broadcast_to(A[-1], (M, n, n)), np.broadcast_to(B[-1], (M,) + B.shape[1:]), Qm, S, Rm,
+                   None, None, Qf, None, full_P=False).P[0]
     if S is not None:
         K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False).K)
     else:
@@ -180,6 +185,10 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         K, K_z = K[:, :, :nx], K[:, :, nx:]
     info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
     return TrackingGains(np.ascontiguousarray(K), info, None if K_z is None else np.ascontiguousarray(K_z))
+
+
+#: steps of the last step's dynamics over which the integral design's terminal cost-to-go is settled (30 s at 0.01 s)
+TERMINAL_STEPS = 3000
 
 
 def block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
