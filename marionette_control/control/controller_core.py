@@ -15,6 +15,8 @@ sample checks             stamp (stale, future, duplicate, out of order), conten
                           finiteness), plausibility (:mod:`.sample_checks`: limits, jumps, closed chain)
 estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
                           the exact linearization, or the plain discrete Legendre transform)
+integral action           z, the integral of the measured angles' error, and its term −K_z z of the law
+                          (:mod:`.integral_action`; the gains' design record asks for it)
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) (:mod:`.tracking`)
 limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.limits`)
@@ -24,7 +26,8 @@ tolerances                start, path and goal (:mod:`.tolerances`)
 One tick, for the sample q_k that is tick k of the run::
 
     checks → x̂_k = estimate(q_k) → tolerances(x̂_k − x_d(k)) → x̂_{k+d} = predict(x̂_k)
-           → u = clamp(law(k+d, x̂_{k+d}), the command stream) → sent; remembered as the input of step k+d
+           → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k → clamp(u, the command stream) → sent; remembered as the
+             input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`).
@@ -126,9 +129,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
 from marionette_control.control.gains import check_gains, integral_gains
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import (REJECTIONS, Plan, PlannedLaw, SwitchTolerance, check_plan,
                                                     off_state)

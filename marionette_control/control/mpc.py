@@ -55,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
@@ -289,7 +289,7 @@ class RecedingHorizon:
         check_gains(motion, self.gains.delay_steps)
         # a plan's gains are the LQR without integral: the controller suspends its integral while a plan is in effect
         # (integral_action), and a planner in another process does not know it
-        self.gains = replace(self.gains, angle_integral=0.0)
+        self.gains = dataclasses.replace(self.gains, angle_integral=0.0)
         self.motion = motion
         self.H, self.period = options.steps(self.dt)
         self.cost = problem.cost
