@@ -47,6 +47,11 @@ integral action on the measured arm angles (``angle_integral``), which the contr
 (``marionette_control.control.integral_action``), the default gains are designed with it and a larger
 drive-acceleration weight, and the Kalman filter's joint measurement noise is 2 mrad — so the commands
 recorded with the previous law are no longer what the controller computes from the same joint states.
+The simulator now steps in lock-step with the controller (``lockstep_timeout``, docs/simulator.md), as the main
+job's does: recorded without it on this loaded machine, commands that acted a cycle late made the new law's
+last 0.2 s of the 2 s lift stray 14–19 cm from the feed-forward on the carriage (docs/tracking.md, "Not done
+here"), and the bag-replay fault tests' runs, which compare final commands with the recording's, could not
+settle on the same final hold within the 0.3 s recorded after the end.
 """
 
 from __future__ import annotations
@@ -137,6 +142,10 @@ def isolated_env() -> dict:
     return env
 
 
+#: wall seconds the simulator waits for the command answering a joint state (docs/simulator.md)
+LOCKSTEP_TIMEOUT = 1.0
+
+
 def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
     """{node name: argv} of the simulator and the controller, exactly as ``marionette_bringup --sim --sim-time``
     starts them (the launch files' node set), with the overrides of this run."""
@@ -147,7 +156,9 @@ def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
         "-p", f"marionette_controller:trajectory_file:={traj}", "-p", "marionette_controller:autostart:=false",
         "-p", f"marionette_controller:state_timeout:={config.state_timeout}",
         "-p", f"marionette_controller:stamp_tolerance:={config.stamp_tolerance}",
-        "-p", "marionette_simulator:profile:=realistic"])
+        "-p", "marionette_simulator:profile:=realistic",
+        # lock-step (docs/simulator.md): the command timing is the profile's however loaded the machine
+        "-p", f"marionette_simulator:lockstep_timeout:={LOCKSTEP_TIMEOUT}"])
     return {spec.name: spec.argv for spec in bringup.child_specs(args).specs}
 
 
