@@ -327,8 +327,9 @@ TRAJECTORY_EVENTS = ("staged", "taken", "switched", "refused")
 class Tracking:
     """The parts that depend on one trajectory: law (over it and the plans handed over), estimator, predictor,
     command history, limits, ``integral`` (:mod:`.integral_action`, or None: no feedback or no integral in the
-    gains' design); and ``kernel``, the same parts fused into one native call (:mod:`.fused_tick`), or None (the
-    Legendre estimator, or ``fused=False``): the parts are called one by one then."""
+    gains' design); and ``kernel``, the same parts fused into one native call (:mod:`.fused_tick`; the integral's
+    z is then ``kernel.z``), or None (the Legendre estimator, or ``fused=False``): the parts are called one by one
+    then."""
 
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
                  warning: Optional[str], integral: Optional[AngleIntegral] = None, kernel=None):
