@@ -56,6 +56,7 @@ from typing import Optional
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -63,7 +64,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.control.limits import CommandLimits
-from marionette_control.control.mpc import MPCOptions, RecedingHorizon
+from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon
 from marionette_control.control.plan_switch import PlannedLaw
 from marionette_control.control.prediction import CommandHistory
 from marionette_control.control.tracking import TrackingLaw
@@ -195,7 +196,10 @@ class MPCNode(Node):
         self._last_log: dict[str, float] = {}
         self._plan_pub = self.create_publisher(PlanMsg, "~/plan", RELIABLE)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
-        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS)
+        # updates run in a group of their own, so that the executor's other thread keeps the node's clock (/clock
+        # under use_sim_time) current while one runs: its deadline is on that clock
+        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
         if p["trajectory_file"]:
             try:
                 self._set_motion(Trajectory.load(p["trajectory_file"]), p["trajectory_file"])
@@ -246,6 +250,10 @@ class MPCNode(Node):
             m = self.model
             self.history = CommandHistory(m.nU, m.nk, self.mpc.gains.delay_steps)
             self.law = PlannedLaw(TrackingLaw(m, self.mpc.motion))
+
+    def _now(self) -> float:
+        """The node's clock [s] (ROS time: /clock under use_sim_time), read without building a Time."""
+        return self._clock_handle.get_now().nanoseconds / NS
 
     # ------------------------------------------------------------------------------ one tick of the controller
 
@@ -303,14 +311,16 @@ class MPCNode(Node):
         if k % mpc.period or k + d + opt.latency_steps > mpc.N - opt.min_steps:
             return
         stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
-        age = (self._clock_handle.get_now().nanoseconds - stamp) / NS
+        now = self._now()
         deadline = None
         if opt.deadline is not None:
-            left = opt.latency_steps * mpc.dt - age - self.p["transport_margin"]
-            if left < MIN_BUDGET:
-                return self._skip("stale_estimate", f"the estimate of tick {k} is {age * 1e3:.1f} ms old: too late "
-                                                    "to plan from (the node fell behind)")
-            deadline = min(opt.deadline, left)
+            # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt
+            # after this one, on the clock the graph runs on (simulated time under use_sim_time)
+            due = min(stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"], now + opt.deadline)
+            if due - now < MIN_BUDGET:
+                return self._skip("stale_estimate", f"the estimate of tick {k} is {(now - stamp / NS) * 1e3:.1f} ms "
+                                                    "old: too late to plan from (the node fell behind)")
+            deadline = Deadline(due, self._now)
         pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
                                      and self.last_plan is not self.law.active) else None
         up = mpc.update(k, x_hat, self.history, self.law, self.run, self.limits, pending, deadline=deadline)
@@ -374,7 +384,10 @@ def main(args=None) -> int:
     """Runs the node until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`)."""
     from marionette_control.nodes.process import run_node
 
-    return run_node(NODE_NAME, MPCNode, args=args)
+    from rclpy.executors import MultiThreadedExecutor
+
+    # two threads: updates, and the rest (the clock, the motion, diagnostics) beside them
+    return run_node(NODE_NAME, MPCNode, lambda node: MultiThreadedExecutor(num_threads=2), args=args)
 
 
 if __name__ == "__main__":
