@@ -23,19 +23,24 @@ re-plans the rest of the motion from where the arm is, several times a second:
    terminal term. So the window sees what comes after it, and the motion's optimum restricted to
    the window is stationary for the window: an undisturbed arm's update converges at once to the
    trajectory it has (``test/test_mpc.py``).
-3. **Warm start.** The previous plan shifted to the window, padded beyond its end with the
-   motion's optimum, tracked from x(0) with its gains (the projection operator, thesis (6.10)).
-   Where that asks the drives for more than their limits (after a push the feedback does), the
-   tracking is the controller's instead: each input clamped to the drives' range, speed and
-   acceleration (:meth:`~.limits.CommandLimits.clamp`, a ``WARM_START_RESERVE`` inside the
-   limits), so the start satisfies the drives' constraints and every iterate after it can be a
-   plan. Then optimized (:class:`~.optimizer.ProjectionOptimizer` with ``warm_start``: from a start
-   inside the constraints only the last barrier problem, with the exact logarithm; quasi-Newton
-   directions by default, ``MPCOptions.schedule``).
-4. **Anytime, under a deadline.** The optimization stops at the update's deadline (wall clock) or
-   after ``max_iterations``; the update returns the best trajectory that satisfies the
-   constraints, or nothing (``infeasible``); an update that overran its deadline returns nothing
-   (``deadline_missed``: its plan would arrive late).
+3. **Warm start.** A seed that satisfies every constraint, so that the optimizer starts from the last
+   barrier problem with the exact logarithm and every iterate after it can be a plan
+   (:meth:`RecedingHorizon.warm_start`). The candidates (:meth:`RecedingHorizon.seeds`), in order: the
+   previous plan shifted to the window, padded beyond its end with the motion's optimum, tracked from x(0)
+   with its gains (the projection operator, thesis (6.10)); then tracked the way the controller does, each
+   input clamped to the drives' range, speed and acceleration (:meth:`~.limits.CommandLimits.clamp`, a
+   ``WARM_START_RESERVE`` inside the limits), with the gains scaled by each of ``SEED_GAIN_SCALES``; then the
+   same for the motion's optimum alone. The first that satisfies every constraint (the string's tension
+   included) is the seed, else the one closest to it. After a push the full gains' answer asks the drives for
+   more than their limits or lets the string go slack; weaker feedback keeps it taut (docs/mpc.md). Then
+   optimized (:class:`~.optimizer.ProjectionOptimizer` with ``warm_start``; quasi-Newton directions by
+   default, ``MPCOptions.schedule``).
+4. **Anytime, under a deadline.** The plan is due at a tick (:class:`Deadline`: a due time on a clock — the
+   wall clock offline, ``MPCOptions.deadline`` from the update's start; in the planner node the ROS clock,
+   simulated time under ``use_sim_time``). The optimization stops when ``GAINS_RESERVE`` of the time is left
+   or after ``max_iterations``; the update returns the best trajectory that satisfies the constraints, or
+   nothing (``infeasible``); an update that overran its deadline returns nothing (``deadline_missed``: its
+   plan would arrive late).
 5. **Plan.** The window's trajectory with the tracking gains designed for it and the controller's
    command delay (:func:`~.gains.design_gains`), the step it starts at and the model identity: a
    :class:`~.plan_switch.Plan`, which the controller switches to at its first step
@@ -124,7 +129,8 @@ class MPCOptions:
     period : s between updates (the rate is 1/period)
     latency_steps : ticks between the estimate an update starts from and the tick at which the controller first
         uses its plan (the plan starts at step k + delay + latency_steps); at least the deadline in steps
-    deadline : s of wall clock per update (prediction, set-up, optimization, gains); None: none (an iteration
+    deadline : s per update (prediction, set-up, optimization, gains): of wall clock when an update is given no
+        :class:`Deadline`, on the planner node's clock there (besides its plan's due tick); None: none (an iteration
         budget only, for reproducible offline runs). The default leaves 15 ms of the 50 ms latency for the
         transport of the estimate and of the plan between processes
     max_iterations : descent directions per update at most

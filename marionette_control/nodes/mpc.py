@@ -26,11 +26,15 @@ sent (a CommandHistory in model order, from the message's ``command`` by joint n
 motion and the plan in effect, ``plan``: the node's own plans by sequence number), both per ``run``.
 When k is a multiple of the period (in ticks) and the plan would start within the motion, it
 predicts x̂_k to step j = k + d + ``latency_steps`` and re-optimizes (RecedingHorizon.update); a plan
-is published with the message's stamp, the run and j. The update's deadline is the smaller of
-``deadline`` and the time left before the plan is due: ``latency_steps``·Δt after the estimate's
-stamp (the node's clock: ROS time, /clock under use_sim_time) less ``transport_margin``; an estimate
-with less than 2 ms left is skipped (``stale_estimate``: the node fell behind). An update that misses
-its deadline publishes nothing (``deadline_missed``); a plan that arrives late anyway is refused by the
+is published with the message's stamp, the run and j. The plan is due before the controller computes
+tick k + ``latency_steps``, whose sample is stamped ``latency_steps``·Δt after the estimate's: the
+update's deadline (:class:`~marionette_control.control.mpc.Deadline`) is that time less
+``transport_margin``, at most ``deadline`` after the update starts, on the node's clock (ROS time: the
+system clock on the robot, /clock under use_sim_time, so a simulation slower than real time gives the
+update the wall time it gives the controller). An estimate with less than 2 ms left is skipped
+(``stale_estimate``: the node fell behind). Updates run in a callback group of their own on a
+two-thread executor, so the node's clock keeps moving while one runs. An update that misses its
+deadline publishes nothing (``deadline_missed``); a plan that arrives late anyway is refused by the
 controller (``late``, in its counts).
 
 Graph (names relative to the node's namespace)
@@ -105,8 +109,9 @@ PARAMS = [
     ParamSpec("latency_steps", _DEFAULTS.latency_steps, "Ticks between the estimate an update starts from and the "
               "tick at which the controller first uses its plan (the plan starts at step k + d + latency_steps)",
               minimum=0, maximum=1000, read_only=True),
-    ParamSpec("deadline", _DEFAULTS.deadline, "Wall-clock budget of one update [s] (prediction, optimization, gains); "
-              "0: none (plans that come too late are refused by the controller)", minimum=0.0, maximum=10.0,
+    ParamSpec("deadline", _DEFAULTS.deadline, "Longest time one update may take [s, on the node's clock: simulated "
+              "time under use_sim_time] (prediction, optimization, gains), besides its plan's due tick; "
+              "0: no deadline (plans that come too late are refused by the controller)", minimum=0.0, maximum=10.0,
               read_only=True),
     ParamSpec("transport_margin", 0.005, "Time [s] kept for delivering a plan before the tick that uses it",
               minimum=0.0, maximum=1.0, read_only=True),
