@@ -321,11 +321,11 @@ class MPCNode(Node):
         if opt.deadline is not None:
             # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt
             # after this one, on the clock the graph runs on (simulated time under use_sim_time)
-            due = min(stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"], now + opt.deadline)
+            due = stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"]
             if due - now < MIN_BUDGET:
                 return self._skip("stale_estimate", f"the estimate of tick {k} is {(now - stamp / NS) * 1e3:.1f} ms "
                                                     "old: too late to plan from (the node fell behind)")
-            deadline = Deadline(due, self._now)
+            deadline = Deadline(min(due, now + opt.deadline), self._now)
         pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
                                      and self.last_plan is not self.law.active) else None
         up = mpc.update(k, x_hat, self.history, self.law, self.run, self.limits, pending, deadline=deadline)
