@@ -25,7 +25,7 @@ simulated arm tracking ``config/optimize/marionette_arm_wave.yaml``'s optimum, r
   predicted state: the counts and the last refusal are in the notes); what loads the controller — the
   planner's computation on the same two cores, its plan messages, their checks — is all there. ``_rt``: the
   controller (its ``realtime_priority``) and this process SCHED_FIFO 50, when permitted; the planner stays on
-  the default scheduler, niced, in both.
+  niced and SCHED_IDLE (its defaults) in both.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def _ros(ctx: Context, motion) -> list[Figure]:
                     proc.stop()
             context.try_shutdown()
     for (variant, prio), samples in lat.items():
-        how = (f"the controller and this process SCHED_FIFO {prio} (realtime_priority), the planner niced" if prio
-               else "default scheduler, the planner niced")
+        how = (f"the controller and this process SCHED_FIFO {prio} (realtime_priority)" if prio
+               else "default scheduler") + ", the planner niced and SCHED_IDLE"
         beside = {"with_mpc": "with marionette_mpc re-planning from the controller's ~/tracking in another process ("
                               + "; ".join(notes[(variant, prio)]) + ")",
                   "planner_only": "with marionette_mpc re-planning from the controller's ~/tracking in another process, "

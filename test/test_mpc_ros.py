@@ -128,6 +128,9 @@ def _start_system(node_processes, trajectory, controllers: dict, planners: dict)
         node_processes("marionette_control.nodes.mpc", [
             "--ros-args", "-r", f"__node:={name}", "-p", f"trajectory_file:={trajectory}", "-p", "use_sim_time:=true",
             "-p", "problem_spec:=optimize/marionette_arm_wave.yaml", "-p", f"tracking_topic:={tracking}",
+            # (in lock-step the controllers' timing does not suffer from the planner's load; SCHED_IDLE would leave
+            # the planner only the idle time of a machine shared with other jobs)
+            "-p", "idle_scheduling:=false",
             *[a for k, v in params.items() for a in ("-p", f"{k}:={v}")]], None)
 
 

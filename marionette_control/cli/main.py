@@ -163,10 +163,10 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     controller, and the bag recorder."""
     from marionette_control.system_description import config_file
 
-    # the planner not niced: in lock-step no load delays a command, while a niced planner on a machine busy with
-    # other jobs fell a whole second behind (its estimates too old to plan from)
-    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0"] \
-        if mpc else []
+    # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
+    # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
+    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
+               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
                             "--real-time-factor", str(real_time_factor), *planner,
                             "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",

@@ -125,6 +125,9 @@ PARAMS = [
     ParamSpec("nice", 10, "Niceness added to the process at start-up (os.nice): on a computer whose cores the "
               "controller shares, the planner's updates yield to its ticks; 0: unchanged", minimum=0, maximum=19,
               read_only=True),
+    ParamSpec("idle_scheduling", True, "Run the updates under SCHED_IDLE (Linux): any other thread that wakes up, the "
+              "controller's and its middleware's included, takes the core from them at once (docs/mpc.md); on a "
+              "computer busy with other work the updates then get only its idle time", read_only=True),
 ]
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -170,6 +173,9 @@ class MPCNode(Node):
         self.p = p = declare(self, PARAMS)
         if p["nice"]:
             os.nice(p["nice"])
+        if p["idle_scheduling"]:
+            # (this thread's policy; the executor's threads, created later, inherit it)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         self.options = mpc_options(p)
         from marionette_control.nodes.controller import load_model_description
 
