@@ -516,4 +516,6 @@ class RecedingHorizon:
         out.plan = Plan(start, traj, run, seq, estimate_tick)
         return out
 
-__all__ = ["WARM_START_RESERVE", "SEED_GAIN_SCALES", "GAINS_RESERVE", "Deadline", "MPCOptions", "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]
+
+__all__ = ["WARM_START_RESERVE", "SEED_GAIN_SCALES", "GAINS_RESERVE", "CHAIN_TOLERANCE", "Deadline", "MPCOptions",
+           "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]
