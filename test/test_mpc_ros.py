@@ -128,9 +128,10 @@ def _start_system(node_processes, trajectory, controllers: dict, planners: dict)
         node_processes("marionette_control.nodes.mpc", [
             "--ros-args", "-r", f"__node:={name}", "-p", f"trajectory_file:={trajectory}", "-p", "use_sim_time:=true",
             "-p", "problem_spec:=optimize/marionette_arm_wave.yaml", "-p", f"tracking_topic:={tracking}",
-            # (in lock-step the controllers' timing does not suffer from the planner's load; SCHED_IDLE would leave
-            # the planner only the idle time of a machine shared with other jobs)
-            "-p", "idle_scheduling:=false",
+            # on the default scheduler, not niced, as in the main job: in lock-step the controllers' timing does not
+            # suffer from the planner's load, while SCHED_IDLE or a niced planner would get only what other jobs on
+            # the machine leave it
+            "-p", "idle_scheduling:=false", "-p", "nice:=0",
             *[a for k, v in params.items() for a in ("-p", f"{k}:={v}")]], None)
 
 
@@ -175,7 +176,9 @@ def test_a_push_is_recovered_more_than_twice_as_fast_with_the_planner_in_its_own
     for c, r in runs.items():
         errors = r["q"][:, :nd] - motion.X[r["k"], :nd]
         times[c] = None if r["aborted"] else recovery_time(r["k"], errors, PUSH.tick, N, dt)
-        lowest[c] = float(r["tension"][:, problem.model.config_index("string_length")].min())
+        tension = r["tension"][:, problem.model.config_index("string_length")]
+        lowest[c] = float(tension.min())
+        print(f"{c}: lowest tension {lowest[c]:.3f} N at tick {r['k'][int(np.argmin(tension))]}")
     print(f"recovery to within 1 deg: LQR {times['lqr']} s (aborted: {runs['lqr']['aborted']}), MPC {times['mpc']} s; "
           f"lowest tension {lowest} N; controller {controller}; planner {planner}")
     mpc = runs["mpc"]
