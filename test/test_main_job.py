@@ -145,7 +145,7 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     is back within 1° (at least twice as fast, since the LQR never is), every command and drive inside its limits
     and the string taut. Deterministic under the lock-step: the planner's deadline is the tick its plan is due
     at on the graph's clock (docs/mpc.md), so a loaded machine slows the run down instead of cutting updates short
-    (README, "What the main job does": 0.32–0.34 s in every run measured)."""
+    (README, "What the main job does": 0.31–0.34 s in every run measured)."""
     _, report, _ = realistic
     push = report["push"]
     assert push["time_s"] == pytest.approx(PUSH_T) and push["tick"] == round(PUSH_T / 0.01)
