@@ -88,10 +88,9 @@ NO_PLANS = "''"  # an empty plan_topic (rcl refuses "name:="): a controller that
 #: 2-core machine doing other work delays commands past their step (jitter the simulated hardware does not
 #: have): here 38 of the closed loop's first 352 commands were late and it aborted on the path tolerance.
 REAL_TIME_FACTOR = 0.5
-#: with re-planning, a quarter of real time: the planner runs beside the loop on the wall clock (its deadline,
-#: 35 ms, is wall time) and its plans must arrive within latency_steps of simulated time (docs/mpc.md's
-#: cross-process figures were measured so); at half real time 3 of 74 updates missed their deadline and the
-#: re-planned run left the path tolerance
+#: with re-planning, a quarter of real time: the planner's deadline is the tick its plan is due at on the
+#: simulator's clock, so this gives an update four times the wall time it has on the robot (35 ms there), which
+#: the update right after a push needs on two cores shared with the simulator, three controllers and the recorder
 MPC_REAL_TIME_FACTOR = 0.25
 LOCKSTEP_TIMEOUT = 1.0
 SETTLE_STEPS = 50    # simulator steps after a reset before a run starts (the controllers see the arm at rest)
@@ -164,7 +163,10 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     controller, and the bag recorder."""
     from marionette_control.system_description import config_file
 
-    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking"] if mpc else []
+    # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
+    # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
+    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
+               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
                             "--real-time-factor", str(real_time_factor), *planner,
                             "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
