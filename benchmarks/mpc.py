@@ -13,17 +13,19 @@ simulated arm tracking ``config/optimize/marionette_arm_wave.yaml``'s optimum, r
 * ``wave.push_{0.5,0.6}N.recovery_{lqr,mpc}``: time from the push until the arm stays within 1° of the
   motion, LQR alone (without its path tolerance) and with the 1 s horizon (simulated time: the same in every
   run; NaN: never back by the end of the motion).
-* ``ros.end_to_end_latency{,_rt}.{alone,with_mpc}.{median,p99}``: benchmarks/ros.py's end-to-end latency of the
-  controller (a /joint_states message published by this process → the command it produced arriving here, the
-  middleware's receive stamp; lock-step at 100 Hz, the wave's configurations) with ``marionette_mpc`` running
-  in another process on the controller's ``~/tracking`` and its plans offered to the controller, next to the
-  controller alone (a controller process without a plan topic), in interleaved rounds. Target: the p99
+* ``ros.end_to_end_latency{,_rt}.{alone,planner_only,with_mpc}.{median,p99}``: benchmarks/ros.py's end-to-end
+  latency of the controller (a /joint_states message published by this process → the command it produced
+  arriving here, the middleware's receive stamp; lock-step at 100 Hz, the wave's configurations) with
+  ``marionette_mpc`` running in another process on the controller's ``~/tracking`` and its plans offered to the
+  controller (``with_mpc``), the same with the controller taking no plans (``planner_only``: the planner's load
+  on the cores alone), and the controller alone (a controller process without a plan topic), in interleaved
+  rounds; ``…{planner_only,with_mpc}_to_alone.{median,p99}`` their ratios to ``alone``. Target: the p99
   unchanged within the runs' noise. The rig's arm does not answer the commands and its lock-step samples
   come irregularly on a loaded machine (sample gaps, holds), so most plans are refused there (late, off the
   predicted state: the counts and the last refusal are in the notes); what loads the controller — the
   planner's computation on the same two cores, its plan messages, their checks — is all there. ``_rt``: the
   controller (its ``realtime_priority``) and this process SCHED_FIFO 50, when permitted; the planner stays on
-  the default scheduler, niced, in both.
+  niced and SCHED_IDLE (its defaults) in both.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def _ros(ctx: Context, motion) -> list[Figure]:
     rounds = 1 if ctx.quick else 3
     n = 300 if ctx.quick else motion.N - 20
     rt = 50 if realtime_permitted() else 0
-    variants = [(v, p) for p in ([0, rt] if rt else [0]) for v in ("alone", "with_mpc")]
+    variants = [(v, p) for p in ([0, rt] if rt else [0]) for v in ("alone", "planner_only", "with_mpc")]
     lat = {v: [] for v in variants}
     lost = {v: 0 for v in variants}
     notes = {v: [] for v in variants}
@@ -147,24 +149,35 @@ def _ros(ctx: Context, motion) -> list[Figure]:
                     proc.stop()
             context.try_shutdown()
     for (variant, prio), samples in lat.items():
-        how = (f"the controller and this process SCHED_FIFO {prio} (realtime_priority), the planner niced" if prio
-               else "default scheduler, the planner niced")
+        how = (f"the controller and this process SCHED_FIFO {prio} (realtime_priority)" if prio
+               else "default scheduler") + ", the planner niced and SCHED_IDLE"
+        beside = {"with_mpc": "with marionette_mpc re-planning from the controller's ~/tracking in another process ("
+                              + "; ".join(notes[(variant, prio)]) + ")",
+                  "planner_only": "with marionette_mpc re-planning from the controller's ~/tracking in another process, "
+                                  "the controller taking no plans (plan_topic empty): the planner's load alone",
+                  "alone": "the controller alone"}[variant]
         note = (f"/joint_states published (stamped now) -> the command's arrival in this process (benchmarks/ros.py), "
-                f"lock-step at 100 Hz on the wave's configurations, {how}, "
-                + ("with marionette_mpc re-planning from the controller's ~/tracking in another process ("
-                   + "; ".join(notes[(variant, prio)]) + ")" if variant == "with_mpc" else "the controller alone")
+                f"lock-step at 100 Hz on the wave's configurations, {how}, " + beside
                 + f"; {len(samples)} samples in {rounds} interleaved round(s), {lost[(variant, prio)]} without a "
                   "command")
         name = f"ros.end_to_end_latency{'_rt' if prio else ''}.{variant}"
         figs.append(Figure(f"{name}.median", 1e3 * statistics.median(samples), "ms", "mpc", None, note))
         figs.append(Figure(f"{name}.p99", 1e3 * pct(samples, 99), "ms", "mpc", None,
                            note + ("; target: the p99 of 'alone' within noise" if variant == "with_mpc" else "")))
+    for prio in sorted({p for _, p in variants}):
+        name = f"ros.end_to_end_latency{'_rt' if prio else ''}"
+        alone = lat[("alone", prio)]
+        for variant in ("planner_only", "with_mpc"):
+            for q, f in (("median", statistics.median), ("p99", lambda s: pct(s, 99))):
+                figs.append(Figure(f"{name}.{variant}_to_alone.{q}", f(lat[(variant, prio)]) / f(alone), "ratio",
+                                   "mpc", None, f"{name}.{variant}.{q} / {name}.alone.{q} (the same run's rounds, "
+                                                "interleaved)"))
     return figs
 
 
 def _latency_round(ctx, rig, env, tmp, wave, motion, n, r, rounds, key, procs, lat, lost, notes) -> None:
-    """One latency run of the controller (``key``: ("alone" or "with_mpc": with the planner in another process,
-    the controller's realtime_priority))."""
+    """One latency run of the controller (``key``: ("alone"; "planner_only": the planner in another process, its
+    plans not taken; "with_mpc": taken, the controller's realtime_priority))."""
     from benchmarks.ros import COMMANDS, Process, latency_run
 
     variant, prio = key
@@ -176,7 +189,7 @@ def _latency_round(ctx, rig, env, tmp, wave, motion, n, r, rounds, key, procs, l
                    env, tmp / f"controller_{variant}_{prio}_{r}.log")
     procs.append(ctrl)
     planner = None
-    if variant == "with_mpc":
+    if variant != "alone":
         planner = Process(["-m", "marionette_control.nodes.mpc", "--ros-args", "-p", f"trajectory_file:={wave}", "-p",
                            "problem_spec:=optimize/marionette_arm_wave.yaml", "-p", "diagnostics_period:=0.2"], env,
                           tmp / f"mpc_{prio}_{r}.log")
@@ -195,7 +208,7 @@ def _latency_round(ctx, rig, env, tmp, wave, motion, n, r, rounds, key, procs, l
     lat[key] += samples["received"]
     lost[key] += lost_here
     diag = rig.fresh_diag()
-    if planner is not None:
+    if variant == "with_mpc":
         notes[key].append(f"round {r + 1}: {diag.get('plans.switched')} of {diag.get('plans.offered')} plans switched to"
                      + (f" (last refusal: {diag['plan_last_rejection']})" if diag.get("plan_last_rejection") else ""))
     rig.trigger(rig.stop_client)

@@ -40,7 +40,6 @@ Times include Python call overhead, as the node pays it. Nothing here asserts a 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import signal
@@ -54,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.registry import Context, Figure, benchmark_group
+from marionette_control.cli.ros_isolation import claim_domain_id, in_graph, isolated_env
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = 1_000_000_000
@@ -102,53 +102,21 @@ def pct(samples, p: float) -> float:
 # --------------------------------------------------------------------------------------------- processes
 
 
-_domain_locks: list[tuple[int, int]] = []
-
-
-def _domain_id() -> int:
-    """A ROS domain id no other process holds: the lock files test/ros_helpers.py uses (same names), ids 101-200."""
-    import fcntl
-
-    if _domain_locks:
-        return _domain_locks[0][0]
-    for i in range(100):
-        domain = 101 + (os.getpid() + i) % 100
-        fd = os.open(f"/tmp/marionette-ros-domain-{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _domain_locks.append((domain, fd))
-        return domain
-    raise RuntimeError("no free ROS domain id in 101-200")
+_domain: list[int] = []
 
 
 def ros_env() -> dict:
-    """Environment of an isolated graph: localhost discovery, a private domain id (held until exit)."""
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(_domain_id())
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env.pop("ROS_STATIC_PEERS", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    """Environment of an isolated graph: localhost discovery, a private domain id in 101-200 (apart from the
+    tests' 1-100), the same for every graph of this run, held until it exits."""
+    if not _domain:
+        _domain.append(claim_domain_id(101, 200))
+    return isolated_env(_domain[0])
 
 
-@contextlib.contextmanager
 def isolated_graph():
-    """This process on an isolated graph (:func:`ros_env`'s domain id, localhost) for the duration; yields the
-    environment for the node processes it starts."""
-    env = ros_env()
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ.update({k: env[k] for k in saved})
-    try:
-        yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    """This process on an isolated graph (:func:`ros_env`'s) for the duration; yields the environment for the
+    node processes it starts."""
+    return in_graph(ros_env())
 
 
 class Process:
@@ -347,41 +315,36 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
 
     traj = Trajectory.load(traj_file)  # the samples follow the node's trajectory (its path tolerance would abort)
     context = rclpy.context.Context()
-    env_saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ.update({k: v for k, v in ros_env().items() if k in env_saved})
-    rclpy.init(context=context)
-    node = None
-    try:
-        node = ControllerNode(context=context, parameter_overrides=[
-            Parameter("trajectory_file", value=str(traj_file)), Parameter("state_timeout", value=60.0)])
-        if not (node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS):
-            raise RuntimeError(node.transition_message)
-        now = node.get_clock().now().nanoseconds
-        # the callback's argument: the serialized message, as its raw subscription takes it
-        msgs = [serialize_message(joint_state(measured(traj, i), now + i * 10_000_000)) for i in range(steps + 1)]
-        node._on_joint_state(msgs[0])
-        out = []
-        pc = time.perf_counter_ns
-        gc.disable()
+    with isolated_graph():
+        rclpy.init(context=context)
+        node = None
         try:
-            for m in msgs[1:]:
-                a = pc()
-                node._on_joint_state(m)
-                out.append((pc() - a) / NS)
+            node = ControllerNode(context=context, parameter_overrides=[
+                Parameter("trajectory_file", value=str(traj_file)), Parameter("state_timeout", value=60.0)])
+            if not (node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS):
+                raise RuntimeError(node.transition_message)
+            now = node.get_clock().now().nanoseconds
+            # the callback's argument: the serialized message, as its raw subscription takes it
+            msgs = [serialize_message(joint_state(measured(traj, i), now + i * 10_000_000)) for i in range(steps + 1)]
+            node._on_joint_state(msgs[0])
+            out = []
+            pc = time.perf_counter_ns
+            gc.disable()
+            try:
+                for m in msgs[1:]:
+                    a = pc()
+                    node._on_joint_state(m)
+                    out.append((pc() - a) / NS)
+            finally:
+                gc.enable()
+            if node.core.ticks != steps + 1:  # (the first sample is tick 0 too)
+                raise RuntimeError(f"in-process node computed {node.core.ticks} ticks of {steps + 1}: "
+                                   f"{node.core.status()}")
+            return out
         finally:
-            gc.enable()
-        if node.core.ticks != steps + 1:  # (the first sample is tick 0 too)
-            raise RuntimeError(f"in-process node computed {node.core.ticks} ticks of {steps + 1}: {node.core.status()}")
-        return out
-    finally:
-        if node is not None:
-            node.destroy_node()
-        context.try_shutdown()
-        for k, v in env_saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+            if node is not None:
+                node.destroy_node()
+            context.try_shutdown()
 
 
 def latency_run(rig: Rig, n: int, rate: float, traj, positions=measured) -> tuple[dict, int]:
@@ -571,113 +534,106 @@ def ros(ctx: Context) -> list[Figure]:
     rt = 50 if realtime_permitted() else 0
     if not rt:
         ctx.log("ros: SCHED_FIFO not permitted here: the realtime_priority variant is skipped")
-    env = ros_env()
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ.update({k: env[k] for k in saved})
-    context = rclpy.context.Context()
-    rclpy.init(context=context)
-    procs: list[Process] = []
-    rig = None
-    n_lat = 300 if quick else 1500
-    try:
-        rig = Rig(context)
-        variants = [("", 0)] + ([("_rt", rt)] if rt else [])
-        for suffix, prio in variants:
-            set_priority(prio)
-            how = (f"both processes and this one SCHED_FIFO {prio} (controller parameter realtime_priority)" if prio
-                   else "default scheduler")
-            ctx.log(f"ros: rclpy echo round trip (transport floor), {how}")
-            echo = Process(["-m", "benchmarks.ros", "echo", str(prio)], env, tmp / f"echo{suffix}.log")
-            procs.append(echo)
-            if not rig.connect(service=False):
-                raise RuntimeError(f"echo process did not connect; log: {echo.log.read_text()}")
-            rig.spin_for(0.2)
-            lat_echo, lost_echo = latency_run(rig, n_lat, 100.0, traj100)
-            echo.stop()
-            rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
-
-            ctx.log(f"ros: controller end-to-end latency at 100 Hz, {how}")
-            ctrl = Process(["-m", "marionette_control.nodes.controller", "--ros-args", "-p",
-                            f"trajectory_file:={f100}", "-p", "diagnostics_period:=0.1", "-p",
-                            f"realtime_priority:={prio}"], env, tmp / f"controller{suffix}.log")
-            procs.append(ctrl)
-            if not rig.connect():
-                raise RuntimeError(f"controller did not come up; log: {ctrl.log.read_text()}")
-            ok, msg = rig.trigger(rig.start_client)
-            if not ok:
-                raise RuntimeError(f"start refused: {msg}")
-            lat, lost = latency_run(rig, n_lat, 100.0, traj100)
-            diag = rig.fresh_diag()
-            rig.trigger(rig.stop_client)
-            what = {
-                "": "/joint_states published (stamped now) -> the command's arrival in this process (the middleware's "
-                    "received_timestamp; this process's executor and callback not included)",
-                "_callback": "/joint_states published -> this process's subscription callback running (the figure "
-                             "measured before: adds this process's Python executor dispatch)",
-                "_sent": "/joint_states published -> the command published by the other process (its "
-                         "source_timestamp: incoming transport and the other process's whole callback)",
-            }
-            for kind, fig_suffix in (("received", ""), ("callback", "_callback"), ("sent", "_sent")):
-                ours, echo_lat = lat[kind], lat_echo[kind]
-                lat_note = (f"{what[fig_suffix]}; across processes, lock-step at 100 Hz, {how}; {len(ours)} samples, "
-                            f"{lost} without a command within half a period")
-                echo_note = (f"{what[fig_suffix]}; the same measurement against a minimal rclpy echo process "
-                             f"(EventsExecutor), {how}; {len(echo_lat)} samples, {lost_echo} lost")
-                for q, fn in (("median", statistics.median), ("p99", lambda v: pct(v, 99))):
-                    target = "; target p99 <= 2 ms" if q == "p99" and not fig_suffix else ""
-                    name = f"controller.end_to_end_latency{fig_suffix}{suffix}.{q}"
-                    fig(name, 1e3 * fn(ours), "ms", lat_note + target)
-                    if echo_lat:
-                        fig(name, 1e3 * fn(echo_lat), "ms", echo_note, peer="rclpy_echo")
-            in_node = "the core's per-tick time as the node process measured it during the latency run (its " \
-                      f"/diagnostics): ticks 10 ms apart, {how}"
-            fig(f"controller.tick_compute_in_node{suffix}.median", float(diag.get("compute_time_median_us", "nan")),
-                "us", in_node)
-            fig(f"controller.tick_compute_in_node{suffix}.p99", float(diag.get("compute_time_p99_us", "nan")), "us",
-                in_node)
-            if suffix != variants[-1][0]:
-                ctrl.stop()
+    with isolated_graph() as env:
+        context = rclpy.context.Context()
+        rclpy.init(context=context)
+        procs: list[Process] = []
+        rig = None
+        n_lat = 300 if quick else 1500
+        try:
+            rig = Rig(context)
+            variants = [("", 0)] + ([("_rt", rt)] if rt else [])
+            for suffix, prio in variants:
+                set_priority(prio)
+                how = (f"both processes and this one SCHED_FIFO {prio} (controller parameter realtime_priority)" if prio
+                       else "default scheduler")
+                ctx.log(f"ros: rclpy echo round trip (transport floor), {how}")
+                echo = Process(["-m", "benchmarks.ros", "echo", str(prio)], env, tmp / f"echo{suffix}.log")
+                procs.append(echo)
+                if not rig.connect(service=False):
+                    raise RuntimeError(f"echo process did not connect; log: {echo.log.read_text()}")
+                rig.spin_for(0.2)
+                lat_echo, lost_echo = latency_run(rig, n_lat, 100.0, traj100)
+                echo.stop()
                 rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
 
-        # --- sustained rate (the last controller): every sample is a tick (trajectory dt = 1/rate)
-        rates = [500.0, 1000.0, 2000.0] if quick else [250.0, 500.0, 1000.0, 1500.0, 2000.0, 3000.0]
-        seconds = 1.0 if quick else 2.0
-        results = []
-        best = 0.0
-        # a long timeout keeps the watchdog's stale holds between runs out of the counts (the publisher's lag
-        # behind its stamps is reported instead)
-        rig.set_param("state_timeout", 5.0)
-        for rate in rates:
-            _, _, tr = arm_trajectory(1.0 / rate, int(rate * seconds) + 10)
-            rig.set_param("trajectory_file", str(tr.save(tmp / f"arm_{int(rate)}hz.npz")))
-            ctx.log(f"ros: sustained rate {rate:g} Hz for {seconds:g} s")
-            r = rate_run(rig, rate, seconds, tr)
-            results.append(r)
-            ctx.log(f"ros:   {r}")
-            if not r["clean"]:
-                break
-            best = rate
-        notes = "; ".join(f"{r['rate']:g} Hz: sent {r['sent']}, received {r['received']}, ticks {r['ticks']}, "
-                          f"holds {r['holds']}, missed {r['missed']}, commands back {r['commands_back']}, publisher "
-                          f"max lag {r['publisher_max_lag_ms']:.1f} ms" for r in results)
-        fig("controller.sustained_rate", best, "Hz",
-            f"highest rate (of {', '.join(f'{r:g}' for r in rates)}) before the first with a lost, rejected or "
-            f"unticked sample (trajectory dt = 1/rate, every sample a tick), {seconds:g} s each, {how}; target >= "
-            f"500 Hz; {notes}")
-        if not ctrl.alive():
-            raise RuntimeError(f"controller died; log: {ctrl.log.read_text()}")
-    finally:
-        set_priority(0)
-        if rig is not None:
-            rig.close()
-        for p in procs:
-            p.stop()
-        context.try_shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+                ctx.log(f"ros: controller end-to-end latency at 100 Hz, {how}")
+                ctrl = Process(["-m", "marionette_control.nodes.controller", "--ros-args", "-p",
+                                f"trajectory_file:={f100}", "-p", "diagnostics_period:=0.1", "-p",
+                                f"realtime_priority:={prio}"], env, tmp / f"controller{suffix}.log")
+                procs.append(ctrl)
+                if not rig.connect():
+                    raise RuntimeError(f"controller did not come up; log: {ctrl.log.read_text()}")
+                ok, msg = rig.trigger(rig.start_client)
+                if not ok:
+                    raise RuntimeError(f"start refused: {msg}")
+                lat, lost = latency_run(rig, n_lat, 100.0, traj100)
+                diag = rig.fresh_diag()
+                rig.trigger(rig.stop_client)
+                what = {
+                    "": "/joint_states published (stamped now) -> the command's arrival in this process (the "
+                        "middleware's received_timestamp; this process's executor and callback not included)",
+                    "_callback": "/joint_states published -> this process's subscription callback running (the figure "
+                                 "measured before: adds this process's Python executor dispatch)",
+                    "_sent": "/joint_states published -> the command published by the other process (its "
+                             "source_timestamp: incoming transport and the other process's whole callback)",
+                }
+                for kind, fig_suffix in (("received", ""), ("callback", "_callback"), ("sent", "_sent")):
+                    ours, echo_lat = lat[kind], lat_echo[kind]
+                    lat_note = (f"{what[fig_suffix]}; across processes, lock-step at 100 Hz, {how}; {len(ours)} "
+                                f"samples, {lost} without a command within half a period")
+                    echo_note = (f"{what[fig_suffix]}; the same measurement against a minimal rclpy echo process "
+                                 f"(EventsExecutor), {how}; {len(echo_lat)} samples, {lost_echo} lost")
+                    for q, fn in (("median", statistics.median), ("p99", lambda v: pct(v, 99))):
+                        target = "; target p99 <= 2 ms" if q == "p99" and not fig_suffix else ""
+                        name = f"controller.end_to_end_latency{fig_suffix}{suffix}.{q}"
+                        fig(name, 1e3 * fn(ours), "ms", lat_note + target)
+                        if echo_lat:
+                            fig(name, 1e3 * fn(echo_lat), "ms", echo_note, peer="rclpy_echo")
+                in_node = "the core's per-tick time as the node process measured it during the latency run (its " \
+                          f"/diagnostics): ticks 10 ms apart, {how}"
+                fig(f"controller.tick_compute_in_node{suffix}.median", float(diag.get("compute_time_median_us", "nan")),
+                    "us", in_node)
+                fig(f"controller.tick_compute_in_node{suffix}.p99", float(diag.get("compute_time_p99_us", "nan")), "us",
+                    in_node)
+                if suffix != variants[-1][0]:
+                    ctrl.stop()
+                    rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
+
+            # --- sustained rate (the last controller): every sample is a tick (trajectory dt = 1/rate)
+            rates = [500.0, 1000.0, 2000.0] if quick else [250.0, 500.0, 1000.0, 1500.0, 2000.0, 3000.0]
+            seconds = 1.0 if quick else 2.0
+            results = []
+            best = 0.0
+            # a long timeout keeps the watchdog's stale holds between runs out of the counts (the publisher's lag
+            # behind its stamps is reported instead)
+            rig.set_param("state_timeout", 5.0)
+            for rate in rates:
+                _, _, tr = arm_trajectory(1.0 / rate, int(rate * seconds) + 10)
+                rig.set_param("trajectory_file", str(tr.save(tmp / f"arm_{int(rate)}hz.npz")))
+                ctx.log(f"ros: sustained rate {rate:g} Hz for {seconds:g} s")
+                r = rate_run(rig, rate, seconds, tr)
+                results.append(r)
+                ctx.log(f"ros:   {r}")
+                if not r["clean"]:
+                    break
+                best = rate
+            notes = "; ".join(f"{r['rate']:g} Hz: sent {r['sent']}, received {r['received']}, ticks {r['ticks']}, "
+                              f"holds {r['holds']}, missed {r['missed']}, commands back {r['commands_back']}, "
+                              f"publisher max lag {r['publisher_max_lag_ms']:.1f} ms" for r in results)
+            fig("controller.sustained_rate", best, "Hz",
+                f"highest rate (of {', '.join(f'{r:g}' for r in rates)}) before the first with a lost, rejected or "
+                f"unticked sample (trajectory dt = 1/rate, every sample a tick), {seconds:g} s each, {how}; target >= "
+                f"500 Hz; {notes}")
+            if not ctrl.alive():
+                raise RuntimeError(f"controller died; log: {ctrl.log.read_text()}")
+        finally:
+            set_priority(0)
+            if rig is not None:
+                rig.close()
+            for p in procs:
+                p.stop()
+            context.try_shutdown()
     return figs
 
 

@@ -8,7 +8,6 @@ Processes started here are always stopped (SIGINT, then SIGTERM, then SIGKILL).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import subprocess
@@ -18,57 +17,25 @@ import time
 import pytest
 
 from marionette_control.cli.common import stop_process_group
-
-_held_locks = []  # lock files of the domain ids this process uses, held until it exits
+from marionette_control.cli.ros_isolation import claim_domain_id, in_graph, isolated_env
 
 
 def allocate_domain_id() -> int:
-    """A ROS domain id (1-100) no other process on this machine holds.
-
-    Each id is claimed with an exclusive lock on /tmp/marionette-ros-domain-<id>.lock,
-    kept until this process exits, so concurrent test suites never share a graph.
-    """
-    start = os.getpid() % 100
-    for i in range(100):
-        domain = 1 + (start + i) % 100
-        fd = os.open(f"/tmp/marionette-ros-domain-{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _held_locks.append(fd)
-        return domain
-    raise RuntimeError("no free ROS domain id in 1-100 (all locked by other processes)")
+    """A ROS domain id (1-100) no other process on this machine holds, kept until this process exits, so
+    concurrent test suites (and the main job) never share a graph."""
+    return claim_domain_id(1, 100)
 
 
 def ros_env(domain_id: int | None = None) -> dict:
     """Environment of an isolated ROS graph (localhost only, private domain id)."""
-    if domain_id is None:
-        domain_id = allocate_domain_id()
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(domain_id)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env.pop("ROS_STATIC_PEERS", None)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return isolated_env(allocate_domain_id() if domain_id is None else domain_id)
 
 
 @contextlib.contextmanager
 def isolated_ros(domain_id: int | None = None):
     """Sets the isolation variables in this process for the duration (for in-process rclpy)."""
-    env = ros_env(domain_id)
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    try:
+    with in_graph(ros_env(domain_id)) as env:
         yield env
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def start_node(module: str, args: list[str], env: dict, log_path) -> subprocess.Popen:

@@ -140,12 +140,12 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     stand-in, the LQR alone and with marionette_mpc re-planning; the report carries both recovery times, the
     planner's update times and the plans switched to and rejected.
 
-    What the runs meet reliably is asserted: the push acts where it was asked, the LQR alone does not come back
-    within 1° (the push is chosen so), the planner updates and its plans are switched to. Issue 14's "back within 1° at least 2× faster with
-    re-planning" is **not** asserted here: in the main job on this 2-core machine the re-planned run recovered
-    (0.47 s) in 2 of 10 runs; in the others the update right after the push missed its 35 ms wall-clock deadline
-    or the following ones were infeasible, and the run left the path tolerance (README, "What the main job does").
-    test/test_mpc_ros.py asserts it with the planner and two controllers alone."""
+    Issue 14's evidence, asserted: the push acts where it was asked, the LQR alone does not come back within 1°
+    (the push is chosen so: the drives saturate and the path tolerance aborts it), while with re-planning the arm
+    is back within 1° (at least twice as fast, since the LQR never is), every command and drive inside its limits
+    and the string taut. Deterministic under the lock-step: the planner's deadline is the tick its plan is due
+    at on the graph's clock (docs/mpc.md), so a loaded machine slows the run down instead of cutting updates short
+    (README, "What the main job does": 0.31–0.34 s in every run measured)."""
     _, report, _ = realistic
     push = report["push"]
     assert push["time_s"] == pytest.approx(PUSH_T) and push["tick"] == round(PUSH_T / 0.01)
@@ -155,8 +155,13 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     assert mpc["updates"] >= 50 and 0 < mpc["switched"] <= mpc["published"] <= mpc["updates"], mpc
     assert mpc["update_ms"]["median"] > 0 and mpc["update_ms"]["p99"] >= mpc["update_ms"]["median"]
     recovered = report["push_recovery"]["mpc_s"]
-    assert recovered is None or 0.0 <= recovered <= 8.0 - PUSH_T
-    assert recovered is None or not report["runs"]["push_mpc"]["aborted"]
+    # the LQR alone is not back by the motion's end, 8 - PUSH_T s after the push: twice as fast is half of that
+    assert recovered is not None and 0.0 < recovered <= 0.5 * (8.0 - PUSH_T), report["push_recovery"]
+    assert not report["runs"]["push_mpc"]["aborted"]
+    executed = report["constraint_margins"]["executed"]["push_mpc"]["motion"]
+    for kind in ("commands", "drives"):
+        assert all(m["satisfied"] for j in executed[kind].values() for m in j.values()), executed[kind]
+    assert executed["string_tension"]["string"]["lowest_N"] > 0.0, executed["string_tension"]
 
 
 def test_the_perfect_stand_in_tracks_exactly_through_a_start_up_stall(tmp_path):

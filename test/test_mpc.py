@@ -23,9 +23,10 @@ from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import PlannedLaw
 from marionette_control.control.prediction import CommandHistory
 from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.mpc import MPCOptions, RecedingHorizon, predict_start, window_cost
+from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon, predict_start, window_cost
 from marionette_control.control.offline_loop import run_loop, scripted_push
 from marionette_control.control.simulated_hardware import HardwareProfile
+from marionette_control.control.terms import Point
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 
 from arm_helpers import wave_motion
@@ -158,6 +159,113 @@ def test_a_push_is_recovered_more_than_twice_as_fast_with_replanning(wave, force
     assert record["switched"] >= 0.75 * record["offered"] and record["offered"] >= 70, record
     # (anytime: after the push an update may end at its iteration budget with the best feasible plan so far)
     assert {u["reason"] for u in record["updates"] if u["planned"]} <= {"converged", "max_iterations"}
+
+
+class FirstUpdateLost(RecedingHorizon):
+    """A planner whose first update after ``tick`` reaches no controller (its plan dropped: an update that missed
+    its deadline, say); it records every update's seed and the constraint margin of the seed."""
+
+    def __init__(self, *args, tick: int):
+        super().__init__(*args)
+        self.tick, self.lost, self.seeds_margin, self.states = tick, None, {}, {}
+
+    def warm_start(self, start, steps, x0, previous=None):
+        X, U = super().warm_start(start, steps, x0, previous)
+        _, _, Lam = self.system.simulate(X[0], U, constraint_forces=True)
+        point = Point(X, U, Lam)
+        self.seeds_margin[start] = {type(c).__name__: float(np.nanmin(c.margins(point) / c.scale))
+                                    for c in self.problem.constraints}
+        return X, U
+
+    def plan(self, start, x0, *args, **kwargs):
+        self.states[start] = x0.copy()
+        up = super().plan(start, x0, *args, **kwargs)
+        if self.lost is None and start > self.tick:
+            self.lost, up.plan, up.reason = start, None, "lost"
+        return up
+
+
+@pytest.fixture(scope="module")
+def lost_after_push(wave):
+    """(planner, loop result): the push of the evidence with re-planning whose first update from an estimate after
+    it (the one that needs most iterations) is lost."""
+    problem, motion = wave
+    end_of_push = PUSH.tick + round(PUSH.duration / motion.dt)
+    mpc = FirstUpdateLost(problem, motion, MPCOptions(horizon=1.0, deadline=None), tick=end_of_push)
+    return mpc, run_loop(motion, HardwareProfile.named("realistic"), ControllerOptions(), pushes=[PUSH], mpc=mpc)
+
+
+def test_after_a_push_updates_start_inside_the_constraints_even_when_one_is_lost(wave, lost_after_push):
+    """The main job's failure (docs/mpc.md): the first update after the push did not arrive, and the next ones,
+    warm-started from the plan made before the push, started far outside the constraints and came back infeasible.
+    Seeded from the pushed state (the projection, or the controller's clamped tracking with weaker gains), every
+    update starts inside the drives' limits and nearly every one inside the tension's too; each after the push has
+    a plan, and the arm is back within 1° in half a second."""
+    problem, motion = wave
+    mpc, r = lost_after_push
+    after = {u["start"]: u for u in r.mpc["updates"] if u["start"] > mpc.tick}
+    assert mpc.lost == min(after) and after[mpc.lost]["reason"] == "lost"
+    # inside the drives' limits always; the string's tension too but where the arm's own swing slackens it at the
+    # first step whatever the drives do within their limits (the optimizer then finds a plan that keeps it taut)
+    margins = mpc.seeds_margin
+    assert all(m["LinearConstraints"] > 0 for m in margins.values()), margins
+    assert sum(m["TensionConstraints"] > 0 for s, m in margins.items() if s > mpc.tick) >= len(after) - 2, margins
+    assert all(u["planned"] for s, u in after.items() if s != mpc.lost and u["reason"] != "end_of_motion"), after
+    t = r.recovery_time(PUSH.tick)
+    assert not r.aborted and t is not None and t < 0.6, t
+    _command_limits_hold(r, problem.limits, motion.dt)
+    assert np.all(r.tension[~np.isnan(r.tension)] > 0.0)
+
+
+def test_the_clamped_warm_start_is_the_trajectory_of_its_inputs(wave, lost_after_push):
+    """Tracked with the inputs clamped to the drives' limits, the warm start's states are the simulation of its
+    (clamped) inputs from x0, which the optimizer re-simulates, and its drive setpoints keep the limits."""
+    problem, motion = wave
+    mpc, _ = lost_after_push
+    x0 = mpc.states[mpc.lost]   # the pushed arm
+    X, U, K = mpc.reference(mpc.lost, mpc.H)
+    Xt, Ut, Lam = mpc.tracked(x0, X, U, K)   # the gains' answer to the push: the drives' limits clamp it
+    Xs, _, Lam_s = mpc.system.simulate(x0, Ut, constraint_forces=True)
+    np.testing.assert_allclose(Xt, Xs, rtol=0, atol=1e-9)   # (the DEL step's Newton tolerance: 1e-10)
+    np.testing.assert_allclose(Lam, Lam_s, rtol=1e-6, atol=1e-9)
+    m = problem.model
+    rho = np.vstack([x0[m.nd:m.nq], Ut[:, m.nu:]])
+    v = np.diff(rho, axis=0) / motion.dt
+    limits = problem.limits
+    assert np.all(np.abs(v) <= limits.max_velocity * (1 + 1e-9))
+    a = np.diff(np.vstack([x0[m.nq + m.nd:], v]), axis=0) / motion.dt
+    assert np.all(np.abs(a) <= limits.max_acceleration * (1 + 1e-6))
+    assert np.max(np.abs(a)) >= 0.99 * np.min(limits.max_acceleration)   # (the clamp acted)
+
+
+class CountingClock:
+    """A clock that advances ``tick`` seconds at every reading: deterministic time for a deadline."""
+
+    def __init__(self, tick: float):
+        self.t, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.t += self.tick
+        return self.t
+
+
+def test_a_deadline_on_another_clock_stops_the_update_with_its_best_plan_so_far(wave, lost_after_push):
+    """The deadline is a due time on any clock (the planner node's: ROS time, simulated under use_sim_time). After
+    a push an update needs several iterations: on a clock that runs out during them it stops with the best
+    constraint-satisfying trajectory so far as its plan (anytime); on one that has passed the due time by the end
+    it hands over nothing."""
+    problem, motion = wave
+    pushed, _ = lost_after_push
+    j, x0 = pushed.lost, pushed.states[pushed.lost]   # the arm right after the push
+    mpc = RecedingHorizon(problem, motion, MPCOptions(horizon=1.0, deadline=None))
+    full = mpc.plan(j, x0, run=1)
+    assert full.reason in ("converged", "max_iterations") and full.iterations >= 4, full
+    clock = CountingClock(1e-3)
+    up = mpc.plan(j, x0, run=1, deadline=Deadline(0.03, clock))
+    assert up.reason == "deadline" and 1 <= up.iterations < full.iterations and up.plan is not None, up
+    assert up.feasible and clock.t < 0.03 and up.cost >= full.cost
+    late = mpc.plan(j, x0, run=1, deadline=Deadline(0.001, CountingClock(1e-3)))
+    assert late.plan is None and late.reason == "deadline_missed"
 
 
 def test_updates_past_their_deadline_hand_over_nothing(wave):

@@ -41,7 +41,7 @@ def node(wave):
         n = MPCNode(context=context, parameter_overrides=[
             Parameter("trajectory_file", value=str(path)),
             Parameter("problem_spec", value="optimize/marionette_arm_wave.yaml"),
-            Parameter("deadline", value=0.0), Parameter("nice", value=0)])
+            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=False)])
         plans = []
         n.create_subscription(PlanMsg, "~/plan", plans.append, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)

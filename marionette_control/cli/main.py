@@ -51,8 +51,9 @@ the optimized trajectory at every tick. Output in ``--out`` (default ``out/main/
 Nothing is retried silently: each request is sent once, and when the loop cannot run the job stops with the
 node, what it reported last on ``/diagnostics`` and where the logs are (exit status 1). A process that exits,
 a refused start, a controller that stops ticking (:data:`STALL_S` without a tick) or aborts on a tolerance
-ends the job that way. ROS isolation: unless ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is set, traffic stays on this
-machine (LOCALHOST). Exit status 0 when every run tracked and the report was written.
+ends the job that way. ROS isolation (:func:`ros_graph`): a private domain id unless ``ROS_DOMAIN_ID`` is set, and
+traffic on this machine (LOCALHOST) unless ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is set; ``report.json``'s ``ros``
+says which. Exit status 0 when every run tracked and the report was written.
 """
 
 from __future__ import annotations
@@ -67,9 +68,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
 from marionette_control.cli.common import stop_process_group
+from marionette_control.cli.ros_isolation import ISOLATION_VARIABLES, claim_domain_id, isolated_env
 from marionette_control.control.offline_loop import scripted_push
 from marionette_control.cli.main_job.observer import (COMMANDS, JOINT_STATES, OPTIMIZER, SIMULATOR, TRUE_STATES,
                                                       MainJobError, Observer)
@@ -88,10 +88,9 @@ NO_PLANS = "''"  # an empty plan_topic (rcl refuses "name:="): a controller that
 #: 2-core machine doing other work delays commands past their step (jitter the simulated hardware does not
 #: have): here 38 of the closed loop's first 352 commands were late and it aborted on the path tolerance.
 REAL_TIME_FACTOR = 0.5
-#: with re-planning, a quarter of real time: the planner runs beside the loop on the wall clock (its deadline,
-#: 35 ms, is wall time) and its plans must arrive within latency_steps of simulated time (docs/mpc.md's
-#: cross-process figures were measured so); at half real time 3 of 74 updates missed their deadline and the
-#: re-planned run left the path tolerance
+#: with re-planning, a quarter of real time: the planner's deadline is the tick its plan is due at on the
+#: simulator's clock, so this gives an update four times the wall time it has on the robot (35 ms there), which
+#: the update right after a push needs on two cores shared with the simulator, three controllers and the recorder
 MPC_REAL_TIME_FACTOR = 0.25
 LOCKSTEP_TIMEOUT = 1.0
 SETTLE_STEPS = 50    # simulator steps after a reset before a run starts (the controllers see the arm at rest)
@@ -164,7 +163,10 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     controller, and the bag recorder."""
     from marionette_control.system_description import config_file
 
-    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking"] if mpc else []
+    # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
+    # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
+    planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
+               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
                             "--real-time-factor", str(real_time_factor), *planner,
                             "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
@@ -420,6 +422,23 @@ def mpc_statistics(run) -> dict:
 # ============================================================================ the job
 
 
+def ros_graph(environ) -> dict:
+    """The environment of the job's nodes: the user's ``ROS_DOMAIN_ID`` when set (e.g. to watch the job from
+    rviz), else a private domain no other process on this machine holds (a simulated arm's ``/joint_states``
+    must never reach another graph — the real arm's controller on the default domain — nor another job's
+    requests this one); localhost discovery unless ``ROS_AUTOMATIC_DISCOVERY_RANGE`` is set."""
+    env = dict(environ)
+    if env.get("ROS_DOMAIN_ID", "").strip():
+        env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+    range_ = env.get("ROS_AUTOMATIC_DISCOVERY_RANGE")
+    env = isolated_env(claim_domain_id(), env)
+    if range_:
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = range_
+    return env
+
+
 def run(args) -> dict:
     from marionette_control import models
     from marionette_control.control.simulated_hardware import HardwareProfile, load_plant
@@ -430,10 +449,9 @@ def run(args) -> dict:
 
     out = args.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    env["PYTHONUNBUFFERED"] = "1"
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+    env = ros_graph(os.environ)
+    os.environ.update({k: env[k] for k in ISOLATION_VARIABLES})
+    say(f"ROS graph: domain {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}")
     model = models.get("marionette_arm")
     hardware = HardwareProfile.named(args.profile)
     plant = load_plant(hardware, arm.load_description())
@@ -441,7 +459,8 @@ def run(args) -> dict:
     delay = hardware.command_delay_steps
     plan = run_plan(args.push, args.mpc)
     report = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "motion": args.motion,
-              "simulated_hardware": hardware.as_dict(), "files": {}}
+              "simulated_hardware": hardware.as_dict(), "files": {},
+              "ros": {k.lower(): env[k] for k in ISOLATION_VARIABLES}}
     procs = Processes(out / "logs", env)
     obs = None
     runs = {}

@@ -143,7 +143,7 @@ from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks
 from marionette_control.control.tolerances import Tolerances
 from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.control.trajectory import ModelIdentity, Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
 
 # Levels of diagnostic_msgs/DiagnosticStatus (the control layer does not import ROS).
@@ -453,6 +453,7 @@ class ControllerCore:
         self.options = options
         self.fused = bool(fused)
         self.model = model
+        self._identity = ModelIdentity.of(model)   # what a plan is checked against (plans come ten times a second)
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
         self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
@@ -664,14 +665,16 @@ class ControllerCore:
         if plan.run != self.run:
             return self._reject_plan("run", f"{plan.describe()} is for run {plan.run}, this is run {self.run}")
         try:
-            staged = self.check_trajectory(plan.trajectory, plan.describe())
-        except (TrajectoryError, ValueError) as e:
-            return self._reject_plan("invalid", f"{plan.describe()}: {e}")
-        try:
             check_plan(plan, self.tracking.trajectory)
         except ValueError as e:
             return self._reject_plan("invalid", f"{plan.describe()} {e}")
-        if staged.warning is not None:
+        try:
+            # a trajectory's checks, without building a law for it (a plan's is the PlannedLaw's)
+            plan.trajectory.check_model(self._identity)
+            warning = check_gains(plan.trajectory, self.delay)
+        except ValueError as e:
+            return self._reject_plan("invalid", f"{plan.describe()}: {e}")
+        if warning is not None:
             return self._reject_plan("invalid", f"{plan.describe()}: its gains carry no design record")
         at = plan.start - self.delay
         if self._k is not None and at <= self._k:

@@ -23,19 +23,24 @@ re-plans the rest of the motion from where the arm is, several times a second:
    terminal term. So the window sees what comes after it, and the motion's optimum restricted to
    the window is stationary for the window: an undisturbed arm's update converges at once to the
    trajectory it has (``test/test_mpc.py``).
-3. **Warm start.** The previous plan shifted to the window, padded beyond its end with the
-   motion's optimum, tracked from x(0) with its gains (the projection operator, thesis (6.10)).
-   Where that asks the drives for more than their limits (after a push the feedback does), the
-   tracking is the controller's instead: each input clamped to the drives' range, speed and
-   acceleration (:meth:`~.limits.CommandLimits.clamp`, a ``WARM_START_RESERVE`` inside the
-   limits), so the start satisfies the drives' constraints and every iterate after it can be a
-   plan. Then optimized (:class:`~.optimizer.ProjectionOptimizer` with ``warm_start``: from a start
-   inside the constraints only the last barrier problem, with the exact logarithm; quasi-Newton
-   directions by default, ``MPCOptions.schedule``).
-4. **Anytime, under a deadline.** The optimization stops at the update's deadline (wall clock) or
-   after ``max_iterations``; the update returns the best trajectory that satisfies the
-   constraints, or nothing (``infeasible``); an update that overran its deadline returns nothing
-   (``deadline_missed``: its plan would arrive late).
+3. **Warm start.** A seed that satisfies every constraint, so that the optimizer starts from the last
+   barrier problem with the exact logarithm and every iterate after it can be a plan
+   (:meth:`RecedingHorizon.warm_start`). The candidates (:meth:`RecedingHorizon.seeds`), in order: the
+   previous plan shifted to the window, padded beyond its end with the motion's optimum, tracked from x(0)
+   with its gains (the projection operator, thesis (6.10)); then tracked the way the controller does, each
+   input clamped to the drives' range, speed and acceleration (:meth:`~.limits.CommandLimits.clamp`, a
+   ``WARM_START_RESERVE`` inside the limits), with the gains scaled by each of ``SEED_GAIN_SCALES``; then the
+   same for the motion's optimum alone. The first that satisfies every constraint (the string's tension
+   included) is the seed, else the one closest to it. After a push the full gains' answer asks the drives for
+   more than their limits or lets the string go slack; weaker feedback keeps it taut (docs/mpc.md). Then
+   optimized (:class:`~.optimizer.ProjectionOptimizer` with ``warm_start``; quasi-Newton directions by
+   default, ``MPCOptions.schedule``).
+4. **Anytime, under a deadline.** The plan is due at a tick (:class:`Deadline`: a due time on a clock — the
+   wall clock offline, ``MPCOptions.deadline`` from the update's start; in the planner node the ROS clock,
+   simulated time under ``use_sim_time``). The optimization stops when ``GAINS_RESERVE`` of the time is left
+   or after ``max_iterations``; the update returns the best trajectory that satisfies the constraints, or
+   nothing (``infeasible``); an update that overran its deadline returns nothing (``deadline_missed``: its
+   plan would arrive late).
 5. **Plan.** The window's trajectory with the tracking gains designed for it and the controller's
    command delay (:func:`~.gains.design_gains`), the step it starts at and the model identity: a
    :class:`~.plan_switch.Plan`, which the controller switches to at its first step
@@ -84,6 +89,36 @@ from marionette_control.control.trajectory import Trajectory, TrajectoryError
 #: Fraction of each drive limit (of the range's width, the speed, the acceleration) a clamped warm start keeps
 #: clear of it: the exact log barrier needs a start strictly inside.
 WARM_START_RESERVE = 0.01
+#: The scalings of the gains with which the warm start's clamped candidates track their reference, in order of
+#: preference (:meth:`RecedingHorizon.seeds`): after a push the full gains can ask for drive motions that let the
+#: string go slack, weaker feedback or none can keep it taut (docs/mpc.md).
+SEED_GAIN_SCALES = (1.0, 0.5, 0.0)
+#: Fraction of an update's time left after its warm start kept for the gains' design: the optimization stops when
+#: less is left (the design takes about as long as one iteration's linearization).
+GAINS_RESERVE = 0.15
+#: The largest residual |h(q)| of the model's holonomic constraints (thesis §3.3) at a predicted state an update
+#: plans from; predicted states, stepped by the DEL step, meet them to its Newton tolerance [m]
+CHAIN_TOLERANCE = 1e-6
+
+
+class Deadline:
+    """When an update's plan is due: ``due`` on ``clock`` (a function returning seconds on any clock: the wall
+    clock offline, the ROS clock the planner node runs on, simulated time under ``use_sim_time``).
+
+    An update stops optimizing when little of it is left (:data:`GAINS_RESERVE`) and hands nothing over once it
+    has passed (module docstring, step 4)."""
+
+    def __init__(self, due: float, clock: Callable[[], float]):
+        self.due, self.clock = float(due), clock
+
+    @classmethod
+    def wall(cls, seconds: float, start: Optional[float] = None) -> "Deadline":
+        """``seconds`` of wall clock (``time.perf_counter``) from ``start`` (default: now)."""
+        return cls((time.perf_counter() if start is None else start) + seconds, time.perf_counter)
+
+    def left(self) -> float:
+        """Seconds left before the plan is due (< 0: past)."""
+        return self.due - self.clock()
 
 
 @dataclass(frozen=True)
@@ -94,7 +129,8 @@ class MPCOptions:
     period : s between updates (the rate is 1/period)
     latency_steps : ticks between the estimate an update starts from and the tick at which the controller first
         uses its plan (the plan starts at step k + delay + latency_steps); at least the deadline in steps
-    deadline : s of wall clock per update (prediction, set-up, optimization, gains); None: none (an iteration
+    deadline : s per update (prediction, set-up, optimization, gains): of wall clock when an update is given no
+        :class:`Deadline`, on the planner node's clock there (besides its plan's due tick); None: none (an iteration
         budget only, for reproducible offline runs). The default leaves 15 ms of the 50 ms latency for the
         transport of the estimate and of the plan between processes
     max_iterations : descent directions per update at most
@@ -305,7 +341,6 @@ class RecedingHorizon:
         reserve = {f: WARM_START_RESERVE for f in ("range", "speed", "acceleration")}
         self._drives = CommandLimits.from_limits(ConstraintOptions(margins=reserve).limits(model, problem.limits)
                                                  ).for_dt(self.dt)
-        self._linear = [c for c in problem.constraints if not c.needs_lambda]
         self.updates = 0
 
     # ---------------------------------------------------------------------------------- the window
@@ -319,9 +354,9 @@ class RecedingHorizon:
         terminal = TerminalValue(self.motion.X[end], self.g[end], self.P[end], n, name="terminal")
         return window_cost(self.cost, start, n, terminal), n
 
-    def warm_start(self, start: int, steps: int, x0: np.ndarray, previous: Optional[Plan] = None) -> tuple:
-        """(X (n+1, nx), U (n, nU)): the previous plan shifted to the window (padded with the motion's optimum
-        beyond its end; the optimum alone without a previous plan) tracked from x0 with its gains."""
+    def reference(self, start: int, steps: int, previous: Optional[Plan] = None) -> tuple:
+        """(X (n+1, nx), U (n, nU), K (n, nU, nx)) for the window: the previous plan shifted to it, padded with the
+        motion's optimum beyond its end (the optimum alone without a previous plan that covers ``start``)."""
         end = start + steps
         mo = self.motion
         X, U, K = mo.X[start:end + 1].copy(), mo.U[start:end].copy(), mo.K[start:end].copy()
@@ -330,25 +365,66 @@ class RecedingHorizon:
             b = min(previous.N, a + steps)
             pt = previous.trajectory
             X[:b - a + 1], U[:b - a], K[:b - a] = pt.X[a:b + 1], pt.U[a:b], pt.K[a:b]
-        Xp, Up = (np.asarray(a) for a in self.system.project(x0, X, U, K)[:2])
-        point = Point(Xp, Up)
-        if all(np.nanmin(c.margins(point)) > 0 for c in self._linear):
-            return Xp, Up
-        return self.tracked(x0, X, U, K)
+        return X, U, K
+
+    def seeds(self, start: int, steps: int, x0: np.ndarray, previous: Optional[Plan] = None):
+        """The warm start's candidates (module docstring, step 3), in order of preference: for the previous plan
+        shifted to the window (:meth:`reference`), then for the motion alone, the reference tracked from x0 with its
+        gains (the projection operator, thesis (6.10)), then with its gains scaled by each of
+        ``SEED_GAIN_SCALES`` and every input clamped to the drives' limits (:meth:`tracked`). Yields
+        (X, U, Lam (n, m)) for each that the model can step through."""
+        refs = [self.reference(start, steps, previous)]
+        if previous is not None and previous.start <= start < previous.end:
+            refs.append(self.reference(start, steps))
+        for X, U, K in refs:
+            try:
+                yield tuple(np.asarray(a) for a in self.system.project(x0, X, U, K, constraint_forces=True))
+            except _core.StepError:
+                pass   # the gains' answer to a push can be a motion the model cannot step through
+            for scale in SEED_GAIN_SCALES:
+                try:
+                    yield self.tracked(x0, X, U, scale * K)
+                except _core.StepError:
+                    pass
+
+    def worst_margin(self, X: np.ndarray, U: np.ndarray, Lam: np.ndarray) -> float:
+        """The smallest margin of the problem's constraints along (X, U) with the multipliers Lam, in units of each
+        row's scale (> 0: every constraint satisfied)."""
+        point = Point(X, U, Lam)
+        return min((float(np.nanmin(c.margins(point) / c.scale)) for c in self.problem.constraints), default=np.inf)
+
+    def warm_start(self, start: int, steps: int, x0: np.ndarray, previous: Optional[Plan] = None) -> tuple:
+        """(X (n+1, nx), U (n, nU)): the first of :meth:`seeds` that satisfies every constraint, else the one
+        closest to satisfying them (the largest :meth:`worst_margin`). Raises ``_core.StepError`` when the model
+        can step through none."""
+        best, best_margin = None, -np.inf
+        for X, U, Lam in self.seeds(start, steps, x0, previous):
+            margin = self.worst_margin(X, U, Lam)
+            if margin > 0:
+                return X, U
+            if margin > best_margin:
+                best, best_margin = (X, U), margin
+        if best is None:
+            raise _core.StepError(f"the model cannot step from the predicted state at step {start} along any "
+                                  "warm start")
+        return best
 
     def tracked(self, x0: np.ndarray, X: np.ndarray, U: np.ndarray, K: np.ndarray) -> tuple:
-        """(X, U): (X, U) tracked from x0 with the gains K and every input clamped to the drives' limits (less the
-        warm-start reserve), as the controller does: u_i = clamp(U_i − K_i(x_i − X_i)) from the drive state of x_i."""
+        """(X, U, Lam (n, m)): (X, U) tracked from x0 with the gains K and every input clamped to the drives'
+        limits (less the warm-start reserve), as the controller does: u_i = clamp(U_i − K_i(x_i − X_i)) from the
+        drive state of x_i; Lam the steps' multipliers."""
         m = self.model
         nd, nq = m.nd, m.nq
         step, clamp = self.system.step, self._drives.clamp
         Xo, Uo = np.empty_like(X), np.empty_like(U)
+        Lam = np.empty((U.shape[0], m.nc))
         x = Xo[0] = x0
         for i in range(U.shape[0]):
-            u = Uo[i] = U[i] - K[i] @ (x - X[i])
-            clamp(u, x[nd:nq], x[nq + nd:])
-            x = Xo[i + 1] = step(x, u)[0]
-        return Xo, Uo
+            u = clamp(U[i] - K[i] @ (x - X[i]), x[nd:nq], x[nq + nd:])
+            Uo[i] = u
+            x, _, lam = step(x, u)
+            Xo[i + 1], Lam[i] = x, lam.ravel()
+        return Xo, Uo, Lam
 
     # ---------------------------------------------------------------------------------- one update
 
@@ -365,14 +441,16 @@ class RecedingHorizon:
 
     def update(self, k: int, x_hat: np.ndarray, history: CommandHistory, law: PlannedLaw, run: int,
                limits: CommandLimits, pending: Optional[Plan] = None,
-               should_stop: Optional[Callable[[], bool]] = None, deadline: Optional[float] = None) -> Update:
+               should_stop: Optional[Callable[[], bool]] = None, deadline: Optional[Deadline] = None) -> Update:
         """One update from the controller's state estimate x̂_k (nx,) of tick k of its run ``run`` (module
         docstring): predicted (:func:`predict_start`) to step j = k + d + ``latency_steps`` through the commands
         the controller sent up to tick k (``history``) and those its law (``law``, with the plan ``pending`` in
         effect from its start) will send, each clamped to the controller's ``limits`` (CommandLimits for Δt); then
-        :meth:`plan`. The deadline (``deadline``, default ``options.deadline``) counts from this call. Never raises
+        :meth:`plan` under ``deadline`` (default: ``options.deadline`` of wall clock from this call). Never raises
         for a state the model cannot step from."""
         t0, c0 = time.perf_counter(), time.thread_time()
+        if deadline is None and self.options.deadline is not None:
+            deadline = Deadline.wall(self.options.deadline, t0)
         x_hat = self._checked_state(x_hat, f"the estimate of tick {k}")
         d = history.delay
         if d != self.gains.delay_steps:
@@ -388,50 +466,59 @@ class RecedingHorizon:
 
     def plan(self, start: int, x0: np.ndarray, run: int, previous: Optional[Plan] = None, estimate_tick: int = -1,
              should_stop: Optional[Callable[[], bool]] = None, started: Optional[tuple] = None,
-             deadline: Optional[float] = None) -> Update:
+             deadline: Optional[Deadline] = None) -> Update:
         """The plan for the steps from ``start`` on of the controller's run ``run``, from the predicted state x0
         (nx,) at that step, warm-started from ``previous`` (module docstring). ``started``: (perf_counter(),
-        thread_time()) the deadline and the update's times count from (default: now); ``deadline``: s, instead of
-        ``options.deadline`` (a node's remaining time before the plan is due). Never raises for a state the model cannot step from: the update then
-        returns no plan (``step_failed``)."""
+        thread_time()) the update's times count from (default: now); ``deadline``: when the plan is due (default:
+        ``options.deadline`` of wall clock from ``started``). Never raises for a state the model cannot step from:
+        the update then returns no plan (``step_failed``)."""
         t0, c0 = (time.perf_counter(), time.thread_time()) if started is None else started
-        x0 = self._checked_state(x0, f"the predicted state at step {start}")
         opt = self.options
+        if deadline is None and opt.deadline is not None:
+            deadline = Deadline.wall(opt.deadline, t0)
+        x0 = self._checked_state(x0, f"the predicted state at step {start}")
         self.updates += 1
         seq = self.updates
         cost, n = self.window(start)
         if n < opt.min_steps:
             return Update(None, "end_of_motion", start, n, elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
         try:
+            if np.max(np.abs(self.model.constraints(x0[:self.model.nq])[0]), initial=0.0) > CHAIN_TOLERANCE:
+                raise _core.StepError(f"the predicted state at step {start} is off the model's constraints")
             X, U = self.warm_start(start, n, x0, previous)
         except _core.StepError:
             return Update(None, "step_failed", start, n, elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
         t1 = time.perf_counter()
-        options = self._optimizer_options
-        limit = opt.deadline if deadline is None else deadline
-        if limit is not None:
+        stop = should_stop
+        if deadline is not None:
             # the gains' design after the optimization takes about as long as one of its iterations' linearization
-            options = dataclasses.replace(options, deadline=max(1e-4, 0.85 * limit - (t1 - t0)))
-        optimizer = ProjectionOptimizer(self.system, cost, options)
-        res = optimizer.optimize(X, U, should_stop=should_stop)
+            reserve = GAINS_RESERVE * deadline.left()
+
+            def stop():
+                return deadline.left() < reserve or (should_stop is not None and should_stop())
+        res = ProjectionOptimizer(self.system, cost, self._optimizer_options).optimize(X, U, should_stop=stop)
         t2 = time.perf_counter()
-        out = Update(None, res.reason, start, n, iterations=res.iterations, setup=t1 - t0, solve=t2 - t1,
+        reason = res.reason
+        if reason == "cancelled" and deadline is not None and deadline.left() < reserve:
+            reason = "deadline"
+        out = Update(None, reason, start, n, iterations=res.iterations, setup=t1 - t0, solve=t2 - t1,
                      cost=res.cost, feasible=res.feasible)
-        late = limit is not None and t2 - t0 > limit
+        late = deadline is not None and deadline.left() <= 0
         if late or not res.feasible:
             out.reason, out.elapsed, out.cpu = "deadline_missed" if late else "infeasible", t2 - t0, time.thread_time() - c0
             return out
         gains = design_gains(self.system, res.X, res.U, self.gains)
         t3 = time.perf_counter()
         out.gains, out.elapsed, out.cpu = t3 - t2, t3 - t0, time.thread_time() - c0
-        if limit is not None and out.elapsed > limit:
+        if deadline is not None and deadline.left() <= 0:
             out.reason = "deadline_missed"
             return out
         traj = gains.attach(Trajectory.for_model(self.model, self.dt, res.X, res.U, t0=self.motion.t0 + start * self.dt,
-                                                 info={"mpc": {"sequence": seq, "reason": res.reason,
+                                                 info={"mpc": {"sequence": seq, "reason": reason,
                                                                "iterations": res.iterations, "cost": res.cost}}))
         out.plan = Plan(start, traj, run, seq, estimate_tick)
         return out
 
 
-__all__ = ["WARM_START_RESERVE", "MPCOptions", "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]
+__all__ = ["WARM_START_RESERVE", "SEED_GAIN_SCALES", "GAINS_RESERVE", "CHAIN_TOLERANCE", "Deadline", "MPCOptions",
+           "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]

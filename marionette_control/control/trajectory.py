@@ -54,6 +54,21 @@ class TrajectoryError(ValueError):
     """A trajectory is malformed or does not belong to the model it is used with."""
 
 
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What :meth:`Trajectory.check_model` compares, read once from a model: a model computes its ``hash`` at every
+    read (0.15 ms for the arm), which a controller checking ten plans a second beside its ticks does not repeat."""
+
+    name: str
+    hash: str
+    state_names: tuple
+    discrete_input_names: tuple
+
+    @classmethod
+    def of(cls, model) -> "ModelIdentity":
+        return cls(model.name, model.hash, tuple(model.state_names), tuple(model.discrete_input_names))
+
+
 @dataclass
 class Trajectory:
     """A discrete trajectory ξ = (X, U) of one model.

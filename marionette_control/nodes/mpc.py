@@ -26,11 +26,15 @@ sent (a CommandHistory in model order, from the message's ``command`` by joint n
 motion and the plan in effect, ``plan``: the node's own plans by sequence number), both per ``run``.
 When k is a multiple of the period (in ticks) and the plan would start within the motion, it
 predicts x̂_k to step j = k + d + ``latency_steps`` and re-optimizes (RecedingHorizon.update); a plan
-is published with the message's stamp, the run and j. The update's deadline is the smaller of
-``deadline`` and the time left before the plan is due: ``latency_steps``·Δt after the estimate's
-stamp (the node's clock: ROS time, /clock under use_sim_time) less ``transport_margin``; an estimate
-with less than 2 ms left is skipped (``stale_estimate``: the node fell behind). An update that misses
-its deadline publishes nothing (``deadline_missed``); a plan that arrives late anyway is refused by the
+is published with the message's stamp, the run and j. The plan is due before the controller computes
+tick k + ``latency_steps``, whose sample is stamped ``latency_steps``·Δt after the estimate's: the
+update's deadline (:class:`~marionette_control.control.mpc.Deadline`) is that time less
+``transport_margin``, at most ``deadline`` after the update starts, on the node's clock (ROS time: the
+system clock on the robot, /clock under use_sim_time, so a simulation slower than real time gives the
+update the wall time it gives the controller). An estimate with less than 2 ms left is skipped
+(``stale_estimate``: the node fell behind). Updates run in a callback group of their own on a
+two-thread executor, so the node's clock keeps moving while one runs. An update that misses its
+deadline publishes nothing (``deadline_missed``); a plan that arrives late anyway is refused by the
 controller (``late``, in its counts).
 
 Graph (names relative to the node's namespace)
@@ -56,6 +60,7 @@ from typing import Optional
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -63,7 +68,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.control.limits import CommandLimits
-from marionette_control.control.mpc import MPCOptions, RecedingHorizon
+from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon
 from marionette_control.control.plan_switch import PlannedLaw
 from marionette_control.control.prediction import CommandHistory
 from marionette_control.control.tracking import TrackingLaw
@@ -104,8 +109,9 @@ PARAMS = [
     ParamSpec("latency_steps", _DEFAULTS.latency_steps, "Ticks between the estimate an update starts from and the "
               "tick at which the controller first uses its plan (the plan starts at step k + d + latency_steps)",
               minimum=0, maximum=1000, read_only=True),
-    ParamSpec("deadline", _DEFAULTS.deadline, "Wall-clock budget of one update [s] (prediction, optimization, gains); "
-              "0: none (plans that come too late are refused by the controller)", minimum=0.0, maximum=10.0,
+    ParamSpec("deadline", _DEFAULTS.deadline, "Longest time one update may take [s, on the node's clock: simulated "
+              "time under use_sim_time] (prediction, optimization, gains), besides its plan's due tick; "
+              "0: no deadline (plans that come too late are refused by the controller)", minimum=0.0, maximum=10.0,
               read_only=True),
     ParamSpec("transport_margin", 0.005, "Time [s] kept for delivering a plan before the tick that uses it",
               minimum=0.0, maximum=1.0, read_only=True),
@@ -119,6 +125,9 @@ PARAMS = [
     ParamSpec("nice", 10, "Niceness added to the process at start-up (os.nice): on a computer whose cores the "
               "controller shares, the planner's updates yield to its ticks; 0: unchanged", minimum=0, maximum=19,
               read_only=True),
+    ParamSpec("idle_scheduling", True, "Run the updates under SCHED_IDLE (Linux): any other thread that wakes up, the "
+              "controller's and its middleware's included, takes the core from them at once (docs/mpc.md); on a "
+              "computer busy with other work the updates then get only its idle time", read_only=True),
 ]
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -164,6 +173,9 @@ class MPCNode(Node):
         self.p = p = declare(self, PARAMS)
         if p["nice"]:
             os.nice(p["nice"])
+        if p["idle_scheduling"]:
+            # (this thread's policy; the executor's threads, created later, inherit it)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         self.options = mpc_options(p)
         from marionette_control.nodes.controller import load_model_description
 
@@ -195,7 +207,10 @@ class MPCNode(Node):
         self._last_log: dict[str, float] = {}
         self._plan_pub = self.create_publisher(PlanMsg, "~/plan", RELIABLE)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
-        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS)
+        # updates run in a group of their own, so that the executor's other thread keeps the node's clock (/clock
+        # under use_sim_time) current while one runs: its deadline is on that clock
+        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
         if p["trajectory_file"]:
             try:
                 self._set_motion(Trajectory.load(p["trajectory_file"]), p["trajectory_file"])
@@ -246,6 +261,10 @@ class MPCNode(Node):
             m = self.model
             self.history = CommandHistory(m.nU, m.nk, self.mpc.gains.delay_steps)
             self.law = PlannedLaw(TrackingLaw(m, self.mpc.motion))
+
+    def _now(self) -> float:
+        """The node's clock [s] (ROS time: /clock under use_sim_time), read without building a Time."""
+        return self._clock_handle.get_now().nanoseconds / NS
 
     # ------------------------------------------------------------------------------ one tick of the controller
 
@@ -303,14 +322,16 @@ class MPCNode(Node):
         if k % mpc.period or k + d + opt.latency_steps > mpc.N - opt.min_steps:
             return
         stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
-        age = (self._clock_handle.get_now().nanoseconds - stamp) / NS
+        now = self._now()
         deadline = None
         if opt.deadline is not None:
-            left = opt.latency_steps * mpc.dt - age - self.p["transport_margin"]
-            if left < MIN_BUDGET:
-                return self._skip("stale_estimate", f"the estimate of tick {k} is {age * 1e3:.1f} ms old: too late "
-                                                    "to plan from (the node fell behind)")
-            deadline = min(opt.deadline, left)
+            # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt
+            # after this one, on the clock the graph runs on (simulated time under use_sim_time)
+            due = stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"]
+            if due - now < MIN_BUDGET:
+                return self._skip("stale_estimate", f"the estimate of tick {k} is {(now - stamp / NS) * 1e3:.1f} ms "
+                                                    "old: too late to plan from (the node fell behind)")
+            deadline = Deadline(min(due, now + opt.deadline), self._now)
         pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
                                      and self.last_plan is not self.law.active) else None
         up = mpc.update(k, x_hat, self.history, self.law, self.run, self.limits, pending, deadline=deadline)
@@ -374,7 +395,10 @@ def main(args=None) -> int:
     """Runs the node until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`)."""
     from marionette_control.nodes.process import run_node
 
-    return run_node(NODE_NAME, MPCNode, args=args)
+    from rclpy.executors import MultiThreadedExecutor
+
+    # two threads: updates, and the rest (the clock, the motion, diagnostics) beside them
+    return run_node(NODE_NAME, MPCNode, lambda node: MultiThreadedExecutor(num_threads=2), args=args)
 
 
 if __name__ == "__main__":
