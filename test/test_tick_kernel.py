@@ -225,6 +225,8 @@ def test_the_kernel_refuses_what_does_not_fit(bump):
     integral = AngleIntegral(integral_gains(ds, traj), DT, m.nk)
     with pytest.raises(ValueError, match=r"K_z \(the integral's gains\)"):
         make_kernel(ds, TrackingLaw(m, traj), kalman, limits, 1, AngleIntegral(integral.K_z[1:], DT, m.nk))
+    with pytest.raises(ValueError, match="integral gains K_z without feedback"):
+        make_kernel(ds, TrackingLaw(m, traj, feedback=False), kalman, limits, 1, integral)
     kernel = make_kernel(ds, TrackingLaw(m, traj), kalman, limits, 1, integral)
     with pytest.raises(ValueError, match="x_ref is None: the integral action needs x_d"):
         kernel.tick(0, traj.X[0, :m.nq], None, CommandHistory(m.nU, m.nk, 1))

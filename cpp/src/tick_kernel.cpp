@@ -113,7 +113,12 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
   if (M_.delay < 0) throw ModelError("tick kernel: the command delay must be >= 0");
   if (M_.max_gap_steps < 1) throw ModelError("tick kernel: max_gap_steps must be >= 1");
   if (!(M_.dt > 0)) throw ModelError("tick kernel: dt must be > 0");
-  if (M_.Kz.rows() != 0) check_rows(M_.Kz, N, long(M_.nU) * M_.nd, "K_z");
+  if (M_.Kz.rows() != 0) {
+    check_rows(M_.Kz, N, long(M_.nU) * M_.nd, "K_z");
+    if (!M_.feedback)
+      throw ModelError("tick kernel: integral gains K_z without feedback (the integral action is part of the feedback "
+                       "law; the feed-forward-only mode has none)");
+  }
   if (M_.hand_over_steps < 1) throw ModelError("tick kernel: hand_over_steps must be >= 1");
   // a plan is a window of the motion: storage for the longest one, so installing one allocates nothing
   plan_.X.resize(N + 1, M_.nx);
