@@ -11,10 +11,15 @@ the tables quoted in docs/tracking.md:
    to closed-loop RMS on the joint where feed-forward only errs most;
 2. where the error comes from: the one-period command delay alone, then with each other effect of the profile
    (drives, encoders, plant model) added alone;
-3. the estimate's bias on the realistic plant against the closed loop's mean error;
-4. gain designs around the default (angle weight, drive-acceleration weight; per joint) on the realistic
-   profile, with 1 mrad of joint-encoder noise, and with 2 % and 10 % of commands a cycle late (the machine's
-   jitter the main job meets), worst of three seeds.
+3. the estimate's bias on the realistic plant against the closed loop's mean error, with and without the
+   integral action;
+4. gain designs around the default (angle weight, drive-acceleration weight, per joint; integral action on the
+   angles with the Kalman filter's measurement noise) on the realistic profile, with 1 mrad of joint-encoder
+   noise, and with 2 % and 10 % of commands a cycle late (the machine's jitter the main job meets), worst of
+   three seeds;
+5. the runs aborted with 10 % of commands late over twelve seeds, for the previous default and the integral
+   designs around the default;
+6. the recovery of the LQR alone from docs/mpc.md's push on the forearm (several forces and times).
 
 Every run is seeded, so the figures repeat on any machine.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +41,9 @@ from tracking_measurements import fmt, wave, write_json  # noqa: E402
 
 from marionette_control import _core  # noqa: E402
 from marionette_control.control.controller_core import ControllerOptions  # noqa: E402
+from marionette_control.control.estimation import EstimatorNoise  # noqa: E402
 from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.offline_loop import run_loop  # noqa: E402
+from marionette_control.control.offline_loop import run_loop, scripted_push  # noqa: E402
 from marionette_control.control.simulated_hardware import HardwareProfile  # noqa: E402
 from marionette_control.models import marionette_arm as arm  # noqa: E402
 
@@ -73,26 +79,44 @@ class PerJoint(GainDesign):
         return Q, R
 
 
+PREVIOUS = GainDesign(drive_acceleration=3e-4, angle_integral=0.0)  # the default before integral action
+NOISE_1 = EstimatorNoise(measurement=1e-3)
+#: name: (gain design, the Kalman filter's noise model)
 DESIGNS = {
-    "default (angles 1e3, acceleration 3e-4)": GainDesign(),
-    "angles 3e3, acceleration 1e-3": GainDesign(dynamic_configuration=3e3, drive_acceleration=1e-3),
-    "angles 1e4, acceleration 1e-3": GainDesign(dynamic_configuration=1e4, drive_acceleration=1e-3),
-    "angles 1e4, acceleration 3e-4": GainDesign(dynamic_configuration=1e4, drive_acceleration=3e-4),
-    "angles 3e4, acceleration 3e-4": GainDesign(dynamic_configuration=3e4, drive_acceleration=3e-4),
-    "angles 300, acceleration 1e-4": GainDesign(dynamic_configuration=300.0, drive_acceleration=1e-4),
-    "shoulder 1e4, elbow 5e3, acceleration 5e-4": PerJoint(dynamic_configuration=1e4, elbow=5e3,
-                                                          drive_acceleration=5e-4),
-    "shoulder 1e4, elbow 3e3, acceleration 1e-3": PerJoint(dynamic_configuration=1e4, elbow=3e3,
-                                                          drive_acceleration=1e-3),
+    "without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)": (PREVIOUS, NOISE_1),
+    "without integral: angles 1e4, acc. 3e-4, 1 mrad": (replace(PREVIOUS, dynamic_configuration=1e4), NOISE_1),
+    "without integral: shoulder 1e4, elbow 5e3, acc. 5e-4, 1 mrad":
+        (PerJoint(dynamic_configuration=1e4, elbow=5e3, drive_acceleration=5e-4, angle_integral=0.0), NOISE_1),
+    "integral 1e5, acc. 3e-4, 1 mrad": (replace(PREVIOUS, angle_integral=1e5), NOISE_1),
+    "integral 1e6, acc. 3e-4, 1 mrad": (replace(PREVIOUS, angle_integral=1e6), NOISE_1),
+    "integral 1e6, acc. 1e-3, 3 mrad": (GainDesign(drive_acceleration=1e-3, angle_integral=1e6),
+                                        EstimatorNoise(measurement=3e-3)),
+    "integral 1e6, acc. 1e-2, 1 mrad": (GainDesign(drive_acceleration=1e-2, angle_integral=1e6), NOISE_1),
+    "integral 2e6, acc. 1.5e-2, 2 mrad": (GainDesign(drive_acceleration=1.5e-2, angle_integral=2e6), EstimatorNoise()),
+    "integral 2e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=2e6), EstimatorNoise()),
+    "integral 2.5e6, acc. 2e-2, 2 mrad (default)": (GainDesign(), EstimatorNoise()),
+    "integral 3e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=3e6), EstimatorNoise()),
+    "integral 4e6, acc. 2e-2, 2 mrad": (GainDesign(drive_acceleration=2e-2, angle_integral=4e6), EstimatorNoise()),
 }
+#: rows of table 5: late commands over more seeds
+LATE_DESIGNS = ("without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)",
+                "integral 2e6, acc. 1.5e-2, 2 mrad", "integral 2e6, acc. 2e-2, 2 mrad",
+                "integral 2.5e6, acc. 2e-2, 2 mrad (default)", "integral 3e6, acc. 2e-2, 2 mrad",
+                "integral 4e6, acc. 2e-2, 2 mrad")
+LATE_SEEDS = tuple(range(12))
+#: rows of table 6 (pushes) and the pushes: (force N, time s)
+PUSH_DESIGNS = ("without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)",
+                "integral 2e6, acc. 2e-2, 2 mrad", "integral 2.5e6, acc. 2e-2, 2 mrad (default)",
+                "integral 3e6, acc. 2e-2, 2 mrad")
+PUSHES = ((0.5, 5.6), (0.55, 5.6), (0.5, 3.0), (0.6, 5.6))
 
 
-def closed_and_open(traj, profile, seeds=SEEDS):
-    """[(closed summary, open summary, closed run aborted)] over the seeds."""
+def closed_and_open(traj, profile, seeds=SEEDS, noise=EstimatorNoise()):
+    """[(closed summary, open summary, closed run aborted)] over the seeds; ``noise``: the Kalman filter's."""
     out = []
     for seed in seeds:
         p = profile.replace(seed=seed)
-        c = run_loop(traj, p, ControllerOptions(command_delay_steps=p.command_delay_steps))
+        c = run_loop(traj, p, ControllerOptions(command_delay_steps=p.command_delay_steps, noise=noise))
         o = run_loop(traj, p, ControllerOptions(command_delay_steps=p.command_delay_steps, feedback=False))
         out.append((c.summary(), o.summary(), c.aborted))
     return out
@@ -123,40 +147,84 @@ def sources_table(traj) -> dict:
     return out
 
 
-def bias_table(traj) -> dict:
-    """Mean and spread of the estimate's error and of the closed loop's error on the realistic plant."""
-    r = run_loop(traj, REALISTIC, ControllerOptions())
-    sel = r.k <= r.N
-    est = np.degrees(r.X_hat[sel, :2] - r.X_true[sel, :2])
-    err = np.degrees(r.angle_errors())
-    out = {"estimate_minus_true_mean_deg": est.mean(0).tolist(), "estimate_minus_true_std_deg": est.std(0).tolist(),
-           "closed_loop_error_mean_deg": err.mean(0).tolist(), "closed_loop_error_std_deg": err.std(0).tolist()}
-    print("\n3. realistic, seed 0, shoulder / elbow [deg]: estimate − true: mean "
-          f"{est.mean(0)[0]:+.3f} / {est.mean(0)[1]:+.3f}, std {est.std(0)[0]:.3f} / {est.std(0)[1]:.3f}; "
-          f"closed-loop error: mean {err.mean(0)[0]:+.3f} / {err.mean(0)[1]:+.3f}, "
-          f"std {err.std(0)[0]:.3f} / {err.std(0)[1]:.3f}")
+def bias_table(traj, system) -> dict:
+    """Mean and spread of the estimate's error and of the closed loop's error on the realistic plant, with the
+    default's integral action and with the previous default (no integral)."""
+    print("\n3. realistic, seed 0, shoulder / elbow [deg]")
+    out = {}
+    previous = design_gains(system, traj.X, traj.U, PREVIOUS).attach(traj)
+    for name, t, noise in (("default (integral)", traj, EstimatorNoise()), ("previous default", previous, NOISE_1)):
+        r = run_loop(t, REALISTIC, ControllerOptions(noise=noise))
+        sel = r.k <= r.N
+        est = np.degrees(r.X_hat[sel, :2] - r.X_true[sel, :2])
+        err = np.degrees(r.angle_errors())
+        out[name] = {"estimate_minus_true_mean_deg": est.mean(0).tolist(),
+                     "estimate_minus_true_std_deg": est.std(0).tolist(),
+                     "closed_loop_error_mean_deg": err.mean(0).tolist(),
+                     "closed_loop_error_std_deg": err.std(0).tolist()}
+        print(f"   {name:20s} estimate − true: mean {est.mean(0)[0]:+.3f} / {est.mean(0)[1]:+.3f}, std "
+              f"{est.std(0)[0]:.3f} / {est.std(0)[1]:.3f}; closed-loop error: mean {err.mean(0)[0]:+.3f} / "
+              f"{err.mean(0)[1]:+.3f}, std {err.std(0)[0]:.3f} / {err.std(0)[1]:.3f}")
     return out
 
 
 def designs_table(traj, system) -> dict:
     print("\n4. gain designs, worst of three seeds: RMS shoulder / elbow [deg] (max), open/closed ratio on the "
           "elbow; 'x n': n runs aborted (path tolerance)")
-    print("   " + " " * 44 + " | ".join(f"{s:30s}" for s in SCENARIOS))
+    print("   " + " " * 66 + " | ".join(f"{s:30s}" for s in SCENARIOS))
     out = {}
-    for name, design in DESIGNS.items():
+    for name, (design, noise) in DESIGNS.items():
         t = design_gains(system, traj.X, traj.U, design).attach(traj)
         row = {}
         for s, profile in SCENARIOS.items():
-            runs = closed_and_open(t, profile)
+            runs = closed_and_open(t, profile, noise=noise)
             row[s] = {"shoulder_rms_deg": max(c["shoulder"]["rms_deg"] for c, _, _ in runs),
                       "elbow_rms_deg": max(c["elbow"]["rms_deg"] for c, _, _ in runs),
                       "max_deg": max(max(v["max_deg"] for v in c.values()) for c, _, _ in runs),
                       "ratio": min(ratio(c, o)[1] for c, o, _ in runs),
                       "aborted": sum(a for _, _, a in runs)}
         out[name] = row
-        print(f"   {name:44s} " + " | ".join(
+        print(f"   {name:66s} " + " | ".join(
             f"{v['shoulder_rms_deg']:.3f} / {v['elbow_rms_deg']:.3f} ({v['max_deg']:5.2f}) {v['ratio']:.2f}"
             + (f" x{v['aborted']}" if v["aborted"] else "   ") for v in row.values()))
+    return out
+
+
+def late_table(traj, system) -> dict:
+    """Runs aborted with 10 % of commands a cycle late, over :data:`LATE_SEEDS`."""
+    print(f"\n5. 10 % late commands, {len(LATE_SEEDS)} seeds: runs aborted, worst RMS of the others")
+    out = {}
+    profile = SCENARIOS["10 % late commands"]
+    for name in LATE_DESIGNS:
+        design, noise = DESIGNS[name]
+        t = design_gains(system, traj.X, traj.U, design).attach(traj)
+        runs = [run_loop(t, profile.replace(seed=s), ControllerOptions(noise=noise)) for s in LATE_SEEDS]
+        kept = [r.summary() for r in runs if not r.aborted]
+        worst = max((v["rms_deg"] for c in kept for v in c.values()), default=float("nan"))
+        out[name] = {"aborted": sum(r.aborted for r in runs), "runs": len(runs), "worst_rms_deg": worst}
+        print(f"   {name:66s} {out[name]['aborted']:2d} of {len(runs)}, worst RMS of the others {worst:.3f}")
+    return out
+
+
+def push_table(traj, system) -> dict:
+    """Recovery from docs/mpc.md's push (LQR alone, seed 0, no path tolerance so that a run is not cut short)."""
+    print("\n6. pushes on the forearm (force N at time s), LQR alone: seconds until back within 1° to the end "
+          "('-': never), largest error after the push [deg]")
+    out = {}
+    unbounded = {"path": {n: 0.0 for n in system.model.config_names}}
+    for name in PUSH_DESIGNS:
+        design, noise = DESIGNS[name]
+        t = design_gains(system, traj.X, traj.U, design).attach(traj)
+        row = {}
+        for force, at in PUSHES:
+            push = scripted_push(at, traj.dt, force)
+            r = run_loop(t, REALISTIC, ControllerOptions(noise=noise, tolerances=unbounded), pushes=[push])
+            row[f"{force:g} N at {at:g} s"] = {"recovery_s": r.recovery_time(push.tick),
+                                             "max_deg": float(np.degrees(np.abs(r.angle_errors()[push.tick:]).max()))}
+        out[name] = row
+        print(f"   {name:66s} " + " | ".join(
+            f"{k}: {'-' if v['recovery_s'] is None else format(v['recovery_s'], '.2f')} ({v['max_deg']:.1f})"
+            for k, v in row.items()))
     return out
 
 
@@ -167,8 +235,9 @@ def main(argv=None) -> int:
     traj = wave()
     system = _core.DiscreteSystem(arm.load_description().model, traj.dt)
     shipped = design_gains(system, traj.X, traj.U, GainDesign()).attach(traj)  # what the optimizer ships
-    report = {"final": final_table(shipped), "sources": sources_table(shipped), "bias": bias_table(shipped),
-              "designs": designs_table(traj, system)}
+    report = {"final": final_table(shipped), "sources": sources_table(shipped), "bias": bias_table(shipped, system),
+              "designs": designs_table(traj, system), "late": late_table(traj, system),
+              "pushes": push_table(traj, system)}
     write_json(args.out, report)
     return 0
 

@@ -138,7 +138,10 @@ def run_scenario(scenario, wave, node_processes, estimators=("kalman",)) -> dict
     delay = profile.command_delay_steps
     controllers = {"controller_closed": {"feedback": "true"}, "controller_open": {"feedback": "false"}}
     if "legendre" in estimators:
-        controllers["controller_legendre"] = {"estimator": "legendre"}
+        # feed-forward only: closed through the plain transform's noisy momenta the loop leaves the path tolerance
+        # (offline, 1 mrad: at 1.1 s with the default gains, at 2.2 s with the gains before integral action); the
+        # estimate is computed and published all the same
+        controllers["controller_legendre"] = {"estimator": "legendre", "feedback": "false"}
     with isolated_ros() as env:
         node_processes("marionette_control.nodes.simulator", [
             "--ros-args", "--params-file", str(CONFIG / "simulator.yaml"), "-p", f"profile:={name}",
@@ -228,7 +231,8 @@ def test_estimators_against_the_true_state_with_and_without_noise(wave, node_pro
     """The estimate x̂_k against what the nominal model says the arm's true motion is (the discrete Legendre
     transform of the true configurations q_{k−1}, q_k): without noise both estimators are exact to the
     model error; with 1 mrad of joint-encoder noise the Kalman filter's momenta are far closer than the
-    plain transform's, which differentiates the noise (measured ratio 0.2-0.3)."""
+    plain transform's, which differentiates the noise (measured ratio 0.2-0.3; the plain transform on a
+    feed-forward-only run, see run_scenario)."""
     traj, _ = wave
     m = models.get("marionette_arm")
     ds = _core.DiscreteSystem(m, traj.dt)

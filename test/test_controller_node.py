@@ -20,6 +20,8 @@ import pytest
 from marionette_control import _core, models
 from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, ControllerOptions
 from marionette_control.control.estimation import KalmanEstimator, LegendreEstimator
+from marionette_control.control.gains import integral_gains
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.sample_checks import SampleChecks
@@ -45,8 +47,9 @@ def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1)
 
 
 class Composed:
-    """One tick by hand from the parts the core composes: estimator → predictor → law → limits, the commands
-    remembered in a CommandHistory (what the core must reproduce exactly, given the same samples)."""
+    """One tick by hand from the parts the core composes: estimator → predictor → law (with the integral of the
+    measured angle errors the gains' design record asks for) → limits, the commands remembered in a
+    CommandHistory (what the core must reproduce exactly, given the same samples)."""
 
     def __init__(self, arm, traj, delay: int, estimator: str):
         ds = _core.DiscreteSystem(arm.model, traj.dt)
@@ -56,12 +59,15 @@ class Composed:
         self.limits = arm.limits.for_dt(traj.dt)
         self.predictor = DelayPredictor(ds, delay, self.limits)
         self.law = TrackingLaw(arm.model, traj)
+        self.integral = AngleIntegral(integral_gains(ds, traj), traj.dt, arm.model.nk)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
+        self.integral.update(k, q, self.law.reference(k))
+        self.integral.apply(k + self.delay, u, self.history.last)
         self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
         self.history.sent(k, u)
         return u, x_hat

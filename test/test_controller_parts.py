@@ -3,11 +3,15 @@ plausibility checks, gain design (the core that composes them: test_controller_n
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from marionette_control.control.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
-from marionette_control.control.gains import GAIN_DESIGN, GainDesign, check_gains, design_gains, gain_delay
+from marionette_control.control.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
+                                              gain_delay, integral_gains)
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory, DelayPredictor
 from marionette_control.control.riccati import tv_lq, tv_lqr
@@ -237,7 +241,7 @@ def test_plausibility_checks_each_kind(arm):
 
 def test_designed_gains_are_the_lqr_of_the_stated_weights_and_carry_their_record(arm):
     _, m, ds, tr = arm
-    design = GainDesign(dynamic_configuration=50.0, drive_acceleration=0.0, delay_steps=2)
+    design = GainDesign(dynamic_configuration=50.0, drive_acceleration=0.0, angle_integral=0.0, delay_steps=2)
     gains = design_gains(ds, tr.X, tr.U, design)
     Q, R = design.weights(m)
     A, B = ds.linearize_trajectory(tr.X, tr.U)
@@ -251,6 +255,7 @@ def test_designed_gains_are_the_lqr_of_the_stated_weights_and_carry_their_record
     for bad, key, message in (({"input": 0.0}, "input", "gain design weight 'input' must be > 0"),
                               ({"momentum": float("nan")}, "momentum", "gain design weight 'momentum' must be finite"),
                               ({"drive_acceleration": -1e-4}, "drive_acceleration", "must be >= 0"),
+                              ({"angle_integral": -1.0}, "angle_integral", "must be >= 0"),
                               ({"dynamic_configuration": "heavy"}, "dynamic_configuration", "must be a number"),
                               ({"delay_steps": -1}, "delay_steps", "delay_steps must be an integer >= 0"),
                               ({"delay_steps": 1.5}, "delay_steps", "delay_steps must be an integer >= 0")):
@@ -263,7 +268,7 @@ def test_the_acceleration_weight_is_the_lqr_cost_of_the_drives_acceleration(arm)
     """The gains with the acceleration term equal the LQR of the system augmented with the previous kinematic
     configuration (there the acceleration is a linear function of state and input) — an independent form."""
     _, m, ds, tr = arm
-    design = GainDesign(drive_acceleration=1e-4, delay_steps=1)
+    design = GainDesign(drive_acceleration=1e-4, angle_integral=0.0, delay_steps=1)
     K = design_gains(ds, tr.X, tr.U, design).K
     A, B = (np.asarray(a) for a in ds.linearize_trajectory(tr.X, tr.U))
     nx, nk, nd, nq = m.nx, m.nk, m.nd, m.nq
@@ -289,3 +294,149 @@ def test_the_acceleration_weight_is_the_lqr_cost_of_the_drives_acceleration(arm)
         dx = 1e-3 * rng.standard_normal(nx)
         drho_prev = dx[nd:nq] - DT * dx[nq + nd:]
         np.testing.assert_allclose(K[k] @ dx, Kz[k] @ np.r_[dx, drho_prev], rtol=1e-6, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------- integral action
+
+
+def test_integral_gains_give_the_optimal_inputs_of_the_augmented_problem(arm):
+    """K and K_z of the LQI design reproduce the minimiser of the augmented LQ problem (x with the angle error's
+    integral z, the acceleration cross term, the stationary terminal cost-to-go) solved as one dense least-squares
+    problem over all inputs at once — an independent form of the Riccati recursion's answer — and do not fade out
+    over the last steps (the terminal cost-to-go is stationary)."""
+    _, m, ds, tr = arm
+    n_steps = 40
+    X, U = tr.X[:n_steps + 1], tr.U[:n_steps]
+    design = GainDesign(drive_acceleration=1e-3, angle_integral=1e6)
+    gains = design_gains(ds, X, U, design)
+    assert gains.K.shape == (n_steps, m.nU, m.nx) and gains.K_z.shape == (n_steps, m.nU, m.nd)
+    A, B = (np.asarray(a) for a in ds.linearize_trajectory(X, U))
+    nx, nd, nU = m.nx, m.nd, m.nU
+    n = nx + nd
+    Aa = [np.block([[A[k], np.zeros((nx, nd))], [DT * np.eye(nd, nx), np.eye(nd)]]) for k in range(n_steps)]
+    Ba = [np.vstack([B[k], np.zeros((nd, nU))]) for k in range(n_steps)]
+    Q, R = design.weights(m)
+    Mx = np.zeros((m.nk, nx))
+    Mx[:, m.nd:m.nq], Mx[:, m.nq + m.nd:] = -np.eye(m.nk) / DT ** 2, -np.eye(m.nk) / DT
+    Mu = np.zeros((m.nk, nU))
+    Mu[:, m.nu:] = np.eye(m.nk) / DT ** 2
+    # stage cost |W ξ_k|² + |Wu u_k|² + w_a |Mx δx_k + Mu u_k|², terminal |Wf ξ_N|²: stack the residuals
+    rng = np.random.default_rng(4)
+    xi0 = np.r_[1e-3 * rng.standard_normal(nx), 1e-4 * rng.standard_normal(nd)]
+    Phi, Gam = [np.eye(n)], [np.zeros((n, nU * n_steps))]  # ξ_k = Phi_k ξ_0 + Gam_k u
+    for k in range(n_steps):
+        G = Aa[k] @ Gam[-1]
+        G[:, k * nU:(k + 1) * nU] += Ba[k]
+        Phi.append(Aa[k] @ Phi[-1])
+        Gam.append(G)
+    W = np.sqrt(np.r_[Q, np.full(nd, design.angle_integral)])
+    rows, rhs = [], []
+    for k in range(n_steps):
+        E = np.zeros((nU, nU * n_steps))
+        E[:, k * nU:(k + 1) * nU] = np.eye(nU)
+        for Mlin, Mu_k in ((W[:, None] * np.eye(n), np.zeros((n, nU))),
+                           (np.sqrt(design.drive_acceleration) * np.hstack([Mx, np.zeros((m.nk, nd))]),
+                            np.sqrt(design.drive_acceleration) * Mu)):
+            rows.append(Mlin @ Gam[k] + Mu_k @ E)
+            rhs.append(-Mlin @ Phi[k] @ xi0)
+        rows.append(np.sqrt(R)[:, None] * E)
+        rhs.append(np.zeros(nU))
+    # terminal: the stationary cost-to-go of the last step's dynamics (the Riccati recursion written out, from
+    # the stage weights as the terminal weights, over gains.TERMINAL_STEPS steps)
+    Qs = np.diag(W ** 2)
+    Qs[:nx, :nx] += design.drive_acceleration * Mx.T @ Mx
+    Ss = np.zeros((n, nU))
+    Ss[:nx] = design.drive_acceleration * Mx.T @ Mu
+    Rs = np.diag(R) + design.drive_acceleration * Mu.T @ Mu
+    P, Af, Bf = np.diag(W ** 2), Aa[-1], Ba[-1]
+    for _ in range(TERMINAL_STEPS):
+        G = Bf.T @ P @ Af + Ss.T
+        P = Qs + Af.T @ P @ Af - G.T @ np.linalg.solve(Rs + Bf.T @ P @ Bf, G)
+        P = 0.5 * (P + P.T)
+    Lf = np.linalg.cholesky(P).T  # |Lf ξ|² = ξᵀ P ξ
+    rows.append(Lf @ Gam[-1])
+    rhs.append(-Lf @ Phi[-1] @ xi0)
+    u_opt = np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)[0].reshape(n_steps, nU)
+    xi = xi0.copy()
+    for k in range(n_steps):
+        u = -gains.K[k] @ xi[:nx] - gains.K_z[k] @ xi[nx:]
+        np.testing.assert_allclose(u, u_opt[k], rtol=1e-6, atol=1e-9 * np.max(np.abs(u_opt)))
+        xi = Aa[k] @ xi + Ba[k] @ u
+    last = design_gains(ds, tr.X, tr.U, design)  # the whole bump: the gains at its end are those before it
+    size = np.abs(last.K_z).max(axis=(1, 2))
+    assert size[-1] > 0.5 * size[-20:].mean()  # with the stage weights as terminal weights: 0 at the last step
+    # the integral changes K too: designed together, not added to the gains without it
+    without = design_gains(ds, X, U, GainDesign(drive_acceleration=1e-3, angle_integral=0.0))
+    assert without.K_z is None and not np.allclose(without.K, gains.K, rtol=1e-3)
+
+
+def test_integral_gains_are_recomputed_from_the_record_and_must_reproduce_its_gains(arm):
+    _, m, ds, tr = arm
+    traj = design_gains(ds, tr.X, tr.U, GainDesign(angle_integral=2e5)).attach(tr)
+    assert traj.info[GAIN_DESIGN]["angle_integral"] == 2e5
+    np.testing.assert_array_equal(integral_gains(ds, traj), design_gains(ds, tr.X, tr.U,
+                                                                        GainDesign(angle_integral=2e5)).K_z)
+    assert integral_gains(ds, design_gains(ds, tr.X, tr.U, GainDesign(angle_integral=0.0)).attach(tr)) is None
+    assert integral_gains(ds, tr) is None  # no record: the gains are used as they are, without integral
+    # a record from before integral action (no angle_integral) describes gains designed without it
+    old = dict(design_gains(ds, tr.X, tr.U, GainDesign(angle_integral=0.0)).attach(tr).info[GAIN_DESIGN])
+    del old["angle_integral"]
+    legacy = dataclasses.replace(traj, info={GAIN_DESIGN: old})
+    assert GainDesign.of(legacy).angle_integral == 0.0 and integral_gains(ds, legacy) is None
+    tampered = dataclasses.replace(traj, K=traj.K * 1.01)
+    with pytest.raises(ValueError, match="not those of their design record"):
+        integral_gains(ds, tampered)
+
+
+def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gains():
+    K_z = np.arange(3 * 2 * 2, dtype=float).reshape(3, 2, 2)  # N = 3, nU = 2 (both kinematic), nd = 2
+    part = AngleIntegral(K_z, 0.01, nk=2, hand_over=0.02)
+    q_ref = np.array([0.5, -0.2, 0.3, 0.9])
+    for k in range(3):
+        part.update(k, q_ref + np.array([1e-3, -2e-3, 5.0, 5.0]), q_ref)  # the drives' entries are not integrated
+    np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
+    u = np.ones(2)
+    part.apply(1, u, None)
+    np.testing.assert_allclose(u, 1.0 - K_z[1] @ part.z, rtol=1e-12)
+    # past the end: from the last command sent to the law's hold in hand_over / dt = 2 steps, then the hold
+    last, hold = np.array([0.2, 0.7]), np.array([0.3, 0.9])
+    for j, expected in ((3, 0.5 * (last + hold)), (4, hold), (5, hold)):
+        u = hold.copy()
+        part.apply(j, u, last if j == 3 else u + 1.0)  # only the first command past the end is handed over from
+        np.testing.assert_allclose(u, expected, rtol=1e-12)
+    part.update(4, q_ref + 1.0, q_ref)  # past N: the integral stays
+    np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
+    part.reset()
+    assert not part.z.any()
+    u = hold.copy()
+    part.apply(3, u, last)  # a new run hands over from its own last command
+    np.testing.assert_allclose(u, 0.5 * (last + hold), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"shape \(N, nU, nd\)"):
+        AngleIntegral(np.zeros((3, 2)), 0.01, 2)
+
+
+def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_arm_exact():
+    """On the realistic plant (hook, masses, damping off the model) the state feedback on the nominal estimate
+    leaves the true angles off the trajectory on average; the integral of the measured angle errors removes most of
+    that mean on this 2 s motion (asserted: the largest joint's < 1/2 of it; the RMS smaller on each joint). On the
+    perfect arm (the model, one period of command delay) the closed loop is exact with the integral as without it
+    (after its first step, which moves before the first command acts)."""
+    from marionette_control.control.controller_core import ControllerOptions
+    from marionette_control.control.offline_loop import run_loop
+    from marionette_control.control.simulated_hardware import HardwareProfile
+
+    ds, tr = bump_trajectory(DT, 200)
+    means, rms = {}, {}
+    for wi in (0.0, GainDesign().angle_integral):
+        traj = design_gains(ds, tr.X, tr.U, GainDesign(angle_integral=wi)).attach(tr)
+        r = run_loop(traj, HardwareProfile.named("realistic"), ControllerOptions())
+        assert not r.aborted
+        e = r.angle_errors()
+        means[wi], rms[wi] = np.max(np.abs(e.mean(axis=0))), np.sqrt(np.mean(e ** 2, axis=0))
+        if wi:  # past the end the hand-over keeps the string taut
+            assert r.tension[r.k > r.N].min() > 0.5, r.tension[r.k > r.N].min()
+        perfect = run_loop(traj, HardwareProfile.named("perfect", command_delay_steps=1), ControllerOptions())
+        # the first step moves before the first command acts (one period late): 0.2 mrad, which the loop then removes
+        assert np.max(np.abs(perfect.angle_errors())) < 3e-4 and np.max(np.abs(perfect.angle_errors()[100:])) < 1e-5
+    wi = GainDesign().angle_integral
+    assert means[wi] < means[0.0] / 2 and np.all(rms[wi] < rms[0.0]), (means, rms)

@@ -5,9 +5,9 @@ optimized marionette-arm trajectory tracked by the controller (its defaults: one
 delay compensated, Kalman filter) against the simulator's realistic profile on simulated time
 (/joint_states, /clock, the controller's commands and ~/tracking) and the trajectory file it
 tracked. It was re-recorded when the control law changed (issue 12: delay compensation, the
-Kalman filter, acceleration limits), when ~/tracking became a TrackingState (issue 13) and when the
-tick became one native call (issue 12, the fused tick: the same law, rounded otherwise); the reasons
-are in make_golden_bag.py.
+Kalman filter, acceleration limits), when ~/tracking became a TrackingState (issue 13), when the
+law gained integral action on the measured angles (issue 12) and when the tick became one native call
+(issue 12, the fused tick: the same law, rounded otherwise); the reasons are in make_golden_bag.py.
 
 * Offline: replaying the recorded joint states through the controller's tick logic
   (marionette_control.bags.replay) reproduces every recorded command, in order, to
@@ -20,6 +20,7 @@ are in make_golden_bag.py.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import warnings
@@ -28,11 +29,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from marionette_control import _core, models
 from marionette_control.bags.bagio import bag_info, read_bag
 from marionette_control.bags.replay import (COMMANDS, JOINT_STATES, TRACKING, ReplayConfig, compare_commands,
                                             first_tick_stamp, make_core, recorded_commands, recorded_ticks,
                                             replay_bag, trajectory_of_bag)
 from marionette_control.control import controller_core
+from marionette_control.control.gains import GainDesign, design_gains
 from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory
 
@@ -100,12 +103,20 @@ def test_a_changed_control_law_fails_the_comparison(golden, monkeypatch):
 
 
 def test_changed_gains_fail_the_comparison(golden):
+    """Gains designed with a 0.1 % heavier angle weight (K and the integral's gains with it, the record saying so)
+    change the commands; gains changed without their design record are refused (their integral's gains could not
+    be designed for them)."""
     traj, _, cmds, _ = golden
-    changed = Trajectory(dt=traj.dt, X=traj.X, U=traj.U, state_names=traj.state_names, input_names=traj.input_names,
-                         model_name=traj.model_name, model_hash=traj.model_hash, K=traj.K * 1.001, info=traj.info)
-    core, _ = make_core(changed, ReplayConfig.from_custom_data(bag_info(BAG).custom_data))
+    config = ReplayConfig.from_custom_data(bag_info(BAG).custom_data)
+    design = GainDesign.of(traj)
+    system = _core.DiscreteSystem(models.get(traj.model_name), traj.dt)
+    changed = design_gains(system, traj.X, traj.U, dataclasses.replace(
+        design, dynamic_configuration=1.001 * design.dynamic_configuration)).attach(traj)
+    core, _ = make_core(changed, config)
     cmp = compare_commands(replay_bag(BAG, traj, core=core).commands(), cmds, TOLERANCE)
     assert not cmp.ok, "a 0.1 % change of the gains went unnoticed"
+    core, _ = make_core(dataclasses.replace(traj, K=traj.K * 1.001), config)
+    assert core.tracking is None and "not those of their design record" in core.trajectory_error
 
 
 # --------------------------------------------------------------------------------------------- live replay

@@ -76,7 +76,11 @@ def window(traj: Trajectory, start: int, steps: int, run: int = 1, sequence: int
 
 @pytest.fixture(scope="module")
 def bump():
-    return bump_trajectory(0.01, 200, delay=1)[1]
+    """The bump with gains for one step of delay, without integral action: the controller suspends its integral
+    while a plan is in effect (control/integral_action.py), so with it a plan that is the motion's own window would
+    change the commands by the integral's term; the switching itself is what these tests are about."""
+    ds, traj = bump_trajectory(0.01, 200)
+    return design_gains(ds, traj.X, traj.U, GainDesign(angle_integral=0.0)).attach(traj)
 
 
 def lockstep(traj, offers: dict, ticks: int, skip: tuple = ()):

@@ -5,10 +5,12 @@ the parts one by one (KalmanEstimator, DelayPredictor, PlannedLaw, CommandLimits
 readable reference. Both cores take the same samples of one closed loop on the realistic stand-in
 (the offline loop's cycle, control/offline_loop.py, with the fused core's commands driving the
 arm) through two steps of command delay with commands the drives apply a cycle late (jitter),
-short gaps the filter bridges, a long one after which it restarts, the watchdog's holds, and a
-re-optimized plan taking over mid-run: every tick's estimate and command agree to 1e-12 (the same
-operations; only the rounding of the products differs). The law and the clamp alone are checked
-on states far from the trajectory, where every branch of the clamp acts.
+short gaps the filter bridges, a long one after which it restarts, the watchdog's holds, a
+re-optimized plan taking over mid-run (the integral action suspended while it is in effect), the
+end of the trajectory (the integral's hand-over to the final hold) and a switch to the remainder
+of the trajectory (the integral carried over): every tick's estimate, command and integral agree
+to 1e-12 (the same operations; only the rounding of the products differs). The law and the clamp
+alone are checked on states far from the trajectory, where every branch of the clamp acts.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import pytest
 from marionette_control.control.controller_core import ControllerOptions, make_core
 from marionette_control.control.estimation import KalmanEstimator
 from marionette_control.control.fused_tick import make_kernel, set_plan
-from marionette_control.control.gains import GAIN_DESIGN
+from marionette_control.control.gains import GAIN_DESIGN, integral_gains
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import Plan, PlannedLaw, SwitchTolerance
 from marionette_control.control.prediction import CommandHistory
@@ -53,9 +56,19 @@ def plan_of(traj: Trajectory, start: int, steps: int, run: int = 1) -> Plan:
     return Plan(start, part, run, 1)
 
 
-def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan: Plan, plan_at: int):
+def remainder(traj: Trajectory, j: int) -> Trajectory:
+    """``traj`` from its step j on, gains and design record with it: a switch to it at tick j changes no law."""
+    return Trajectory(dt=traj.dt, X=traj.X[j:], U=traj.U[j:], state_names=traj.state_names,
+                      input_names=traj.input_names, model_name=traj.model_name, model_hash=traj.model_hash,
+                      K=traj.K[j:], info=dict(traj.info))
+
+
+def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_at: int, switch_at=None):
     """The fused and the reference core on one arm (realistic profile, ``delay`` steps, jitter); per cycle both
-    results. ``drops`` {tick after which: cycles whose samples are lost}; ``plan`` offered after tick ``plan_at``."""
+    results, and per tick of the reference core its integral z after the tick (None without). ``drops`` {tick
+    after which: cycles whose samples are lost}; after tick ``switch_at`` (None: never) a switch to the remainder
+    of ``traj`` from the next tick on; after tick ``plan_at`` a plan (:func:`plan_of`, from step plan_at + 20) of
+    the motion tracked then. Returns the cores, the pairs, the z's and the plan."""
     desc = ma.load_description()
     options = ControllerOptions(command_delay_steps=delay, feedback=feedback,
                                 switch_tolerance=SwitchTolerance(1.0, 1.0, 1.0, 10.0))
@@ -68,9 +81,10 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan:
     arm = SimulatedArm(profile, traj.dt, nominal=desc, q0=traj.X[0, :desc.model.nq])
     nu = desc.model.nu
     stamp, dt_ns = NS, int(round(traj.dt * NS))
-    pairs = []
+    pairs, integrals = [], []
     lost = 0
     started = False
+    motion, plan = traj, None
 
     def send(res):
         if res.command is not None:
@@ -87,9 +101,20 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan:
             a, b = fused.on_joint_state(q, stamp, stamp), parts.on_joint_state(q, stamp, stamp)
             pairs.append((a, b))
             send(a)
+            if a.kind == "tick":
+                integral = parts.tracking.integral
+                integrals.append((q, b, None if integral is None else integral.z.copy()))
+                if integral is not None:
+                    np.testing.assert_allclose(fused.tracking.kernel.z, integral.z, rtol=0, atol=TOL)
             if started and a.kind == "tick":
                 lost = drops.get(a.k, 0)
+                if a.k == switch_at and motion is traj:
+                    motion = remainder(traj, switch_at + 1)
+                    for core in (fused, parts):
+                        core.load_trajectory(motion, "remainder")
+                        assert core.switch_trajectory()[0]
                 if a.k == plan_at:
+                    plan = plan_of(motion, plan_at + 20, 60, run=fused.run)
                     assert fused.offer_plan(plan)[0] and parts.offer_plan(plan)[0]
         # the node's watchdog, between samples: stale data → hold commands (remembered at their slots)
         w = fused.on_watchdog(stamp + dt_ns // 2), parts.on_watchdog(stamp + dt_ns // 2)
@@ -97,16 +122,17 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan:
         send(w[0])
         arm.step()
         stamp += dt_ns
-    return fused, parts, pairs
+    return fused, parts, pairs, integrals, plan
 
 
-@pytest.mark.parametrize("delay, feedback", [(2, True), (1, False), (0, True)])
-def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback):
+@pytest.mark.parametrize("delay, feedback, switch_at", [(2, True, None), (1, False, None), (0, True, None),
+                                                        (1, True, 40)])
+def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_at):
     traj = bump_trajectory(DT, 300, delay=delay)[1]
-    plan = plan_of(traj, 150, 60)
     # lost samples: 2 after tick 60 (bridged by the filter), 8 after tick 100 (longer than state_timeout: the
     # watchdog holds, the filter restarts from two samples)
-    fused, parts, pairs = closed_loop(traj, delay, feedback, {60: 2, 100: 8}, plan, plan_at=130)
+    fused, parts, pairs, integrals, plan = closed_loop(traj, delay, feedback, {60: 2, 100: 8}, plan_at=130,
+                                                       switch_at=switch_at)
     ticks = 0
     for a, b in pairs:
         assert (a.kind, a.k, a.fault) == (b.kind, b.k, b.fault), (a.fault_message, b.fault_message)
@@ -123,6 +149,22 @@ def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback):
         assert core.tracking.law.active is plan
     assert ticks >= traj.N
     assert fused.status()[2] == parts.status()[2] or _same_status(fused, parts)
+    # the integral action was on (the default design asks for it) and worked on the stand-in's offset; the loop
+    # went past the end (hand-over) and through the plan's window (suspended: z did not move)
+    z = [z for _, _, z in integrals]
+    if not feedback:
+        assert all(zi is None for zi in z)
+        return
+    assert np.abs(z[-1]).max() > 1e-4
+    assert max(r.k for _, r, _ in integrals if r.k is not None) + delay > parts.tracking.N
+    during = [zi for (_, r, zi) in integrals if plan.start <= r.k + delay < plan.end]
+    assert len(during) > 30 and all(np.array_equal(zi, during[0]) for zi in during)
+    if switch_at is not None:  # the switch's first tick continues the integral (z not reset)
+        i = next(i for i, (_, r, _) in enumerate(integrals) if r.event.startswith("switched"))
+        (_, _, before), (q, r, after) = integrals[i - 1], integrals[i]
+        nd = fused.nd
+        assert np.abs(before).max() > 1e-5
+        np.testing.assert_allclose(after, before + DT * (q[:nd] - r.x_ref[:nd]), rtol=0, atol=1e-15)
 
 
 def _same_status(fused, parts) -> bool:
@@ -180,6 +222,14 @@ def test_the_kernel_refuses_what_does_not_fit(bump):
         kernel.set_plan(0, X[:202], U[:201], K[:201])
     with pytest.raises(ValueError, match="K"):
         kernel.set_plan(0, traj.X[:11], traj.U[:10], traj.K[:9])
+    integral = AngleIntegral(integral_gains(ds, traj), DT, m.nk)
+    with pytest.raises(ValueError, match=r"K_z \(the integral's gains\)"):
+        make_kernel(ds, TrackingLaw(m, traj), kalman, limits, 1, AngleIntegral(integral.K_z[1:], DT, m.nk))
+    with pytest.raises(ValueError, match="integral gains K_z without feedback"):
+        make_kernel(ds, TrackingLaw(m, traj, feedback=False), kalman, limits, 1, integral)
+    kernel = make_kernel(ds, TrackingLaw(m, traj), kalman, limits, 1, integral)
+    with pytest.raises(ValueError, match="x_ref is None: the integral action needs x_d"):
+        kernel.tick(0, traj.X[0, :m.nq], None, CommandHistory(m.nU, m.nk, 1))
 
 
 KERNEL_PROBE = """
@@ -189,23 +239,29 @@ sys.path.insert(0, sys.argv[2])
 from arm_helpers import bump_trajectory
 from marionette_control.control.estimation import KalmanEstimator
 from marionette_control.control.fused_tick import make_kernel
+from marionette_control.control.gains import integral_gains
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.prediction import CommandHistory
 from marionette_control.control.tracking import TrackingLaw
 lib = ctypes.CDLL(sys.argv[1])
 lib.mc_alloc_count.restype = ctypes.c_ulong
-ds, traj = bump_trajectory(0.01, 200, delay=2)
+ds, traj = bump_trajectory(0.01, 100, delay=2)
 m = ds.model
 limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(0.01)
-kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2)
+integral = AngleIntegral(integral_gains(ds, traj), 0.01, m.nk)
+kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2, integral)
 h = CommandHistory(m.nU, m.nk, 2)
-Q = [np.ascontiguousarray(traj.X[k, :m.nq]) for k in range(traj.N + 1)]
+# the integral's reference off the measured angles (z grows); past the end the final state (the hand-over)
+Q = [np.ascontiguousarray(traj.X[min(k, traj.N), :m.nq]) for k in range(160)]
+R = [traj.X[min(k, traj.N)] + np.r_[0.01, -0.01, np.zeros(m.nx - 2)] for k in range(160)]
 
 def run(n):
     kernel.reset()
+    kernel.reset_integral()
     h.start(traj.X[0, m.nd:m.nq].copy())
     for k in range(n):
-        _, _, u, _ = kernel.tick(k, Q[k], Q[k - 1] if k else None, h)
+        _, _, u, _ = kernel.tick(k, Q[k], Q[k - 1] if k else None, h, R[k])
         h.sent(k, u)
 
 run(150)
@@ -220,8 +276,9 @@ print(json.dumps(sorted(growth)[1]))
 
 @pytest.mark.skipif(shutil.which("gcc") is None or not sys.platform.startswith("linux"), reason="needs Linux and gcc")
 def test_a_tick_allocates_nothing(tmp_path):
-    """100 more ticks (the kernel, its three output arrays, the history's record) cost no extra malloc: the kernel's
-    workspaces are sized once, numpy serves its small outputs from its cache (test_no_allocation.py's shim)."""
+    """100 more ticks (the kernel with its integral action across the trajectory's end, its three output arrays, the
+    history's record) cost no extra malloc: the kernel's workspaces are sized once, numpy serves its small outputs
+    from its cache (test_no_allocation.py's shim)."""
     from test_no_allocation import run_counted
 
     assert run_counted(tmp_path, KERNEL_PROBE, str(Path(__file__).parent)) == 0

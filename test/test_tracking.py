@@ -20,7 +20,7 @@ def walk():
     U = hm.string_walk_inputs(m, q0, 0.01, 200)
     X, _ = ds.simulate(ds.state_from_configs(q0, q0), U)
     gains = design_gains(ds, X, U, GainDesign(dynamic_configuration=100.0, kinematic_configuration=100.0,
-                                              drive_acceleration=0.0, delay_steps=0))
+                                              drive_acceleration=0.0, angle_integral=0.0, delay_steps=0))
     return m, ds, gains.attach(Trajectory.for_model(m, 0.01, X, U))
 
 

@@ -60,14 +60,22 @@ struct OptionalVector {
   }
 };
 
-/// A tick's samples: q (nq) and q_prev (nq, or None: null).
+/// A tick's samples: q (nq), q_prev (nq, or None: null) and x_ref (nx; None only without an integral, or
+/// when the law is not computed: estimate_predict).
 struct Samples {
-  OptionalVector q_in, prev_in;
+  OptionalVector q_in, prev_in, ref_in;
   const double* q;
   const double* q_prev;
-  Samples(const TickKernel& t, const py::handle& q_obj, const py::handle& prev)
+  const double* x_ref;
+  Samples(const TickKernel& t, const py::handle& q_obj, const py::handle& prev, const py::handle& ref,
+          bool law = true)
       : q_in(q_obj.is_none() ? throw py::value_error("q is None") : q_obj, t.model().nq, "q"),
-        prev_in(prev, t.model().nq, "q_prev"), q(q_in.data), q_prev(prev_in.data) {}
+        prev_in(prev, t.model().nq, "q_prev"),
+        ref_in(law && ref.is_none() && t.model().Kz.rows()
+                   ? throw py::value_error("x_ref is None: the integral action needs x_d(k)")
+                   : ref,
+               t.model().nx, "x_ref"),
+        q(q_in.data), q_prev(prev_in.data), x_ref(ref_in.data) {}
 };
 
 /// f() without the GIL, under the system's lock (the model steps).
@@ -161,7 +169,8 @@ void bind_tick_kernel(py::module_& m) {
       "GIL, under the system's lock.")
       .def(py::init([](std::shared_ptr<mc::DiscreteSystem> system, const Arr& X, const Arr& U, const Arr& K,
                        bool feedback, const Arr& L, int max_gap_steps, const Arr& lower, const Arr& upper,
-                       const Arr& rate, const Arr& acceleration, int delay) {
+                       const Arr& rate, const Arr& acceleration, int delay, const py::object& K_z,
+                       int hand_over_steps) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -184,13 +193,17 @@ void bind_tick_kernel(py::module_& m) {
              // the per-step bounds as limits.CommandLimits computes them: a_max dt^2, v_max dt
              M.a_step = vec(acceleration, M.nk, "acceleration") * (M.dt * M.dt);
              M.v_step = vec(rate, M.nk, "rate") * M.dt;
+             if (!K_z.is_none()) M.Kz = rows(py::cast<Arr>(K_z), {N, M.nU, M.nd}, "K_z (the integral's gains)");
+             M.hand_over_steps = hand_over_steps;
              return std::make_shared<TickKernel>(std::move(system), std::move(M));
            }),
            py::arg("system"), py::arg("X"), py::arg("U"), py::arg("K"), py::arg("feedback"), py::arg("L"),
            py::arg("max_gap_steps"), py::arg("lower"), py::arg("upper"), py::arg("rate"), py::arg("acceleration"),
-           py::arg("delay"),
+           py::arg("delay"), py::arg("K_z") = py::none(), py::arg("hand_over_steps") = 1,
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
-           "gains L (N+1, nx, nd) and the drives' limits (lower/upper (nU,), rate/acceleration (nk,)).")
+           "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
+           "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
+           "(marionette_control.control.integral_action).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(
@@ -208,25 +221,34 @@ void bind_tick_kernel(py::module_& m) {
           "The plan in effect from step `start` on (a window of the motion: X (N+1, nx), U (N, nU), K (N, nU, nx); "
           "copied).")
       .def("clear_plan", &TickKernel::clear_plan, "No plan in effect: the motion's law everywhere.")
+      .def("reset_integral", &TickKernel::reset_integral, "A new run: the integral z = 0, no hand-over begun.")
+      .def("carry_integral", &TickKernel::carry_integral, py::arg("other"),
+           "z continues `other`'s (a switch of trajectory mid-run).")
+      .def_property_readonly(
+          "z", [](const TickKernel& t) { return copy_out(t.z().data(), t.z().size()); },
+          "The integral of the measured angles' error (nd,), a copy.")
       .def(
           "tick",
-          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
-            const Samples in(t, q, q_prev);
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h,
+             const py::handle& x_ref) -> py::tuple {
+            const Samples in(t, q, q_prev, x_ref);
             const mc::TickModel& M = t.model();
             py::array_t<double> x_hat = new_vector(M.nx), x_pred = new_vector(M.nx), u = new_vector(M.nU);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data(), *up = u.mutable_data();
-            const mc::TickStatus status = unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, xh, xp, up); });
+            const mc::TickStatus status =
+                unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, in.x_ref, xh, xp, up); });
             if (status == mc::TickStatus::NO_PREDECESSOR) return py::make_tuple(py::none(), py::none(), py::none(), false);
             return py::make_tuple(x_hat, x_pred, u, status == mc::TickStatus::OK);
           },
-          py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"),
+          py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"), py::arg("x_ref") = py::none(),
           "Tick k on the measured q (nq,) (q_prev: the sample one step before, or None) with the commands in "
-          "`history`: (x_hat_k, x_hat_{k+d}, u, finite); (None, None, None, False) when the estimate needs q_prev "
-          "and there is none. Raises StepError when a model step fails.")
+          "`history` and x_ref = x_d(k) (nx,; the integral's reference, None only without one): (x_hat_k, "
+          "x_hat_{k+d}, u, finite); (None, None, None, False) when the estimate needs q_prev and there is none. "
+          "Raises StepError when a model step fails.")
       .def(
           "estimate_predict",
           [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
-            const Samples in(t, q, q_prev);
+            const Samples in(t, q, q_prev, py::none(), false);
             py::array_t<double> x_hat = new_vector(t.model().nx), x_pred = new_vector(t.model().nx);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data();
             if (!unlocked(t, [&] { return t.estimate_predict(k, in.q, in.q_prev, h, xh, xp); }))
@@ -237,19 +259,22 @@ void bind_tick_kernel(py::module_& m) {
           "The first half of tick(): (x_hat_k, x_hat_{k+d}), or (None, None) without the predecessor needed.")
       .def(
           "command",
-          [](TickKernel& t, long j, const py::handle& x, const CommandHistory& h, const py::handle& x_hat) -> py::tuple {
+          [](TickKernel& t, long k, const py::handle& q, const py::handle& x_ref, const py::handle& x,
+             const CommandHistory& h, const py::handle& x_hat) -> py::tuple {
             const mc::TickModel& M = t.model();
+            const Samples in(t, q, py::none(), x_ref);
             const Arr xa = doubles(x);
             const double* xp = sized(xa, M.nx, "x");
             const OptionalVector hv(x_hat, M.nx, "x_hat");
             const double* hp = hv.data;
             py::array_t<double> u = new_vector(M.nU);
-            const bool finite = t.command(j, xp, h, hp, u.mutable_data());
+            const bool finite = t.command(k, in.q, in.x_ref, xp, h, hp, u.mutable_data());
             return py::make_tuple(u, finite);
           },
-          py::arg("j"), py::arg("x"), py::arg("history"), py::arg("x_hat") = py::none(),
-          "The second half of tick(): (u, finite) for step j on the state x (nx,) it acts on: the law, then the "
-          "stream clamp; finite: u and x_hat (if given) are finite.")
+          py::arg("k"), py::arg("q"), py::arg("x_ref"), py::arg("x"), py::arg("history"), py::arg("x_hat") = py::none(),
+          "The second half of tick(): (u, finite) of tick k, for step k + d, on the state x (nx,) it acts on: the "
+          "law, the integral of q (nq,) against x_ref (nx,; None only without an integral), then the stream clamp; "
+          "finite: u and x_hat (if given) are finite.")
       .def(
           "law",
           [](TickKernel& t, long j, const Arr& x) {

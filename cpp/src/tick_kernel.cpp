@@ -83,7 +83,7 @@ const VecX& ConstraintDistance::compute(const double* q) {
 
 TickData::TickData(const TickModel& M)
     : x(VecX::Zero(M.nx)), xa(VecX::Zero(M.nx)), xb(VecX::Zero(M.nx)), dx(VecX::Zero(M.nx)), dy(VecX::Zero(M.nd)),
-      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)) {}
+      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), end(VecX::Zero(M.nk)) {}
 
 namespace {
 
@@ -113,6 +113,13 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
   if (M_.delay < 0) throw ModelError("tick kernel: the command delay must be >= 0");
   if (M_.max_gap_steps < 1) throw ModelError("tick kernel: max_gap_steps must be >= 1");
   if (!(M_.dt > 0)) throw ModelError("tick kernel: dt must be > 0");
+  if (M_.Kz.rows() != 0) {
+    check_rows(M_.Kz, N, long(M_.nU) * M_.nd, "K_z");
+    if (!M_.feedback)
+      throw ModelError("tick kernel: integral gains K_z without feedback (the integral action is part of the feedback "
+                       "law; the feed-forward-only mode has none)");
+  }
+  if (M_.hand_over_steps < 1) throw ModelError("tick kernel: hand_over_steps must be >= 1");
   // a plan is a window of the motion: storage for the longest one, so installing one allocates nothing
   plan_.X.resize(N + 1, M_.nx);
   plan_.U.resize(N, M_.nU);
@@ -212,9 +219,41 @@ void TickKernel::law(long j, const double* x, double* u) {
   }
   out = r->U.row(i).transpose();
   if (!M_.feedback) return;
-  // (a further term of the law, e.g. an integrator state with its own gain, enters here)
   D_.dx = Eigen::Map<const VecX>(x, nx) - r->X.row(i).transpose();
   out.noalias() -= Eigen::Map<const MatXR>(r->K.row(i).data(), nU, nx) * D_.dx;
+}
+
+void TickKernel::reset_integral() {
+  D_.z.setZero();
+  D_.have_end = false;
+}
+
+void TickKernel::carry_integral(const TickKernel& other) {
+  if (other.M_.nd != M_.nd) throw ModelError("carry_integral: the kernels are for different models");
+  D_.z = other.D_.z;
+}
+
+// integral_action.AngleIntegral.update and apply, suspended while the plan in effect covers j
+// (controller_core.Tracking.command): z += dt (q_dyn - x_ref,dyn) while k <= N; u -= K_z(j) z
+// for j < N; past the end the drives handed over from the last command sent to the law's hold.
+void TickKernel::integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u) {
+  const long j = k + M_.delay, N = M_.motion.N;
+  if (M_.Kz.rows() == 0 || (have_plan_ && plan_.start <= j && j < plan_.start + plan_.N)) return;
+  TickData& D = D_;
+  const int nd = M_.nd, nu = M_.nu, nk = M_.nk;
+  if (k <= N)
+    for (int i = 0; i < nd; ++i) D.z[i] += M_.dt * (q[i] - x_ref[i]);
+  if (j < N) {
+    Eigen::Map<VecX>(u, M_.nU).noalias() -= Eigen::Map<const MatXR>(M_.Kz.row(j).data(), M_.nU, nd) * D.z;
+    return;
+  }
+  if (!D.have_end) {
+    if (h.count() == 0) return;
+    D.end = Eigen::Map<const VecX>(h.last() + nu, nk);
+    D.have_end = true;
+  }
+  const double w = 1.0 - std::min(1.0, double(j - N + 1) / M_.hand_over_steps);
+  for (int i = 0; i < nk; ++i) u[nu + i] += w * (D.end[i] - u[nu + i]);
 }
 
 bool TickKernel::estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h,
@@ -224,8 +263,11 @@ bool TickKernel::estimate_predict(long k, const double* q, const double* q_prev,
   return true;
 }
 
-bool TickKernel::command(long j, const double* x, const CommandHistory& h, const double* x_hat, double* u) {
+bool TickKernel::command(long k, const double* q, const double* x_ref, const double* x, const CommandHistory& h,
+                         const double* x_hat, double* u) {
+  const long j = k + M_.delay;
   law(j, x, u);
+  integral(k, q, x_ref, h, u);
   h.stream_state(j, M_.dt, D_.rho.data(), D_.v.data());
   clamp(u, D_.rho.data(), D_.v.data());
   bool finite = Eigen::Map<const VecX>(u, M_.nU).allFinite();
@@ -233,10 +275,10 @@ bool TickKernel::command(long j, const double* x, const CommandHistory& h, const
   return finite;
 }
 
-TickStatus TickKernel::tick(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
-                            double* x_pred, double* u) {
+TickStatus TickKernel::tick(long k, const double* q, const double* q_prev, const CommandHistory& h,
+                            const double* x_ref, double* x_hat, double* x_pred, double* u) {
   if (!estimate_predict(k, q, q_prev, h, x_hat, x_pred)) return TickStatus::NO_PREDECESSOR;
-  return command(k + M_.delay, x_pred, h, x_hat, u) ? TickStatus::OK : TickStatus::NON_FINITE;
+  return command(k, q, x_ref, x_pred, h, x_hat, u) ? TickStatus::OK : TickStatus::NON_FINITE;
 }
 
 }  // namespace mc

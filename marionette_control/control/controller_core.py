@@ -15,6 +15,8 @@ sample checks             stamp (stale, future, duplicate, out of order), conten
                           finiteness), plausibility (:mod:`.sample_checks`: limits, jumps, closed chain)
 estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
                           the exact linearization, or the plain discrete Legendre transform)
+integral action           z, the integral of the measured angles' error, and its term −K_z z of the law
+                          (:mod:`.integral_action`; the gains' design record asks for it)
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) (:mod:`.tracking`)
 limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.limits`)
@@ -23,8 +25,8 @@ tolerances                start, path and goal (:mod:`.tolerances`)
 
 One tick, for the sample q_k that is tick k of the run::
 
-    checks → x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = clamp(law(k+d, x̂_{k+d}), the command stream)
-           → tolerances(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
+    checks → x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k
+           → u = clamp(u, the command stream) → tolerances(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
@@ -132,7 +134,8 @@ import numpy as np
 from marionette_control import _core
 from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise, KalmanEstimator, LegendreEstimator
 from marionette_control.control.fused_tick import make_kernel, set_plan
-from marionette_control.control.gains import check_gains
+from marionette_control.control.gains import check_gains, integral_gains
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import (REJECTIONS, Plan, PlannedLaw, SwitchTolerance, check_plan,
                                                     off_state)
@@ -323,12 +326,15 @@ TRAJECTORY_EVENTS = ("staged", "taken", "switched", "refused")
 
 class Tracking:
     """The parts that depend on one trajectory: law (over it and the plans handed over), estimator, predictor,
-    command history, limits; and ``kernel``, the same parts fused into one native call (:mod:`.fused_tick`), or
-    None (the Legendre estimator, or ``fused=False``): the parts are called one by one then."""
+    command history, limits, ``integral`` (:mod:`.integral_action`, or None: no feedback or no integral in the
+    gains' design); and ``kernel``, the same parts fused into one native call (:mod:`.fused_tick`; the integral's
+    z is then ``kernel.z``), or None (the Legendre estimator, or ``fused=False``): the parts are called one by one
+    then."""
 
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
-                 warning: Optional[str], kernel=None):
+                 warning: Optional[str], integral: Optional[AngleIntegral] = None, kernel=None):
         self.system = system
+        self.integral = integral
         self.law = law
         self.estimator = estimator
         self.predictor = predictor
@@ -343,16 +349,36 @@ class Tracking:
         if self.kernel is not None:
             self.kernel.reset()
 
-    def tick(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
-        """(x̂_k, x̂_{k+d}, u, finite) of tick k (the module docstring's chain from the estimate to the clamped
-        command); (None, None, None, False) when the estimate needs ``q_prev`` and it is None. Raises
-        ``_core.StepError`` when a model step fails."""
+    def start_run(self, hold: np.ndarray) -> None:
+        """A new run (not a switch's): the drives hold ``hold`` (nU,) until the first command, the estimate
+        initialises, the integral starts at 0."""
+        self.history.start(hold)
+        self.reset_estimate()
+        if self.integral is not None:
+            self.integral.reset()
         if self.kernel is not None:
-            return self.kernel.tick(k, q, q_prev, self.history)
+            self.kernel.reset_integral()
+
+    def carry_over(self, old: "Tracking", k: int) -> None:
+        """A switch from ``old`` at its tick k: its commands in flight and its integral go on here (the model's
+        offset is the arm's, not the trajectory's); the estimate initialises."""
+        self.history.carry_over(old.history, k)
+        if self.integral is not None and old.integral is not None:
+            self.integral.carry_over(old.integral)
+            if self.kernel is not None and old.kernel is not None:
+                self.kernel.carry_integral(old.kernel)
+        self.reset_estimate()
+
+    def tick(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], x_ref: np.ndarray) -> tuple:
+        """(x̂_k, x̂_{k+d}, u, finite) of tick k (the module docstring's chain from the estimate to the clamped
+        command; x_ref = x_d(k), the integral's reference); (None, None, None, False) when the estimate needs
+        ``q_prev`` and it is None. Raises ``_core.StepError`` when a model step fails."""
+        if self.kernel is not None:
+            return self.kernel.tick(k, q, q_prev, self.history, x_ref)
         x_hat, x_pred = self.estimate_predict(k, q, q_prev)
         if x_hat is None:
             return None, None, None, False
-        return (x_hat, x_pred, *self.command(k + self.predictor.delay, x_pred, x_hat))
+        return (x_hat, x_pred, *self.command(k, q, x_ref, x_pred, x_hat))
 
     def estimate_predict(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
         """(x̂_k, x̂_{k+d}), or (None, None) when the estimate needs ``q_prev`` and it is None."""
@@ -363,12 +389,19 @@ class Tracking:
             return None, None
         return x_hat, self.predictor.predict(k, x_hat, self.history)
 
-    def command(self, j: int, x: np.ndarray, x_hat: np.ndarray) -> tuple:
-        """(u, finite): the law's command for step j on the state x it acts on, clamped to continue the command
-        stream; finite: u and x̂_k are."""
+    def command(self, k: int, q: np.ndarray, x_ref: np.ndarray, x: np.ndarray, x_hat: np.ndarray) -> tuple:
+        """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
+        of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), clamped to continue the
+        command stream; finite: u and x̂_k are."""
         if self.kernel is not None:
-            return self.kernel.command(j, x, self.history, x_hat)
+            return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
+        j = k + self.predictor.delay
         u = self.law.command(j, x)
+        if self.integral is not None:
+            p = self.law.active
+            if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
+                self.integral.update(k, q, x_ref)
+                self.integral.apply(j, u, self.history.last)
         self.limits.clamp(u, *self.history.stream_state(j, self.system.dt))
         return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
 
@@ -541,16 +574,17 @@ class ControllerCore:
         trajectory = staged.trajectory
         system = _core.DiscreteSystem(self.model, trajectory.dt)
         limits = self.limits.for_dt(trajectory.dt)
-        kernel = None
         if self.options.estimator == "kalman":
             gap = max(1, int(self.timeout_ns // max(1, int(round(trajectory.dt * NS)))))
             estimator = KalmanEstimator(system, trajectory, self.options.noise, max_gap_steps=gap)
-            if self.fused:
-                kernel = make_kernel(system, staged.law, estimator, limits, self.delay)
         else:
             estimator = LegendreEstimator(system)
+        K_z = integral_gains(system, trajectory) if self.options.feedback else None
+        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, self.nk)
+        fused = self.fused and self.options.estimator == "kalman"
+        kernel = make_kernel(system, staged.law, estimator, limits, self.delay, integral) if fused else None
         return Tracking(system, PlannedLaw(staged.law), estimator, DelayPredictor(system, self.delay, limits), limits,
-                        staged.warning, kernel)
+                        staged.warning, integral, kernel)
 
     def _event(self, kind: str, message: str, count: bool = True) -> str:
         if count:
@@ -853,8 +887,7 @@ class ControllerCore:
             res.event = self._event("refused", f"switch to {sw.staged.describe()} refused at tick {k}: {why}")
             return self._tick(res, k, q, q_prev, stamp_ns)
         old = self.tracking
-        sw.tracking.history.carry_over(old.history, k)
-        sw.tracking.reset_estimate()
+        sw.tracking.carry_over(old, k)
         self._install(sw.tracking, sw.staged.source)
         self.run += 1
         self._clear_run_faults()
@@ -869,11 +902,11 @@ class ControllerCore:
         plan due to take over at step k + d)."""
         tr = self.tracking
         if k == 0 and not carried:
-            tr.history.start(tr.limits.hold(q[self.nd:]))
-            tr.reset_estimate()
+            tr.start_run(tr.limits.hold(q[self.nd:]))
+        x_ref = tr.law.reference(k)
         try:
             if plan is None:
-                x_hat, x_pred, u, finite = tr.tick(k, q, q_prev)
+                x_hat, x_pred, u, finite = tr.tick(k, q, q_prev, x_ref)
             else:  # the switch rule needs x̂_{k+d} before the law
                 x_hat, x_pred = tr.estimate_predict(k, q, q_prev)
         except _core.StepError as e:
@@ -882,7 +915,6 @@ class ControllerCore:
         if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
             return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
                                                  f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
-        x_ref = tr.law.reference(k)
         abort = self._check_tolerances(res, k, x_hat, x_ref)
         if abort is not None:
             return abort
@@ -893,7 +925,7 @@ class ControllerCore:
                 self.plan_counts["switched"] += 1
             else:
                 _, res.plan_event = self._reject_plan("off_state", why)
-            u, finite = tr.command(k + self.delay, x_pred, x_hat)
+            u, finite = tr.command(k, q, x_ref, x_pred, x_hat)
         if not finite:
             tr.reset_estimate()
             return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)

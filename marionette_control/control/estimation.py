@@ -68,7 +68,7 @@ class EstimatorNoise:
     actuator : of each measured kinematic configuration (the drive encoders' noise)
     """
 
-    measurement: float = 1e-3
+    measurement: float = 2e-3
     momentum: float = 1e-3
     actuator: float = 1e-5
 

@@ -8,6 +8,8 @@ For the Kalman estimator (the default) one tick k of the controller is, with d t
     x̂_{k+d} = f(…f(x̂_k, clamp(u_k))…, clamp(u_{k+d−1}))               commands in flight (.prediction)
     u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.tracking,
                                                                          .plan_switch)
+    z       += Δt (q_dyn,k − x_d,dyn(k));  u −= K_z(k+d) z               integral action (.integral_action;
+                                                                         past the end the hand-over)
     u        = clamp(u, ρ_{k+d}, v_{k+d})                               the command stream (.limits)
 
 and whether u and x̂_k are finite. ``_core.TickKernel`` does all of it in one native call, without
@@ -27,27 +29,33 @@ plan's switch rule (a tick where a plan is due uses the kernel's two halves, ``e
 and ``command``, with :func:`~.plan_switch.off_state` in between), and the command history's
 bookkeeping (``_core.CommandHistory``, which the kernel reads the commands in flight from).
 
-A further term of the law (an integrator state with its own gain, an additive correction of the
-angle error) belongs in ``TickKernel::law`` (``cpp/src/tick_kernel.cpp``), with its arrays passed
-here, and in :class:`~.tracking.TrackingLaw` as its reference.
+The integral action is the kernel's ``TickKernel::integral`` (``cpp/src/tick_kernel.cpp``) after the
+law and before the clamp, its reference :class:`~.integral_action.AngleIntegral` as
+:meth:`.controller_core.Tracking.command` calls it (suspended while a plan covers the step); z lives
+in the kernel (``reset_integral`` at a run's start, ``carry_integral`` on a switch).
 """
 
 from __future__ import annotations
 
 from marionette_control import _core
+from typing import Optional
+
 from marionette_control.control.estimation import KalmanEstimator
+from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import Plan
 from marionette_control.control.tracking import TrackingLaw
 
 
 def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: CommandLimits,
-                delay: int) -> "_core.TickKernel":
+                delay: int, integral: Optional[AngleIntegral] = None) -> "_core.TickKernel":
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
-    L (N+1, nx, nd) and gap bridging, the drives' ``limits`` and the command delay, over ``system``."""
+    L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay and ``integral``'s gains K_z
+    and hand-over (None: no integral action), over ``system``."""
     tr = law.trajectory
+    K_z, steps = (None, 1) if integral is None else (integral.K_z, integral.hand_over_steps)
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
-                            limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay))
+                            limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps)
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

@@ -23,6 +23,20 @@ bandwidth against the drives' acceleration limits and the encoder noise that rea
 commands through the estimate — without it, heavy angle weights track best on a quiet arm but
 the clamped loop goes unstable with noise or on a trajectory at the acceleration limit.
 
+Integral action on the arm angles (LQI; ``angle_integral`` w_i > 0). The nominal model's errors
+(hook position, masses, damping) leave a slowly varying offset between the measured angles and
+any state the model predicts, which a state feedback on the model's estimate does not remove
+(docs/tracking.md). The design augments the state with the integral of the angle error,
+
+    z_{k+1} = z_k + Δt C δx_k,    C = [I_nd 0]                       (the dynamic configurations)
+
+and adds w_i |z_k|² to the stage cost (terminal: terminal_scale · w_i |z_N|²); the LQR of the
+augmented system gives u = u_d − K δx − K_z z, with K and K_z designed together (the angle
+weight and w_i set the bandwidth jointly: K is not the K of the design without integral). K
+travels in the trajectory's (N, nU, nx) gains as before; K_z (N, nU, nd) is recomputed from the
+design record by the controller when it loads the trajectory (:func:`integral_gains`, the same
+computation, which also checks that the record reproduces K), so no message or file carries it.
+
 The gains travel with the trajectory (``Trajectory.info[GAIN_DESIGN]``: the method, delay and
 weights) so the controller refuses gains designed for another command delay
 (:func:`check_gains`).
@@ -58,6 +72,8 @@ class GainDesign:
     drive_acceleration : w_a, on the drives' acceleration deviation (s⁴/m² per unit of cost); sets the loop's
         bandwidth against the drives' acceleration limits and the encoder noise (no effect without drives)
     terminal_scale : Q_f = terminal_scale · Q (the acceleration term has no terminal part)
+    angle_integral : w_i, on the integral of the dynamic configurations' error (1/(rad² s²) per unit of cost;
+        0: no integral action); module docstring
     delay_steps : the command delay d the controller compensates (ros2_control: 1)
 
     Every front end sets these by these names (the YAML spec's ``tracking_gains`` section, the optimizer
@@ -70,8 +86,9 @@ class GainDesign:
     momentum: float = 1.0
     kinematic_velocity: float = 0.1
     input: float = 1.0
-    drive_acceleration: float = 3.0e-4
+    drive_acceleration: float = 2.0e-2
     terminal_scale: float = 1.0
+    angle_integral: float = 2.5e6
     delay_steps: int = 1
 
     def __post_init__(self):
@@ -99,7 +116,8 @@ class GainDesign:
         rec = trajectory.info.get(GAIN_DESIGN)
         if not isinstance(rec, dict):
             return None
-        return cls(**{f.name: rec[f.name] for f in fields(cls) if f.name in rec})
+        # a record without angle_integral predates integral action: its gains were designed without it
+        return cls(**{"angle_integral": 0.0, **{f.name: rec[f.name] for f in fields(cls) if f.name in rec}})
 
     def weights(self, model) -> tuple[np.ndarray, np.ndarray]:
         """(Q (nx,), R (nU,)) diagonals for ``model``."""
@@ -110,10 +128,13 @@ class GainDesign:
 
 @dataclass(frozen=True, eq=False)
 class TrackingGains:
-    """Gains K (N, nU, nx) and the record that travels with them (``Trajectory.info[GAIN_DESIGN]``)."""
+    """Gains K (N, nU, nx) and the record that travels with them (``Trajectory.info[GAIN_DESIGN]``); K_z
+    (N, nU, nd) the gains on the angle error's integral (None without integral action), which the controller
+    recomputes from the record (module docstring)."""
 
     K: np.ndarray
     info: dict
+    K_z: Optional[np.ndarray] = None
 
     def attach(self, trajectory: Trajectory) -> Trajectory:
         """A copy of ``trajectory`` carrying these gains and their record."""
@@ -125,21 +146,77 @@ class TrackingGains:
 
 
 def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign()) -> TrackingGains:
-    """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights (module docstring)."""
+    """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights, with integral action when
+    ``design.angle_integral`` > 0 (module docstring)."""
     model = system.model
+    nx, nd = model.nx, model.nd
     Q, R = design.weights(model)
-    A, B = system.linearize_trajectory(X, U)
-    Qm, Rm = np.diag(Q), np.diag(R)
+    A, B = (np.asarray(a) for a in system.linearize_trajectory(X, U))
+    Qm, Rm, Qf = np.diag(Q), np.diag(R), np.diag(design.terminal_scale * Q)
+    S = None
     if design.drive_acceleration > 0 and model.nk:
         # δa = Mx δx + Mu δu; the cost w |δa|² adds Mxᵀ w Mx, Mxᵀ w Mu, Muᵀ w Mu
         Mx, Mu = drive_acceleration(model, system.dt)
         w = design.drive_acceleration
         Qm, Rm, S = Qm + w * Mx.T @ Mx, Rm + w * Mu.T @ Mu, w * Mx.T @ Mu
-        K = tv_lq(A, B, Qm, S, Rm, None, None, np.diag(design.terminal_scale * Q), None, full_P=False).K
+    K_z = None
+    wi = design.angle_integral
+    if wi > 0:  # the augmented system [δx; z], z_{k+1} = z_k + Δt C δx_k
+        N, n = A.shape[0], nx + nd
+        Aa = np.zeros((N, n, n))
+        Aa[:, :nx, :nx] = A
+        Aa[:, nx:, :nd] = system.dt * np.eye(nd)
+        Aa[:, nx:, nx:] = np.eye(nd)
+        Ba = np.zeros((N, n, B.shape[2]))
+        Ba[:, :nx] = B
+        A, B = Aa, Ba
+        Qm, Qf = block_diag(Qm, wi * np.eye(nd)), block_diag(Qf, design.terminal_scale * wi * np.eye(nd))
+        S = np.zeros((n, B.shape[2])) if S is None else np.vstack([S, np.zeros((nd, S.shape[1]))])
+        # terminal cost: the stationary cost-to-go at the last step, so that the gains do not fade out over the last
+        # steps (a fading angle feedback with the integral's gains still on ends as an integral-only loop)
+        M = TERMINAL_STEPS
+        Qf = tv_lq(np.broadcast_to(A[-1], (M, n, n)), np.broadcast_to(B[-1], (M,) + B.shape[1:]), Qm, S, Rm,
+                   None, None, Qf, None, full_P=False).P[0]
+    if S is not None:
+        K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False).K)
     else:
-        K = tv_lqr(A, B, Qm, Rm, np.diag(design.terminal_scale * Q), full_P=False).K
+        K = np.asarray(tv_lqr(A, B, Qm, Rm, Qf, full_P=False).K)
+    if wi > 0:
+        K, K_z = K[:, :, :nx], K[:, :, nx:]
     info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
-    return TrackingGains(np.asarray(K), info)
+    return TrackingGains(np.ascontiguousarray(K), info, None if K_z is None else np.ascontiguousarray(K_z))
+
+
+#: steps of the last step's dynamics over which the integral design's terminal cost-to-go is settled (30 s at 0.01 s)
+TERMINAL_STEPS = 3000
+
+
+def block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[[a, 0], [0, b]] of two square matrices."""
+    out = np.zeros((a.shape[0] + b.shape[0],) * 2)
+    out[:a.shape[0], :a.shape[0]] = a
+    out[a.shape[0]:, a.shape[0]:] = b
+    return out
+
+
+def integral_gains(system, trajectory: Trajectory, rtol: float = 1e-6) -> Optional[np.ndarray]:
+    """K_z (N, nU, nd) of a trajectory whose design record asks for integral action (``angle_integral`` > 0), None
+    when it does not or has no record: :func:`design_gains` again with the record's design (module docstring).
+
+    Raises ValueError when the record does not reproduce the trajectory's K (to ``rtol`` of its largest entry):
+    the gains were not designed as the record says, so integral gains designed from it would not fit them.
+    """
+    design = GainDesign.of(trajectory)
+    if design is None or design.angle_integral == 0 or trajectory.K is None:
+        return None
+    gains = design_gains(system, trajectory.X, trajectory.U, design)
+    K = np.asarray(trajectory.K)
+    off = float(np.max(np.abs(gains.K - K)))
+    if off > rtol * max(float(np.max(np.abs(K))), 1e-300):
+        raise ValueError(f"the trajectory's gains K are not those of their design record (angle_integral "
+                         f"{design.angle_integral:g}, ...): they differ by up to {off:.3g} from the design "
+                         "recomputed here; recompute them with marionette_control.control.gains.design_gains")
+    return gains.K_z
 
 
 def gain_delay(trajectory: Trajectory) -> Optional[int]:

@@ -323,6 +323,9 @@ class RecedingHorizon:
         if motion.K is None:
             motion = design_gains(self.system, motion.X, motion.U, self.gains).attach(motion)
         check_gains(motion, self.gains.delay_steps)
+        # a plan's gains are the LQR without integral: the controller suspends its integral while a plan is in effect
+        # (integral_action), and a planner in another process does not know it
+        self.gains = dataclasses.replace(self.gains, angle_integral=0.0)
         self.motion = motion
         self.H, self.period = options.steps(self.dt)
         self.cost = problem.cost

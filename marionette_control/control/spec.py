@@ -90,10 +90,11 @@ are required)::
       dynamic_configuration: 1000   #   designed for the arm, docs/tracking.md): weights by kind of component
       kinematic_configuration: 1    #   (without drives, dynamic_configuration weights every configuration),
       momentum: 1                   #   input (> 0), drive_acceleration (on the drives' acceleration),
-      kinematic_velocity: 0.1       #   terminal_scale, and the controller's command delay in steps
-      input: 1
-      drive_acceleration: 3.0e-4
+      kinematic_velocity: 0.1       #   terminal_scale, angle_integral (on the angle error's integral: LQI;
+      input: 1                      #   0: none), and the controller's command delay in steps
+      drive_acceleration: 2.0e-2
       terminal_scale: 1
+      angle_integral: 2.5e6
       delay_steps: 1
     output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
 

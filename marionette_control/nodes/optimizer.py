@@ -216,6 +216,8 @@ GAIN_PARAMETERS = {
     "drive_acceleration": "LQR weight of the drives' acceleration deviation [s^4/m^2]: the loop's bandwidth "
                           "against the drives' acceleration limits and encoder noise",
     "terminal_scale": "terminal LQR weights = this times the state weights",
+    "angle_integral": "LQI weight of the integral of the arm angles' error [1/(rad^2 s^2)] (0: no integral "
+                      "action); the controller recomputes the integral's gains from the design record",
     "delay_steps": "command delay [control periods] the gains are designed for: must equal the controller's "
                    "command_delay_steps (1 with ros2_control), which refuses gains for another delay",
 }

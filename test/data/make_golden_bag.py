@@ -42,13 +42,24 @@ And again (issue 14): TrackingState gained the run, the plan in effect and the p
 (receding-horizon re-planning, docs/mpc.md), so a bag with the old definition no longer decodes
 as the current message; without plans the control law is unchanged.
 
-And again (issue 12, the fused tick): the controller computes each tick with the Kalman filter in one
-native call (``_core.TickKernel``, control/fused_tick.py) instead of the Python parts one by one. The
-law is the same (test_tick_kernel.py holds the two to 1e-12 over closed loops), but its products round
-like Eigen's, not numpy's, and a replay cannot absorb even that: the replayed joint states do not answer
-the commands, so a difference in a command in flight grows by ~1.7× per tick through the prediction of
-the next ones (1e-16 became 1.4e-6 over the last 40 ticks of the old recording), where the recorded
-commands must be reproduced bit for bit.
+And again (issue 12, integral action): the control law changed — the gains' design record now asks for
+integral action on the measured arm angles (``angle_integral``), which the controller adds to the law
+(``marionette_control.control.integral_action``), the default gains are designed with it and a larger
+drive-acceleration weight, and the Kalman filter's joint measurement noise is 2 mrad — so the commands
+recorded with the previous law are no longer what the controller computes from the same joint states.
+The simulator now steps in lock-step with the controller (``lockstep_timeout``, docs/simulator.md), as the main
+job's does: recorded without it on this loaded machine, commands that acted a cycle late made the new law's
+last 0.2 s of the 2 s lift stray 14–19 cm from the feed-forward on the carriage (docs/tracking.md, "Not done
+here"), and the bag-replay fault tests' runs, which compare final commands with the recording's, could not
+settle on the same final hold within the 0.3 s recorded after the end.
+
+And again (issue 12, the fused tick, merged with the integral action): the controller computes each tick
+with the Kalman filter, the integral included, in one native call (``_core.TickKernel``,
+control/fused_tick.py) instead of the Python parts one by one. The law is the same (test_tick_kernel.py
+holds the two to 1e-12 over closed loops), but its products round like Eigen's, not numpy's, and a replay
+cannot absorb even that: the replayed joint states do not answer the commands, so a difference in a command
+in flight grows by ~1.7× per tick through the prediction of the next ones (1e-16 became 1.4e-6 over the
+last 40 ticks of a recording), where the recorded commands must be reproduced bit for bit.
 """
 
 from __future__ import annotations
@@ -139,6 +150,10 @@ def isolated_env() -> dict:
     return env
 
 
+#: wall seconds the simulator waits for the command answering a joint state (docs/simulator.md)
+LOCKSTEP_TIMEOUT = 1.0
+
+
 def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
     """{node name: argv} of the simulator and the controller, exactly as ``marionette_bringup --sim --sim-time``
     starts them (the launch files' node set), with the overrides of this run."""
@@ -149,7 +164,9 @@ def node_processes(traj: Path, config: ReplayConfig, env: dict) -> dict:
         "-p", f"marionette_controller:trajectory_file:={traj}", "-p", "marionette_controller:autostart:=false",
         "-p", f"marionette_controller:state_timeout:={config.state_timeout}",
         "-p", f"marionette_controller:stamp_tolerance:={config.stamp_tolerance}",
-        "-p", "marionette_simulator:profile:=realistic"])
+        "-p", "marionette_simulator:profile:=realistic",
+        # lock-step (docs/simulator.md): the command timing is the profile's however loaded the machine
+        "-p", f"marionette_simulator:lockstep_timeout:={LOCKSTEP_TIMEOUT}"])
     return {spec.name: spec.argv for spec in bringup.child_specs(args).specs}
 
 

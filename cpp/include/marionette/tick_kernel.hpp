@@ -20,6 +20,7 @@
 //   x_k   = x^-_k + L(k) (q_dyn,k - x^-_dyn,k)                               measurement update
 //   x_{k+d} = f(...f(x_k, clamp(u_k))..., clamp(u_{k+d-1}))                  commands in flight
 //   u     = u_d(k+d) - K(k+d)(x_{k+d} - x_d(k+d))                            the law (plan or motion)
+//   z    += dt (q_dyn,k - x_d,dyn(k));  u -= K_z(k+d) z                      integral action (LQI)
 //   u     = clamp(u, rho_{k+d}, v_{k+d})                                     the command stream
 #pragma once
 
@@ -102,6 +103,10 @@ struct TickModel {
   VecX lower, upper;       ///< input range (nU)
   VecX a_step, v_step;     ///< a_max dt^2 and v_max dt of each drive (nk)
   double dt = 0.0;
+  /// The integral action's gains (N, nU * nd), K_z(j) row-major (nU, nd); no rows: no integral
+  /// (marionette_control.control.integral_action).
+  MatXR Kz;
+  int hand_over_steps = 1;  ///< past the end, steps from the last command to the law's hold
 };
 
 /// The filter's estimate and the workspaces of one tick (sized once from the model).
@@ -115,6 +120,9 @@ struct TickData {
   VecX dy;         ///< the filter's innovation q_dyn - x^-_dyn (nd)
   VecX u;          ///< an input in effect, clamped (nU)
   VecX rho, v;     ///< the drives' stream state (nk)
+  VecX z;          ///< the integral of the measured angles' error (nd)
+  VecX end;        ///< past the end: the drives' last command of the trajectory (nk), once have_end
+  bool have_end = false;
 };
 
 /// What one tick reports besides its vectors.
@@ -134,19 +142,25 @@ class TickKernel {
   void set_plan(long start, long N, const double* X, const double* U, const double* K);
   void clear_plan() { have_plan_ = false; }
   bool has_plan() const { return have_plan_; }
+  /// A new run: z = 0, no hand-over begun. carry_integral: z continues `other`'s (a trajectory switch).
+  void reset_integral();
+  void carry_integral(const TickKernel& other);
+  const VecX& z() const { return D_.z; }
 
   /// The whole tick k: estimate(), then predict() and command() (file comment). q (nq) measured,
-  /// q_prev (nq) the sample one step before or null; writes x_hat, x_pred (nx) and u (nU).
+  /// q_prev (nq) the sample one step before or null, x_ref (nx) x_d(k) of the law in effect (the
+  /// integral's reference); writes x_hat, x_pred (nx) and u (nU).
   /// NO_PREDECESSOR: the estimate needs q_prev and there is none (nothing else written);
   /// NON_FINITE: u or x_hat has a non-finite entry. Throws StepError when a model step fails.
-  TickStatus tick(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
-                  double* x_pred, double* u);
+  TickStatus tick(long k, const double* q, const double* q_prev, const CommandHistory& h, const double* x_ref,
+                  double* x_hat, double* x_pred, double* u);
   /// x_k (filter) and x_{k+d} (through the commands in flight); false: no predecessor (nothing written).
   bool estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
                         double* x_pred);
-  /// u for step j on the state x (nx) it acts on: the law, then the stream clamp; false if u or
-  /// x_hat (nx, or null) is not finite.
-  bool command(long j, const double* x, const CommandHistory& h, const double* x_hat, double* u);
+  /// u of tick k, for step j = k + d, on the state x (nx) it acts on: the law, the integral of q (nq)
+  /// against x_ref (nx), then the stream clamp; false if u or x_hat (nx, or null) is not finite.
+  bool command(long k, const double* q, const double* x_ref, const double* x, const CommandHistory& h,
+               const double* x_hat, double* u);
 
   /// The law alone: u(j) on x (nx) (plan in effect, the motion, or the hold past its end).
   void law(long j, const double* x, double* u);
@@ -156,6 +170,7 @@ class TickKernel {
  private:
   bool estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat);
   void predict(long k, const double* x_hat, const CommandHistory& h, double* x_pred);
+  void integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u);
 
   std::shared_ptr<DiscreteSystem> system_;
   TickModel M_;
