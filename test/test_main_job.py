@@ -152,10 +152,9 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     assert push["body"] == "forearm_inertial" and push["total_impulse"][1] > 0
     assert report["push_recovery"]["lqr_s"] is None, report["push_recovery"]
     mpc = report["mpc"]
-    # how many of the 79 due estimates get an update is the planner's throughput, not the loop's: the lock-step
-    # paces the controller, not the planner, which skips an estimate whose plan could no longer be on time
-    # (41 to 70 in the runs measured); the plans it handed over are what the recovery below rests on
-    assert mpc["updates"] > 0 and 0 < mpc["switched"] <= mpc["published"] <= mpc["updates"], mpc
+    # the planner keeps up with the 79 estimates due (every 0.1 s of ticks while a plan starts within the motion):
+    # at a quarter of real time its deadline leaves it four times the wall time
+    assert mpc["updates"] >= 0.9 * 79 and 0 < mpc["switched"] <= mpc["published"] <= mpc["updates"], mpc
     assert mpc["update_ms"]["median"] > 0 and mpc["update_ms"]["p99"] >= mpc["update_ms"]["median"]
     recovered = report["push_recovery"]["mpc_s"]
     # the LQR alone is not back by the motion's end, 8 - PUSH_T s after the push: twice as fast is half of that

@@ -33,15 +33,16 @@ def wave(tmp_path_factory):
 
 
 @pytest.fixture
-def node(wave):
+def node(wave, request):
     _, _, path = wave
+    idle = getattr(request, "param", False)
     with isolated_ros():
         context = rclpy.Context()
         rclpy.init(context=context)
         n = MPCNode(context=context, parameter_overrides=[
             Parameter("trajectory_file", value=str(path)),
             Parameter("problem_spec", value="optimize/marionette_arm_wave.yaml"),
-            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=False)])
+            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=idle)])
         plans = []
         n.create_subscription(PlanMsg, "~/plan", plans.append, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
@@ -50,6 +51,7 @@ def node(wave):
         try:
             yield n
         finally:
+            n.stop_updates()
             executor.shutdown()
             n.destroy_node()
             context.try_shutdown()
@@ -67,6 +69,13 @@ def tracking(node, motion, k: int, run: int = 1, plan: int = 0, age: float = 0.0
     return m
 
 
+def feed(node, *messages) -> None:
+    """The node's callback on each message in turn, each update it starts finished before the next message."""
+    for msg in messages:
+        node._on_tracking(msg)
+        assert node.wait_updates(60.0)
+
+
 def spin_until(node, predicate) -> None:
     for _ in range(200):
         node.executor_for_test.spin_once(timeout_sec=0.01)
@@ -77,8 +86,7 @@ def spin_until(node, predicate) -> None:
 
 def test_a_controller_on_the_motion_gets_plans_that_start_on_it(node, wave):
     _, motion, _ = wave
-    for k in range(0, 21):
-        node._on_tracking(tracking(node, motion, k))
+    feed(node, *(tracking(node, motion, k) for k in range(0, 21)))
     stats = node.statistics()
     assert stats["updates"] == 3 and stats["published"] == 3, stats   # ticks 0, 10, 20
     spin_until(node, lambda: len(node.plans_received) == 3)
@@ -116,16 +124,28 @@ def test_messages_that_do_not_fit_are_skipped_and_counted(node, wave):
     shifted = tracking(node, motion, 3)
     shifted.desired = motion.X[4].tolist()          # the controller tracks something else than the motion
     node._on_tracking(shifted)
-    for k in range(0, 10):
-        node._on_tracking(tracking(node, motion, k))
-    node._on_tracking(tracking(node, motion, 10, plan=7))      # a plan this node did not make
-    for k in range(11, 20):
-        node._on_tracking(tracking(node, motion, k))
+    feed(node, *(tracking(node, motion, k) for k in range(0, 10)))
+    feed(node, tracking(node, motion, 10, plan=7))      # a plan this node did not make
+    feed(node, *(tracking(node, motion, k) for k in range(11, 20)))
     node.options = type(node.options)(**{**node.options.__dict__, "deadline": 0.035})
-    node._on_tracking(tracking(node, motion, 20, age=1.0))     # a second old: too late to plan from
+    feed(node, tracking(node, motion, 20, age=1.0))     # a second old: too late to plan from
     assert node.skipped == {"no_motion": 0, "invalid_message": 4, "other_trajectory": 2, "unknown_plan": 1,
-                            "stale_estimate": 1}, node.skipped
+                            "superseded": 0, "stale_estimate": 1}, node.skipped
     stats = node.statistics()
     assert stats["updates"] == 1 and stats["published"] == 1, stats      # tick 0 of the good run only
-    node._on_tracking(tracking(node, motion, 30, run=2))       # a new run: planned from its first message on
+    feed(node, tracking(node, motion, 30, run=2))       # a new run: planned from its first message on
     assert node.run == 2 and node.statistics()["updates"] == 2
+
+
+@pytest.mark.parametrize("node", [True], indirect=True)
+def test_updates_run_on_a_thread_of_their_own_under_sched_idle(node, wave):
+    """idle_scheduling: the updates' thread only (Linux sets the policy per thread): the executor's thread, which
+    records the controller's commands and keeps the clock, stays on the default scheduler."""
+    import os
+    import threading
+
+    _, motion, _ = wave
+    assert os.sched_getscheduler(node._worker.native_id) == os.SCHED_IDLE
+    assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER
+    feed(node, *(tracking(node, motion, k) for k in range(0, 11)))
+    assert node.statistics()["published"] == 2

@@ -439,29 +439,37 @@ class RecedingHorizon:
             raise ValueError(f"{what} has non-finite {self.model.state_names[int(bad[0])]} = {x[bad[0]]}")
         return x
 
-    def update(self, k: int, x_hat: np.ndarray, history: CommandHistory, law: PlannedLaw, run: int,
-               limits: CommandLimits, pending: Optional[Plan] = None,
-               should_stop: Optional[Callable[[], bool]] = None, deadline: Optional[Deadline] = None) -> Update:
-        """One update from the controller's state estimate x̂_k (nx,) of tick k of its run ``run`` (module
-        docstring): predicted (:func:`predict_start`) to step j = k + d + ``latency_steps`` through the commands
-        the controller sent up to tick k (``history``) and those its law (``law``, with the plan ``pending`` in
-        effect from its start) will send, each clamped to the controller's ``limits`` (CommandLimits for Δt); then
-        :meth:`plan` under ``deadline`` (default: ``options.deadline`` of wall clock from this call). Never raises
-        for a state the model cannot step from."""
-        t0, c0 = time.perf_counter(), time.thread_time()
-        if deadline is None and self.options.deadline is not None:
-            deadline = Deadline.wall(self.options.deadline, t0)
+    def predict(self, k: int, x_hat: np.ndarray, history: CommandHistory, law: PlannedLaw, limits: CommandLimits,
+                pending: Optional[Plan] = None) -> tuple[int, np.ndarray]:
+        """(j, x0 (nx,)): the step j = k + d + ``latency_steps`` an update from the controller's state estimate x̂_k
+        (nx,) of tick k plans from, and x̂_k predicted there (:func:`predict_start`) through the commands the
+        controller sent up to tick k (``history``) and those its law (``law``, with the plan ``pending`` in effect
+        from its start) will send, each clamped to the controller's ``limits`` (CommandLimits for Δt). Raises
+        ValueError for an estimate that is not a finite state or a history of another delay than the gains',
+        ``_core.StepError`` when the model cannot step through the prediction."""
         x_hat = self._checked_state(x_hat, f"the estimate of tick {k}")
         d = history.delay
         if d != self.gains.delay_steps:
             raise ValueError(f"the controller's command history has a delay of {d} step(s), the plans' gains are "
                              f"designed for {self.gains.delay_steps}")
         j = k + d + self.options.latency_steps
+        return j, predict_start(self.system, limits, history, k, x_hat, law.preview(pending), j)
+
+    def update(self, k: int, x_hat: np.ndarray, history: CommandHistory, law: PlannedLaw, run: int,
+               limits: CommandLimits, pending: Optional[Plan] = None,
+               should_stop: Optional[Callable[[], bool]] = None, deadline: Optional[Deadline] = None) -> Update:
+        """One update from the controller's state estimate x̂_k (nx,) of tick k of its run ``run`` (module
+        docstring): :meth:`predict`, then :meth:`plan` under ``deadline`` (default: ``options.deadline`` of wall
+        clock from this call). Never raises for a state the model cannot step from."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if deadline is None and self.options.deadline is not None:
+            deadline = Deadline.wall(self.options.deadline, t0)
         try:
-            x0 = predict_start(self.system, limits, history, k, x_hat, law.preview(pending), j)
+            j, x0 = self.predict(k, x_hat, history, law, limits, pending)
         except _core.StepError:
             self.updates += 1
-            return Update(None, "step_failed", j, elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
+            return Update(None, "step_failed", k + history.delay + self.options.latency_steps,
+                          elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
         return self.plan(j, x0, run, pending or law.active, k, should_stop, (t0, c0), deadline)
 
     def plan(self, start: int, x0: np.ndarray, run: int, previous: Optional[Plan] = None, estimate_tick: int = -1,

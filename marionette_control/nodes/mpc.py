@@ -31,11 +31,13 @@ tick k + ``latency_steps``, whose sample is stamped ``latency_steps``·Δt after
 update's deadline (:class:`~marionette_control.control.mpc.Deadline`) is that time less
 ``transport_margin``, at most ``deadline`` after the update starts, on the node's clock (ROS time: the
 system clock on the robot, /clock under use_sim_time, so a simulation slower than real time gives the
-update the wall time it gives the controller). An estimate with less than 2 ms left is skipped
-(``stale_estimate``: the node fell behind). Updates run in a callback group of their own on a
-two-thread executor, so the node's clock keeps moving while one runs. An update that misses its
-deadline publishes nothing (``deadline_missed``); a plan that arrives late anyway is refused by the
-controller (``late``, in its counts).
+update the wall time it gives the controller). The executor's one thread only records and predicts;
+the optimization runs on a worker thread of its own (:mod:`~marionette_control.nodes.latest_worker`,
+which says why not on an executor's), so the node's clock and the commands it records keep up while
+one runs. An estimate due while an update still runs waits for it, replacing any older one waiting
+(``superseded``); one with less than 2 ms left when its update starts is skipped (``stale_estimate``:
+the node fell behind). An update that misses its deadline publishes nothing (``deadline_missed``); a
+plan that arrives late anyway is refused by the controller (``late``, in its counts).
 
 Graph (names relative to the node's namespace)
 ----------------------------------------------
@@ -55,12 +57,13 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -68,13 +71,15 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.control.limits import CommandLimits
-from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon
+from marionette_control import _core
+from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon, Update
 from marionette_control.control.plan_switch import PlannedLaw
 from marionette_control.control.prediction import CommandHistory
 from marionette_control.control.tracking import TrackingLaw
 from marionette_control.control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
+from marionette_control.nodes.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 
@@ -85,7 +90,7 @@ MIN_BUDGET = 0.002
 #: updates whose times the statistics cover
 STATS_WINDOW = 500
 #: why a tracking message was not planned from (diagnostics ``skipped.<reason>``)
-SKIPS = ("no_motion", "invalid_message", "other_trajectory", "unknown_plan", "stale_estimate")
+SKIPS = ("no_motion", "invalid_message", "other_trajectory", "unknown_plan", "superseded", "stale_estimate")
 
 _DEFAULTS = MPCOptions()
 PARAMS = [
@@ -122,12 +127,12 @@ PARAMS = [
               read_only=True),
     ParamSpec("diagnostics_period", 1.0, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
               maximum=60.0, read_only=True),
-    ParamSpec("nice", 10, "Niceness added to the process at start-up (os.nice): on a computer whose cores the "
-              "controller shares, the planner's updates yield to its ticks; 0: unchanged", minimum=0, maximum=19,
+    ParamSpec("nice", 10, "Niceness of the updates' thread (os.nice): on a computer whose cores the controller "
+              "shares, the planner's updates yield to its ticks; 0: unchanged", minimum=0, maximum=19,
               read_only=True),
-    ParamSpec("idle_scheduling", True, "Run the updates under SCHED_IDLE (Linux): any other thread that wakes up, the "
-              "controller's and its middleware's included, takes the core from them at once (docs/mpc.md); on a "
-              "computer busy with other work the updates then get only its idle time", read_only=True),
+    ParamSpec("idle_scheduling", True, "Run the updates' thread under SCHED_IDLE (Linux): any other thread that wakes "
+              "up, the controller's and its middleware's included, takes the core from it at once (docs/mpc.md); on "
+              "a computer busy with other work the updates then get only its idle time", read_only=True),
 ]
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -165,17 +170,28 @@ def build_problem(values: dict, model_file: str):
         raise ParameterError(f"parameter '{which}': {e}") from None
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One update handed to the worker thread: the plan of run ``run`` from step ``start`` and its predicted state
+    x0 (nx,), made from the estimate of tick ``tick`` stamped ``stamp`` (builtin_interfaces/Time), warm-started
+    from ``previous``, due at ``due`` (s, the node's clock)."""
+
+    mpc: RecedingHorizon
+    run: int
+    tick: int
+    start: int
+    x0: np.ndarray
+    previous: object
+    due: float
+    stamp: object
+
+
 class MPCNode(Node):
     """The ROS adapter of :class:`~marionette_control.control.mpc.RecedingHorizon` (module docstring)."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         self.p = p = declare(self, PARAMS)
-        if p["nice"]:
-            os.nice(p["nice"])
-        if p["idle_scheduling"]:
-            # (this thread's policy; the executor's threads, created later, inherit it)
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         self.options = mpc_options(p)
         from marionette_control.nodes.controller import load_model_description
 
@@ -198,6 +214,8 @@ class MPCNode(Node):
                           if m.config_names.index(c) >= m.nd}
         self.mpc: Optional[RecedingHorizon] = None
         self.motion_source = ""
+        # the worker thread's results, counts and the plans it made, and what the executor's thread reads of them
+        self._lock = threading.Lock()
         self.motion_error = ""
         self._reset_run(None)
         self.counts = collections.Counter()
@@ -207,10 +225,10 @@ class MPCNode(Node):
         self._last_log: dict[str, float] = {}
         self._plan_pub = self.create_publisher(PlanMsg, "~/plan", RELIABLE)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
-        # updates run in a group of their own, so that the executor's other thread keeps the node's clock (/clock
-        # under use_sim_time) current while one runs: its deadline is on that clock
-        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        # updates run on a thread of their own, so that the executor keeps the node's clock (/clock under
+        # use_sim_time) current and the commands recorded while one runs: its deadline is on that clock
+        self._worker = LatestJobWorker(self._update, "mpc-updates", self._update_thread_priority)
+        self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS)
         if p["trajectory_file"]:
             try:
                 self._set_motion(Trajectory.load(p["trajectory_file"]), p["trajectory_file"])
@@ -227,6 +245,21 @@ class MPCNode(Node):
         self.get_logger().info(f"re-planning every {self.options.period:g} s over {self.options.horizon:g} s; "
                                f"motion: {self.motion_source or 'waiting for ' + p['trajectory_topic']}")
 
+    def _update_thread_priority(self) -> None:
+        """``nice`` and ``idle_scheduling`` of the updates' thread (Linux sets both per thread)."""
+        if self.p["nice"]:
+            os.nice(self.p["nice"])
+        if self.p["idle_scheduling"]:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+    def wait_updates(self, timeout: float) -> bool:
+        """Waits until no update runs or waits (False on timeout): tests that feed ``_on_tracking`` directly."""
+        return self._worker.wait_idle(timeout)
+
+    def stop_updates(self) -> None:
+        """Ends the updates' thread (a running update finishes first); re-raises what ended it, if anything did."""
+        self._worker.stop()
+
     # ------------------------------------------------------------------------------ the motion
 
     def _set_motion(self, motion: Trajectory, source: str) -> None:
@@ -238,7 +271,8 @@ class MPCNode(Node):
             self.motion_error = f"{source}: {e}"
             self.get_logger().error(f"motion refused: {self.motion_error}")
             return
-        self.mpc, self.motion_source, self.motion_error = mpc, source, ""
+        with self._lock:
+            self.mpc, self.motion_source, self.motion_error = mpc, source, ""
         self._reset_run(None)
         self.get_logger().info(f"motion {source}: {motion.N} steps of {motion.dt:g} s")
 
@@ -253,10 +287,11 @@ class MPCNode(Node):
 
     def _reset_run(self, run: Optional[int]) -> None:
         """A new run of the controller: no commands known, the motion's own law, no plans."""
-        self.run = run
-        self.last_tick = -1
-        self.plans: dict[int, object] = {}
-        self.last_plan = None
+        with self._lock:
+            self.run = run
+            self.last_tick = -1
+            self.plans: dict[int, object] = {}
+            self.last_plan = None
         if self.mpc is not None:
             m = self.model
             self.history = CommandHistory(m.nU, m.nk, self.mpc.gains.delay_steps)
@@ -269,7 +304,8 @@ class MPCNode(Node):
     # ------------------------------------------------------------------------------ one tick of the controller
 
     def _skip(self, reason: str, message: str = "") -> None:
-        self.skipped[reason] += 1
+        with self._lock:
+            self.skipped[reason] += 1
         if message:
             self._log_throttled(reason, message)
 
@@ -313,7 +349,8 @@ class MPCNode(Node):
                 return self._skip("other_trajectory", f"the controller's reference at tick {k} is not the motion's "
                                                       f"({self.motion_source}): not planning")
         elif self.law.active is None or self.law.active.sequence != msg.plan:
-            plan = self.plans.get(int(msg.plan))
+            with self._lock:
+                plan = self.plans.get(int(msg.plan))
             if plan is None:
                 return self._skip("unknown_plan", f"the controller follows plan {msg.plan}, which this node did not "
                                                   "make (another planner?): not planning")
@@ -321,44 +358,69 @@ class MPCNode(Node):
         d, opt = self.history.delay, self.options
         if k % mpc.period or k + d + opt.latency_steps > mpc.N - opt.min_steps:
             return
+        with self._lock:
+            pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
+                                         and self.last_plan is not self.law.active) else None
+        try:
+            j, x0 = mpc.predict(k, x_hat, self.history, self.law, self.limits, pending)
+        except _core.StepError:
+            return self._record(mpc, k, Update(None, "step_failed", k + d + opt.latency_steps))
         stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
-        now = self._now()
-        deadline = None
+        # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt after
+        # this one, on the clock the graph runs on (simulated time under use_sim_time)
+        due = stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"]
+        replaced = self._worker.submit(_Job(mpc, self.run, k, j, x0, pending or self.law.active, due,
+                                            msg.header.stamp))
+        if replaced is not None:
+            self._skip("superseded", f"the estimate of tick {replaced.tick} was replaced by tick {k}'s before an "
+                                     "update could start from it (the previous update is still running)")
+
+    def _update(self, job: "_Job") -> None:
+        """One update (on the worker thread): the plan of ``job`` under its deadline, published if there is one."""
+        opt, deadline = self.options, None
         if opt.deadline is not None:
-            # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt
-            # after this one, on the clock the graph runs on (simulated time under use_sim_time)
-            due = stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"]
-            if due - now < MIN_BUDGET:
-                return self._skip("stale_estimate", f"the estimate of tick {k} is {(now - stamp / NS) * 1e3:.1f} ms "
-                                                    "old: too late to plan from (the node fell behind)")
-            deadline = Deadline(min(due, now + opt.deadline), self._now)
-        pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
-                                     and self.last_plan is not self.law.active) else None
-        up = mpc.update(k, x_hat, self.history, self.law, self.run, self.limits, pending, deadline=deadline)
-        self.counts[up.reason] += 1
-        self.counts["updates"] += 1
-        self.times.append((up.elapsed, up.cpu))
-        self.last_update = (f"tick {k}: {up.reason}, {up.iterations} iterations, {up.elapsed * 1e3:.1f} ms"
-                            + (f", plan {up.plan.sequence} for steps {up.plan.start}..{up.plan.end}" if up.plan else ""))
-        if up.plan is None:
-            if up.reason not in ("end_of_motion",):
-                self._log_throttled(up.reason, f"no plan from the estimate of tick {k}: {self.last_update}")
-            return
-        self._plan_pub.publish(plan_to_msg(up.plan, PlanMsg, msg.header.stamp))
-        self.counts["published"] += 1
-        self.plans[up.plan.sequence] = self.last_plan = up.plan
-        for old in [s for s in self.plans if s < up.plan.sequence - 8]:
-            del self.plans[old]
+            now = self._now()
+            if job.due - now < MIN_BUDGET:
+                age = now - (job.stamp.sec + job.stamp.nanosec / NS)
+                return self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too "
+                                                    "late to plan from (the node fell behind)")
+            deadline = Deadline(min(job.due, now + opt.deadline), self._now)
+        up = job.mpc.plan(job.start, job.x0, job.run, job.previous, job.tick, deadline=deadline)
+        with self._lock:
+            if job.mpc is not self.mpc or job.run != self.run:
+                return  # the motion or the controller's run changed meanwhile: the plan is for neither
+            if up.plan is not None:
+                self._plan_pub.publish(plan_to_msg(up.plan, PlanMsg, job.stamp))
+                self.counts["published"] += 1
+                self.plans[up.plan.sequence] = self.last_plan = up.plan
+                for old in [s for s in self.plans if s < up.plan.sequence - 8]:
+                    del self.plans[old]
+        self._record(job.mpc, job.tick, up)
+
+    def _record(self, mpc: RecedingHorizon, k: int, up: Update) -> None:
+        """Counts and times of the update ``up`` from the estimate of tick k; logs (throttled) an update that
+        planned nothing."""
+        with self._lock:
+            self.counts[up.reason] += 1
+            self.counts["updates"] += 1
+            self.times.append((up.elapsed, up.cpu))
+            self.last_update = (f"tick {k}: {up.reason}, {up.iterations} iterations, {up.elapsed * 1e3:.1f} ms"
+                                + (f", plan {up.plan.sequence} for steps {up.plan.start}..{up.plan.end}" if up.plan
+                                   else ""))
+        if up.plan is None and up.reason != "end_of_motion":
+            self._log_throttled(up.reason, f"no plan from the estimate of tick {k}: {self.last_update}")
 
     # ------------------------------------------------------------------------------ diagnostics
 
     def statistics(self) -> dict:
         """{"update_ms": {median, p99, max}, "update_cpu_ms": {...}, "updates", "published", reasons, "skipped"}."""
-        out = {"updates": self.counts["updates"], "published": self.counts["published"],
-               "reasons": {r: n for r, n in self.counts.items() if r not in ("updates", "published")},
-               "skipped": dict(self.skipped)}
-        if self.times:
-            t = 1e3 * np.array(self.times)
+        with self._lock:
+            out = {"updates": self.counts["updates"], "published": self.counts["published"],
+                   "reasons": {r: n for r, n in self.counts.items() if r not in ("updates", "published")},
+                   "skipped": dict(self.skipped)}
+            times = list(self.times)
+        if times:
+            t = 1e3 * np.array(times)
             for i, key in enumerate(("update_ms", "update_cpu_ms")):
                 out[key] = {"median": float(np.median(t[:, i])), "p99": float(np.percentile(t[:, i], 99)),
                             "max": float(t[:, i].max())}
@@ -395,10 +457,8 @@ def main(args=None) -> int:
     """Runs the node until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`)."""
     from marionette_control.nodes.process import run_node
 
-    from rclpy.executors import MultiThreadedExecutor
-
-    # two threads: updates, and the rest (the clock, the motion, diagnostics) beside them
-    return run_node(NODE_NAME, MPCNode, lambda node: MultiThreadedExecutor(num_threads=2), args=args)
+    # the executor's thread records and keeps the clock; updates run on the node's worker thread
+    return run_node(NODE_NAME, MPCNode, args=args, cleanup=MPCNode.stop_updates)
 
 
 if __name__ == "__main__":
