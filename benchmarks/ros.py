@@ -23,7 +23,8 @@ states on the trajectory plus a small perturbation. Figures:
   out, same QoS and executor, rclpy's usual message conversion) is given as the peer
   ``rclpy_echo``: the floor of a plain rclpy node, so the ratio is the controller's overhead (the
   controller takes /joint_states serialized and parses only what it needs, which the plain echo
-  does not: that part of the floor it avoids). Two more figures of the same samples, so nothing is hidden:
+  does not: that part of the floor it avoids). Echo and controller take turns, three rounds of 500 samples
+  each, every round a fresh process of each (the machine's state drifts between runs). Two more figures of the same samples, so nothing is hidden:
   ``controller.end_to_end_latency_callback.*`` — to this process's subscription callback running
   (the figure reported before: it adds this measuring process's own Python executor dispatch,
   ~0.15 ms) and ``controller.end_to_end_latency_sent.*`` — to the other process *publishing* the
@@ -347,6 +348,12 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
             context.try_shutdown()
 
 
+def _extend(into: dict, samples: dict) -> None:
+    """Appends each list of ``samples`` ({figure: latencies}) to ``into``'s."""
+    for kind, values in samples.items():
+        into.setdefault(kind, []).extend(values)
+
+
 def latency_run(rig: Rig, n: int, rate: float, traj, positions=measured) -> tuple[dict, int]:
     """Lock-step: publish a joint state stamped now, wait for its command; ({figure: latencies (s)}, lost).
     The i-th joint state's positions are ``positions(traj, i)`` (default: :func:`measured`).
@@ -540,6 +547,7 @@ def ros(ctx: Context) -> list[Figure]:
         procs: list[Process] = []
         rig = None
         n_lat = 300 if quick else 1500
+        rounds = 1 if quick else 3
         try:
             rig = Rig(context)
             variants = [("", 0)] + ([("_rt", rt)] if rt else [])
@@ -547,29 +555,42 @@ def ros(ctx: Context) -> list[Figure]:
                 set_priority(prio)
                 how = (f"both processes and this one SCHED_FIFO {prio} (controller parameter realtime_priority)" if prio
                        else "default scheduler")
-                ctx.log(f"ros: rclpy echo round trip (transport floor), {how}")
-                echo = Process(["-m", "benchmarks.ros", "echo", str(prio)], env, tmp / f"echo{suffix}.log")
-                procs.append(echo)
-                if not rig.connect(service=False):
-                    raise RuntimeError(f"echo process did not connect; log: {echo.log.read_text()}")
-                rig.spin_for(0.2)
-                lat_echo, lost_echo = latency_run(rig, n_lat, 100.0, traj100)
-                echo.stop()
-                rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
+                lat_echo, lat = {}, {}
+                lost_echo = lost = 0
+                # echo and controller in turns, each round a fresh process of each: the machine's state drifts (other
+                # jobs, the host), and what one took while it was quiet and the other while it was not is no ratio
+                for r in range(rounds):
+                    ctx.log(f"ros: rclpy echo round trip (transport floor), {how}, round {r + 1}/{rounds}")
+                    echo = Process(["-m", "benchmarks.ros", "echo", str(prio)], env, tmp / f"echo{suffix}.log")
+                    procs.append(echo)
+                    if not rig.connect(service=False):
+                        raise RuntimeError(f"echo process did not connect; log: {echo.log.read_text()}")
+                    rig.spin_for(0.2)
+                    got, missed = latency_run(rig, n_lat // rounds, 100.0, traj100)
+                    _extend(lat_echo, got)
+                    lost_echo += missed
+                    echo.stop()
+                    rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
 
-                ctx.log(f"ros: controller end-to-end latency at 100 Hz, {how}")
-                ctrl = Process(["-m", "marionette_control.nodes.controller", "--ros-args", "-p",
-                                f"trajectory_file:={f100}", "-p", "diagnostics_period:=0.1", "-p",
-                                f"realtime_priority:={prio}"], env, tmp / f"controller{suffix}.log")
-                procs.append(ctrl)
-                if not rig.connect():
-                    raise RuntimeError(f"controller did not come up; log: {ctrl.log.read_text()}")
-                ok, msg = rig.trigger(rig.start_client)
-                if not ok:
-                    raise RuntimeError(f"start refused: {msg}")
-                lat, lost = latency_run(rig, n_lat, 100.0, traj100)
-                diag = rig.fresh_diag()
-                rig.trigger(rig.stop_client)
+                    ctx.log(f"ros: controller end-to-end latency at 100 Hz, {how}, round {r + 1}/{rounds}")
+                    ctrl = Process(["-m", "marionette_control.nodes.controller", "--ros-args", "-p",
+                                    f"trajectory_file:={f100}", "-p", "diagnostics_period:=0.1", "-p",
+                                    f"realtime_priority:={prio}"], env, tmp / f"controller{suffix}.log")
+                    procs.append(ctrl)
+                    if not rig.connect():
+                        raise RuntimeError(f"controller did not come up; log: {ctrl.log.read_text()}")
+                    ok, msg = rig.trigger(rig.start_client)
+                    if not ok:
+                        raise RuntimeError(f"start refused: {msg}")
+                    got, missed = latency_run(rig, n_lat // rounds, 100.0, traj100)
+                    _extend(lat, got)
+                    lost += missed
+                    diag = rig.fresh_diag()
+                    rig.trigger(rig.stop_client)
+                    last = suffix == variants[-1][0] and r == rounds - 1
+                    if not last:   # (the last controller goes on to the sustained rate)
+                        ctrl.stop()
+                        rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
                 what = {
                     "": "/joint_states published (stamped now) -> the command's arrival in this process (the "
                         "middleware's received_timestamp; this process's executor and callback not included)",
@@ -581,24 +602,23 @@ def ros(ctx: Context) -> list[Figure]:
                 for kind, fig_suffix in (("received", ""), ("callback", "_callback"), ("sent", "_sent")):
                     ours, echo_lat = lat[kind], lat_echo[kind]
                     lat_note = (f"{what[fig_suffix]}; across processes, lock-step at 100 Hz, {how}; {len(ours)} "
-                                f"samples, {lost} without a command within half a period")
+                                f"samples in {rounds} round(s) interleaved with the echo's, {lost} without a command "
+                                "within half a period")
                     echo_note = (f"{what[fig_suffix]}; the same measurement against a minimal rclpy echo process "
-                                 f"(EventsExecutor), {how}; {len(echo_lat)} samples, {lost_echo} lost")
+                                 f"(EventsExecutor), {how}; {len(echo_lat)} samples in {rounds} round(s), {lost_echo} "
+                                 "lost")
                     for q, fn in (("median", statistics.median), ("p99", lambda v: pct(v, 99))):
                         target = "; target p99 <= 2 ms" if q == "p99" and not fig_suffix else ""
                         name = f"controller.end_to_end_latency{fig_suffix}{suffix}.{q}"
                         fig(name, 1e3 * fn(ours), "ms", lat_note + target)
                         if echo_lat:
                             fig(name, 1e3 * fn(echo_lat), "ms", echo_note, peer="rclpy_echo")
-                in_node = "the core's per-tick time as the node process measured it during the latency run (its " \
-                          f"/diagnostics): ticks 10 ms apart, {how}"
+                in_node = "the core's per-tick time as the node process measured it during the latency run's last " \
+                          f"round (its /diagnostics): ticks 10 ms apart, {how}"
                 fig(f"controller.tick_compute_in_node{suffix}.median", float(diag.get("compute_time_median_us", "nan")),
                     "us", in_node)
                 fig(f"controller.tick_compute_in_node{suffix}.p99", float(diag.get("compute_time_p99_us", "nan")), "us",
                     in_node)
-                if suffix != variants[-1][0]:
-                    ctrl.stop()
-                    rig.spin_until(lambda: rig.node.count_publishers(COMMANDS) == 0, 5.0)
 
             # --- sustained rate (the last controller): every sample is a tick (trajectory dt = 1/rate)
             rates = [500.0, 1000.0, 2000.0] if quick else [250.0, 500.0, 1000.0, 1500.0, 2000.0, 3000.0]
