@@ -149,3 +149,51 @@ def test_updates_run_on_a_thread_of_their_own_under_sched_idle(node, wave):
     assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER
     feed(node, *(tracking(node, motion, k) for k in range(0, 11)))
     assert node.statistics()["published"] == 2
+
+
+def _hold_updates(node):
+    """(started, release): the node's updates wait for ``release`` once started (the worker stays busy)."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    plan = node.mpc.plan
+
+    def held(*args, **kwargs):
+        started.set()
+        assert release.wait(60.0)
+        return plan(*args, **kwargs)
+
+    node.mpc.plan = held
+    return started, release
+
+
+def test_an_estimate_due_while_an_update_runs_waits_and_a_newer_one_replaces_it(node, wave):
+    _, motion, _ = wave
+    started, release = _hold_updates(node)
+    for k in range(0, 10):
+        node._on_tracking(tracking(node, motion, k))
+    assert started.wait(60.0)                                   # tick 0's update runs (held)
+    for k in range(10, 21):
+        node._on_tracking(tracking(node, motion, k))            # tick 10's waits; tick 20's replaces it
+    assert node.skipped["superseded"] == 1
+    release.set()
+    assert node.wait_updates(60.0)
+    stats = node.statistics()
+    assert stats["updates"] == 2 and stats["published"] == 2, stats
+    spin_until(node, lambda: len(node.plans_received) == 2)
+    assert [plan_from_msg(m).estimate_tick for m in node.plans_received] == [0, 20]
+
+
+def test_a_plan_finished_after_the_controller_started_another_run_is_not_published(node, wave):
+    _, motion, _ = wave
+    started, release = _hold_updates(node)
+    node._on_tracking(tracking(node, motion, 0))
+    assert started.wait(60.0)
+    node._on_tracking(tracking(node, motion, 0, run=2))         # a new run while run 1's update is computed
+    release.set()
+    assert node.wait_updates(60.0)
+    stats = node.statistics()
+    # run 1's plan computed but dropped; run 2's tick 0 planned and published
+    assert stats["updates"] == 2 and stats["published"] == 1 and node.skipped["superseded"] == 1, (stats, node.skipped)
+    spin_until(node, lambda: len(node.plans_received) == 1)
+    assert plan_from_msg(node.plans_received[0]).run == 2

@@ -35,7 +35,8 @@ update the wall time it gives the controller). The executor's one thread only re
 the optimization runs on a worker thread of its own (:mod:`~marionette_control.nodes.latest_worker`,
 which says why not on an executor's), so the node's clock and the commands it records keep up while
 one runs. An estimate due while an update still runs waits for it, replacing any older one waiting
-(``superseded``); one with less than 2 ms left when its update starts is skipped (``stale_estimate``:
+(``superseded``, as is a plan finished after the controller started another run or the motion changed:
+not published); one with less than 2 ms left when its update starts is skipped (``stale_estimate``:
 the node fell behind). An update that misses its deadline publishes nothing (``deadline_missed``); a
 plan that arrives late anyway is refused by the controller (``late``, in its counts).
 
@@ -364,7 +365,7 @@ class MPCNode(Node):
         try:
             j, x0 = mpc.predict(k, x_hat, self.history, self.law, self.limits, pending)
         except _core.StepError:
-            return self._record(mpc, k, Update(None, "step_failed", k + d + opt.latency_steps))
+            return self._record(k, Update(None, "step_failed", k + d + opt.latency_steps))
         stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
         # due before the controller computes tick k + latency_steps, whose sample is stamped latency_steps·Δt after
         # this one, on the clock the graph runs on (simulated time under use_sim_time)
@@ -386,18 +387,23 @@ class MPCNode(Node):
                                                     "late to plan from (the node fell behind)")
             deadline = Deadline(min(job.due, now + opt.deadline), self._now)
         up = job.mpc.plan(job.start, job.x0, job.run, job.previous, job.tick, deadline=deadline)
+        self._record(job.tick, up)
+        if up.plan is None:
+            return
         with self._lock:
-            if job.mpc is not self.mpc or job.run != self.run:
-                return  # the motion or the controller's run changed meanwhile: the plan is for neither
-            if up.plan is not None:
+            current = job.mpc is self.mpc and job.run == self.run
+            if current:
                 self._plan_pub.publish(plan_to_msg(up.plan, PlanMsg, job.stamp))
                 self.counts["published"] += 1
                 self.plans[up.plan.sequence] = self.last_plan = up.plan
                 for old in [s for s in self.plans if s < up.plan.sequence - 8]:
                     del self.plans[old]
-        self._record(job.mpc, job.tick, up)
+        if not current:
+            self._skip("superseded", f"the plan from the estimate of tick {job.tick} of run {job.run} was not "
+                                     "published: the controller started another run, or the motion changed, while "
+                                     "it was computed")
 
-    def _record(self, mpc: RecedingHorizon, k: int, up: Update) -> None:
+    def _record(self, k: int, up: Update) -> None:
         """Counts and times of the update ``up`` from the estimate of tick k; logs (throttled) an update that
         planned nothing."""
         with self._lock:
