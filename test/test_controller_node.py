@@ -349,11 +349,14 @@ def test_status_reports_every_active_fault_with_its_count(arm):
     assert all(k in res.fault_message for k in ("out_of_limits", "non_finite", "stale", "sample_gap"))
 
 
-def test_start_path_and_goal_tolerances(arm):
+@pytest.mark.parametrize("delay, estimator", [(0, "legendre"), (1, "kalman")])
+def test_start_path_and_goal_tolerances(arm, delay, estimator):
     """Tracking does not start far from x_d(0); leaving the path tolerance aborts it (hold, report) until the
-    next start; missing the goal tolerance goal_time after the end is reported while the final state is held."""
+    next start; missing the goal tolerance goal_time after the end is reported while the final state is held.
+    (With the Kalman filter the fused tick checks the tolerances first: the same faults, at the same ticks.)"""
     t = lambda i: 30 * NS + i * DT_NS  # noqa: E731
-    core = make_core(arm)
+    core = make_core(arm, delay=delay, estimator=estimator)
+    assert (core.tracking.kernel is not None) == (estimator == "kalman")
     off = ma.static_equilibrium(arm.model, ma.LOWERED[0], ma.LOWERED[1] + 0.19).q  # the arm at rest elsewhere
     assert core.on_joint_state(js(off), t(0), t(0)).fault is None
     ok, message = core.start()
@@ -372,11 +375,12 @@ def test_start_path_and_goal_tolerances(arm):
     assert dict(core.status()[2])["faults.active"] == "path_tolerance"  # valid samples do not clear it
     assert core.stop()[0] and core.status()[0] == OK  # stop (or start) does
 
-    goal = make_core(arm, tolerances={"goal": {"shoulder": 1e-3}}, goal_time=0.1)
+    goal = make_core(arm, tolerances={"goal": {"shoulder": 1e-3}}, goal_time=0.1, delay=delay, estimator=estimator)
     goal.start()
-    settled_off = arm.traj.X[-1, :4] + [5e-3, 0, 0, 0]  # at the end the shoulder stays 5 mrad off
+    traj = goal.tracking.trajectory
+    settled_off = traj.X[-1, :4] + [5e-3, 0, 0, 0]  # at the end the shoulder stays 5 mrad off
     for i in range(goal.tracking.N + 15):
-        q = measured(arm.traj, i) if i <= goal.tracking.N else settled_off
+        q = measured(traj, i) if i <= goal.tracking.N else settled_off
         res = goal.on_joint_state(js(q), t(i), t(i))
         assert res.kind in ("tick", "none")
         if res.kind == "tick" and res.k < goal.tracking.N + 10:
@@ -391,8 +395,13 @@ def test_core_counts_an_undecodable_sample_as_malformed(arm):
     t = lambda i: 20 * NS + i * DT_NS  # noqa: E731
     core.on_joint_state(js(measured(arm.traj, 0)), t(0), t(0))
     good = core.on_joint_state(js(measured(arm.traj, 1)), t(1), t(1))
-    res = core.on_undecodable("joint state could not be deserialized: bad bytes")
+
+    def parse(data):
+        raise ValueError(f"{len(data)} bytes are no JointState")
+
+    res = core.on_serialized(b"bad bytes", t(2), parse)
     assert (res.kind, res.fault, res.new_fault) == ("hold", "malformed", True)
+    assert res.fault_message == "joint state could not be deserialized: 9 bytes are no JointState"
     np.testing.assert_array_equal(res.command, good.command)
     assert core.samples == 3 and core.rejected == 1
 
@@ -498,6 +507,60 @@ def test_joint_state_parser_reads_what_rclpy_deserializes():
         parser.parse(truncated)  # the deserializer's error
     with pytest.raises(ValueError, match="not plain CDR"):
         JointStateParser().parse(other)
+
+    from marionette_control.nodes.convert import multi_array_bytes  # the command, serialized by hand
+
+    u = np.array([0.3, -1.25, 7.0])
+    assert list(deserialize_message(multi_array_bytes(u), Float64MultiArray).data) == list(u)
+
+
+@pytest.mark.ros
+def test_diagnostics_wait_for_the_next_command_while_joint_states_arrive(arm, tmp_path):
+    """In process: the diagnostics timer only marks them due while joint states arrive; the next sample's callback
+    publishes them after its command (the message takes ~0.5 ms to build, which must not delay a command); a
+    whole period without a sample publishes them from the timer, at every period after."""
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+    from rclpy.serialization import serialize_message
+
+    from marionette_control.nodes.controller import ControllerNode
+
+    path = arm.traj1.save(tmp_path / "bump.npz")
+    with isolated_ros():
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        node = ControllerNode(context=context, parameter_overrides=[
+            Parameter("trajectory_file", value=str(path)), Parameter("diagnostics_period", value=60.0)])
+        try:
+            assert node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            calls = []
+            send, publish = node._send, node._publish_diagnostics
+            node._send = lambda u: calls.append("command") or send(u)
+            node._publish_diagnostics = lambda: calls.append("diagnostics") or publish()
+            now = node.get_clock().now().nanoseconds
+
+            def sample(i):
+                m = JointState(name=list(NAMES_CORE), position=[float(v) for v in measured(arm.traj1, i)])
+                m.header.stamp.sec, m.header.stamp.nanosec = divmod(now + i * DT_NS, NS)
+                return serialize_message(m)
+
+            node._on_joint_state(sample(0))
+            node._on_joint_state(sample(1))
+            assert calls == ["command"] * 2 and node.core.ticks == 2
+            node._on_diagnostics_timer()
+            assert calls == ["command"] * 2  # due, not published
+            node._on_joint_state(sample(2))
+            assert calls == ["command"] * 3 + ["diagnostics"]
+            node._on_joint_state(sample(3))
+            assert calls[-1] == "command"  # published once per period
+            del calls[:]
+            node._on_diagnostics_timer()
+            node._on_diagnostics_timer()  # a whole period without a sample: the timer publishes
+            node._on_diagnostics_timer()
+            assert calls == ["diagnostics"] * 2
+        finally:
+            node.destroy_node()
+            context.try_shutdown()
 
 
 @pytest.mark.ros

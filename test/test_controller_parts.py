@@ -198,7 +198,8 @@ def test_tolerance_checks_are_per_configuration_and_zero_means_unchecked():
     assert v.name == "a" and "a is +0.3 from the start (tolerance 0.1" in v.describe("start")
     assert check_tolerance(np.array([np.nan, 0.0, 0.0]), tol, names).name == "a"
     t = Tolerances(np.zeros(3), tol, np.zeros(3), 1.0, names)
-    assert t.check_path(np.array([0.0, 9.0, 0.0])) is None and t.check_goal(np.ones(3)) is None
+    assert t.check("path", np.array([0.0, 9.0, 0.0])) is None and t.check("goal", np.ones(3)) is None
+    assert t.check("start", np.array([0.0, 9.0, 0.0])) is None and t.check("path", np.array([0.2, 0, 0])).name == "a"
     with pytest.raises(ValueError, match="path tolerance of b must be finite and >= 0"):
         Tolerances(np.zeros(3), np.array([0.1, -1.0, 0.0]), np.zeros(3), 1.0, names)
     with pytest.raises(ValueError, match=r"goal tolerances have shape \(2,\), expected \(3,\)"):

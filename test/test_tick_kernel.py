@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control.control.controller_core import ControllerOptions, make_core
+from marionette_control.control.controller_core import ControllerOptions, make_core, make_tolerances
 from marionette_control.control.estimation import KalmanEstimator
 from marionette_control.control.fused_tick import make_kernel, set_plan
 from marionette_control.control.gains import GAIN_DESIGN, integral_gains
@@ -209,6 +209,37 @@ def test_law_and_clamp_agree_with_the_reference_everywhere(bump):
             np.testing.assert_allclose(kernel.law(100, traj.X[100]), traj.U[100], rtol=0, atol=TOL)
 
 
+def test_the_ticks_tolerance_check_agrees_with_the_python_check(bump):
+    """within(k) of the kernel (start at k = 0, path before the end, goal after) against
+    control.tolerances.check on errors inside, at and beyond each tolerance, NaN among them; "within" must never
+    hide a violation (it alone lets a tick skip the Python check), and agrees with it off the boundary."""
+    ds, traj = bump
+    m = ds.model
+    tolerances = make_tolerances(m, {"path": {"carriage": 0.01}, "goal": {"string_length": 2e-3}}, 1.0)
+    kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), CommandLimits.unlimited(m.nU, m.nk),
+                         1, None, tolerances)
+    rng = np.random.default_rng(8)
+    x_ref = np.zeros(m.nx)
+    checked = {"start": 0, "path": 0, "goal": 0}
+    for k, which in ((0, "start"), (1, "path"), (traj.N - 1, "path"), (traj.N, "goal"), (traj.N + 50, "goal")):
+        tol = getattr(tolerances, which)
+        for _ in range(300):
+            e = tol * rng.choice([0.5, 1.0, np.nextafter(1.0, 2.0), 1.5], size=m.nq) * rng.choice([-1, 1], size=m.nq)
+            e[tol == 0] = rng.normal(scale=10.0, size=int(np.sum(tol == 0)))  # unchecked: anything
+            if rng.random() < 0.05:
+                e[rng.integers(m.nq)] = np.nan
+            x_hat = np.r_[e, rng.normal(size=m.nx - m.nq)]
+            within, violation = kernel.within(k, x_hat, x_ref), tolerances.check(which, e)
+            assert not (within and violation is not None), (k, e)
+            if not np.any(np.isclose(np.abs(e), tol) & (tol > 0)):
+                assert within == (violation is None), (k, e)
+            checked[which] += not within
+    assert min(checked.values()) > 100
+    with pytest.raises(ValueError, match="tolerances"):
+        make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), CommandLimits.unlimited(m.nU, m.nk),
+                    1).within(0, x_ref, x_ref)
+
+
 def test_the_kernel_refuses_what_does_not_fit(bump):
     ds, traj = bump
     m = ds.model
@@ -237,6 +268,7 @@ import ctypes, json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 from arm_helpers import bump_trajectory
+from marionette_control.control.controller_core import make_tolerances
 from marionette_control.control.estimation import KalmanEstimator
 from marionette_control.control.fused_tick import make_kernel
 from marionette_control.control.gains import integral_gains
@@ -250,7 +282,8 @@ ds, traj = bump_trajectory(0.01, 100, delay=2)
 m = ds.model
 limits = CommandLimits.unlimited(m.nU, m.nk).for_dt(0.01)
 integral = AngleIntegral(integral_gains(ds, traj), 0.01, m.nk)
-kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2, integral)
+kernel = make_kernel(ds, TrackingLaw(m, traj), KalmanEstimator(ds, traj), limits, 2, integral,
+                     make_tolerances(m, {}, 1.0))  # (the tick checks them too)
 h = CommandHistory(m.nU, m.nk, 2)
 # the integral's reference off the measured angles (z grows); past the end the final state (the hand-over)
 Q = [np.ascontiguousarray(traj.X[min(k, traj.N), :m.nq]) for k in range(160)]
@@ -261,7 +294,8 @@ def run(n):
     kernel.reset_integral()
     h.start(traj.X[0, m.nd:m.nq].copy())
     for k in range(n):
-        _, _, u, _ = kernel.tick(k, Q[k], Q[k - 1] if k else None, h, R[k])
+        _, _, u, _, within = kernel.tick(k, Q[k], Q[k - 1] if k else None, h, R[k])
+        assert within is True
         h.sent(k, u)
 
 run(150)

@@ -29,17 +29,6 @@ mc::VecX vec(const Arr& a, long n, const char* what) {
   return Eigen::Map<const mc::VecX>(a.data(), n);
 }
 
-/// A new float64 vector (n,) from numpy's own allocator: numpy serves small arrays from its cache, where
-/// pybind11's array constructors first build shape and stride vectors on the heap (the tick allocates nothing).
-py::array_t<double> new_vector(long n) {
-  auto& api = py::detail::npy_api::get();
-  Py_intptr_t dims[1] = {n};
-  PyObject* a = api.PyArray_NewFromDescr_(api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_DOUBLE_),
-                                          1, dims, nullptr, nullptr, 0, nullptr);
-  if (a == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::array_t<double>>(a);
-}
-
 /// x as a C-contiguous float64 array: x itself when it is one (the tick path: no conversion, nothing allocated;
 /// pybind11's converting caster allocates even then), else a converted copy.
 Arr doubles(const py::handle& x) {
@@ -142,25 +131,6 @@ void bind_tick_kernel(py::module_& m) {
           },
           "The last command sent (nU,), or None.");
 
-  py::class_<mc::ConstraintDistance, std::shared_ptr<mc::ConstraintDistance>>(
-      m, "ConstraintDistance",
-      "The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint (thesis "
-      "§3.5): how far a measured configuration is off the closed chain (the controller's plausibility check). "
-      "Workspaces sized once: one object serves one thread.")
-      .def(py::init([](std::shared_ptr<mc::Model> model) {
-             return std::make_shared<mc::ConstraintDistance>(std::move(model));
-           }),
-           py::arg("model"))
-      .def(
-          "distances",
-          [](mc::ConstraintDistance& c, const py::handle& q) {
-            const mc::VecX& d = c.compute(sized(doubles(q), c.model().nq(), "q"));
-            py::list out(d.size());
-            for (long i = 0; i < d.size(); ++i) out[i] = py::float_(d[i]);
-            return out;
-          },
-          py::arg("q"), "The distances (a list of m floats, constraint order) at q (nq,).");
-
   py::class_<TickKernel, std::shared_ptr<TickKernel>>(
       m, "TickKernel",
       "The tracking controller's tick in one call (marionette_control.control.fused_tick): the Kalman filter's "
@@ -170,7 +140,7 @@ void bind_tick_kernel(py::module_& m) {
       .def(py::init([](std::shared_ptr<mc::DiscreteSystem> system, const Arr& X, const Arr& U, const Arr& K,
                        bool feedback, const Arr& L, int max_gap_steps, const Arr& lower, const Arr& upper,
                        const Arr& rate, const Arr& acceleration, int delay, const py::object& K_z,
-                       int hand_over_steps) {
+                       int hand_over_steps, const py::object& tolerances) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -195,15 +165,18 @@ void bind_tick_kernel(py::module_& m) {
              M.v_step = vec(rate, M.nk, "rate") * M.dt;
              if (!K_z.is_none()) M.Kz = rows(py::cast<Arr>(K_z), {N, M.nU, M.nd}, "K_z (the integral's gains)");
              M.hand_over_steps = hand_over_steps;
+             if (!tolerances.is_none()) M.tolerance = rows(py::cast<Arr>(tolerances), {3, M.nq}, "tolerances");
              return std::make_shared<TickKernel>(std::move(system), std::move(M));
            }),
            py::arg("system"), py::arg("X"), py::arg("U"), py::arg("K"), py::arg("feedback"), py::arg("L"),
            py::arg("max_gap_steps"), py::arg("lower"), py::arg("upper"), py::arg("rate"), py::arg("acceleration"),
            py::arg("delay"), py::arg("K_z") = py::none(), py::arg("hand_over_steps") = 1,
+           py::arg("tolerances") = py::none(),
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
-           "(marionette_control.control.integral_action).")
+           "(marionette_control.control.integral_action) and the start, path and goal tolerances (3, nq) of "
+           "x_hat_k - x_d(k) (marionette_control.control.tolerances; None: tick() does not check them).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(
@@ -231,20 +204,26 @@ void bind_tick_kernel(py::module_& m) {
           "tick",
           [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h,
              const py::handle& x_ref) -> py::tuple {
+            // (five arguments: pybind11 keeps up to six, self included, without allocating)
             const Samples in(t, q, q_prev, x_ref);
             const mc::TickModel& M = t.model();
+            const bool check = M.tolerance.rows() > 0 && in.x_ref != nullptr;
             py::array_t<double> x_hat = new_vector(M.nx), x_pred = new_vector(M.nx), u = new_vector(M.nU);
             double *xh = x_hat.mutable_data(), *xp = x_pred.mutable_data(), *up = u.mutable_data();
             const mc::TickStatus status =
                 unlocked(t, [&] { return t.tick(k, in.q, in.q_prev, h, in.x_ref, xh, xp, up); });
-            if (status == mc::TickStatus::NO_PREDECESSOR) return py::make_tuple(py::none(), py::none(), py::none(), false);
-            return py::make_tuple(x_hat, x_pred, u, status == mc::TickStatus::OK);
+            if (status == mc::TickStatus::NO_PREDECESSOR)
+              return py::make_tuple(py::none(), py::none(), py::none(), false, py::none());
+            py::object within = check ? py::object(py::bool_(t.within(k, xh, in.x_ref))) : py::object(py::none());
+            return py::make_tuple(x_hat, x_pred, u, status == mc::TickStatus::OK, within);
           },
           py::arg("k"), py::arg("q"), py::arg("q_prev"), py::arg("history"), py::arg("x_ref") = py::none(),
           "Tick k on the measured q (nq,) (q_prev: the sample one step before, or None) with the commands in "
           "`history` and x_ref = x_d(k) (nx,; the integral's reference, None only without one): (x_hat_k, "
-          "x_hat_{k+d}, u, finite); (None, None, None, False) when the estimate needs q_prev and there is none. "
-          "Raises StepError when a model step fails.")
+          "x_hat_{k+d}, u, finite, within); within: whether x_hat_k - x_ref is within the tolerance of tick k "
+          "(start at k = 0, path before the end, goal after; True: every checked error is, False: one may not be "
+          "and the Python check decides; None: no tolerances or no x_ref); (None, None, None, False, None) when "
+          "the estimate needs q_prev and there is none. Raises StepError when a model step fails.")
       .def(
           "estimate_predict",
           [](TickKernel& t, long k, const py::handle& q, const py::handle& q_prev, const CommandHistory& h) -> py::tuple {
@@ -275,6 +254,15 @@ void bind_tick_kernel(py::module_& m) {
           "The second half of tick(): (u, finite) of tick k, for step k + d, on the state x (nx,) it acts on: the "
           "law, the integral of q (nq,) against x_ref (nx,; None only without an integral), then the stream clamp; "
           "finite: u and x_hat (if given) are finite.")
+      .def(
+          "within",
+          [](const TickKernel& t, long k, const Arr& x_hat, const Arr& x_ref) {
+            const mc::TickModel& M = t.model();
+            if (M.tolerance.rows() == 0) throw py::value_error("this kernel was made without tolerances");
+            return t.within(k, sized(x_hat, M.nx, "x_hat"), sized(x_ref, M.nx, "x_ref"));
+          },
+          py::arg("k"), py::arg("x_hat"), py::arg("x_ref"),
+          "The tolerance check of tick(): whether x_hat - x_ref (nx,) is within the tolerance of tick k.")
       .def(
           "law",
           [](TickKernel& t, long j, const Arr& x) {

@@ -71,4 +71,13 @@ std::vector<std::string> input_names(const mc::Model& m) {
   return r;
 }
 
+py::array_t<double> new_vector(long n) {
+  auto& api = py::detail::npy_api::get();
+  Py_intptr_t dims[1] = {n};
+  PyObject* a = api.PyArray_NewFromDescr_(api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_DOUBLE_),
+                                          1, dims, nullptr, nullptr, 0, nullptr);
+  if (a == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::array_t<double>>(a);
+}
+
 }  // namespace mcpy

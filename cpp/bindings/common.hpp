@@ -25,6 +25,10 @@ std::string shape_str(const std::vector<long>& s);
 void check_array(const Arr& a, const std::vector<long>& shape, const std::string& what,
                  const std::vector<std::string>& names = {});
 
+/// A new float64 vector (n,) from numpy's own allocator: numpy serves small arrays from its cache, where
+/// pybind11's array constructors first build shape and stride vectors on the heap (the tick paths).
+py::array_t<double> new_vector(long n);
+
 std::vector<std::string> state_names(const mc::Model& m);
 std::vector<std::string> input_names(const mc::Model& m);
 std::vector<std::string> config_names(const mc::Model& m);
@@ -35,5 +39,6 @@ void bind_discrete_system(py::module_& m);
 void bind_continuous(py::module_& m);
 void bind_riccati(py::module_& m);
 void bind_tick_kernel(py::module_& m);
+void bind_sample_gate(py::module_& m);
 
 }  // namespace mcpy

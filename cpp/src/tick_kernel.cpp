@@ -68,17 +68,6 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
   }
 }
 
-// ------------------------------------------------------------------------------------- ConstraintDistance
-
-ConstraintDistance::ConstraintDistance(std::shared_ptr<const Model> model)
-    : model_(std::move(model)), cache_(*model_), h_(*model_), distance_(VecX::Zero(model_->nc())) {}
-
-const VecX& ConstraintDistance::compute(const double* q) {
-  compute_constraints(*model_, cache_, q, 1, h_);
-  for (int i = 0; i < model_->nc(); ++i) distance_[i] = std::abs(h_.h[i]) / std::max(h_.Dh.row(i).norm(), 1e-12);
-  return distance_;
-}
-
 // ------------------------------------------------------------------------------------- TickKernel
 
 TickData::TickData(const TickModel& M)
@@ -113,6 +102,7 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
   if (M_.delay < 0) throw ModelError("tick kernel: the command delay must be >= 0");
   if (M_.max_gap_steps < 1) throw ModelError("tick kernel: max_gap_steps must be >= 1");
   if (!(M_.dt > 0)) throw ModelError("tick kernel: dt must be > 0");
+  if (M_.tolerance.rows() != 0) check_rows(M_.tolerance, 3, M_.nq, "tolerances");
   if (M_.Kz.rows() != 0) {
     check_rows(M_.Kz, N, long(M_.nU) * M_.nd, "K_z");
     if (!M_.feedback)
@@ -273,6 +263,14 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
   bool finite = Eigen::Map<const VecX>(u, M_.nU).allFinite();
   if (x_hat != nullptr) finite = finite && Eigen::Map<const VecX>(x_hat, M_.nx).allFinite();
   return finite;
+}
+
+bool TickKernel::within(long k, const double* x_hat, const double* x_ref) const {
+  // controller_core.ControllerCore._tolerance_at: start (k = 0), path (k < N), goal
+  const double* tolerance = M_.tolerance.row(k == 0 ? 0 : k < M_.motion.N ? 1 : 2).data();
+  for (int i = 0; i < M_.nq; ++i)
+    if (tolerance[i] > 0.0 && !(std::abs(x_hat[i] - x_ref[i]) <= tolerance[i])) return false;
+  return true;
 }
 
 TickStatus TickKernel::tick(long k, const double* q, const double* q_prev, const CommandHistory& h,

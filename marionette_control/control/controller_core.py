@@ -231,22 +231,24 @@ def make_tolerances(model, overrides: dict, goal_time: float) -> Tolerances:
                       goal_time=float(goal_time), names=names)
 
 
-def make_core(desc, options: Optional[ControllerOptions] = None, read: Optional[Callable] = None,
-              fused: bool = True) -> "ControllerCore":
+def make_core(desc, options: Optional[ControllerOptions] = None, reader=None, fused: bool = True) -> "ControllerCore":
     """The ControllerCore of a model description (``model.yaml_model.ModelDescription``).
 
     The command clamp and the plausibility checks take the file's limits as
     :func:`marionette_control.model.limits.from_description` reads them (the drives' range, speed and
     acceleration; the URDF joints' range and speed), the same the optimizer and the simulator use.
-    ``read`` maps a sample to q (nq,) in model order (the node: ``JointStateReader(...).read``); default:
-    the sample *is* q in model order (offline loops feed configurations directly). ``fused``: see
-    :class:`ControllerCore`.
+    ``reader`` maps a sample to q (nq,) in model order by joint name (the node:
+    ``nodes.convert.JointStateReader``, its ``read`` and ``hardware_names``; the core then also takes serialized
+    samples through the native gate, :meth:`ControllerCore.on_serialized`); default: the sample *is* q in model
+    order (offline loops feed configurations directly). ``fused``: see :class:`ControllerCore`.
     """
     model = desc.model
     options = options or ControllerOptions()
     limits = from_description(desc)
-    return ControllerCore(model, read or _as_configuration, CommandLimits.from_limits(limits),
-                          SampleChecks(model, limits, options.plausibility), options, fused=fused)
+    checks = SampleChecks(model, limits, options.plausibility)
+    return ControllerCore(model, _as_configuration if reader is None else reader.read,
+                          CommandLimits.from_limits(limits), checks, options, fused=fused,
+                          gate=None if reader is None else checks.gate(reader.hardware_names))
 
 
 def _as_configuration(q) -> np.ndarray:
@@ -370,15 +372,18 @@ class Tracking:
         self.reset_estimate()
 
     def tick(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], x_ref: np.ndarray) -> tuple:
-        """(x̂_k, x̂_{k+d}, u, finite) of tick k (the module docstring's chain from the estimate to the clamped
-        command; x_ref = x_d(k), the integral's reference); (None, None, None, False) when the estimate needs
-        ``q_prev`` and it is None. Raises ``_core.StepError`` when a model step fails."""
+        """(x̂_k, x̂_{k+d}, u, finite, within) of tick k (the module docstring's chain from the estimate to the
+        clamped command; x_ref = x_d(k), the integral's reference); within: True when the fused tick found
+        x̂_k − x_ref within the tolerance of tick k, else None (not checked, or possibly violated: the caller's
+        :mod:`.tolerances` check decides); (None, None, None, False, None) when the estimate needs ``q_prev`` and
+        it is None. Raises ``_core.StepError`` when a model step fails."""
         if self.kernel is not None:
-            return self.kernel.tick(k, q, q_prev, self.history, x_ref)
+            x_hat, x_pred, u, finite, within = self.kernel.tick(k, q, q_prev, self.history, x_ref)
+            return x_hat, x_pred, u, finite, within or None
         x_hat, x_pred = self.estimate_predict(k, q, q_prev)
         if x_hat is None:
-            return None, None, None, False
-        return (x_hat, x_pred, *self.command(k, q, x_ref, x_pred, x_hat))
+            return None, None, None, False, None
+        return (x_hat, x_pred, *self.command(k, q, x_ref, x_pred, x_hat), None)
 
     def estimate_predict(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
         """(x̂_k, x̂_{k+d}), or (None, None) when the estimate needs ``q_prev`` and it is None."""
@@ -444,11 +449,14 @@ class ControllerCore:
     options : ControllerOptions
     fused : with the Kalman estimator, compute each tick in one native call (:mod:`.fused_tick`; the
         default); False: call the Python parts one by one, the reference the fused tick is tested against
+    gate : _core.SampleGate, optional
+        ``read`` and ``checks`` compiled for serialized samples (:meth:`.SampleChecks.gate`), which
+        :meth:`on_serialized` tries first; None: serialized samples are parsed and go the Python way.
     """
 
     def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
                  checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None,
-                 fused: bool = True):
+                 fused: bool = True, gate=None):
         options = options or ControllerOptions()
         self.options = options
         self.fused = bool(fused)
@@ -456,6 +464,7 @@ class ControllerCore:
         self._identity = ModelIdentity.of(model)   # what a plan is checked against (plans come ten times a second)
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
+        self.gate = gate
         self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
         self.limits.check_sizes(model)
         self.checks = checks
@@ -582,7 +591,8 @@ class ControllerCore:
         K_z = integral_gains(system, trajectory) if self.options.feedback else None
         integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, self.nk)
         fused = self.fused and self.options.estimator == "kalman"
-        kernel = make_kernel(system, staged.law, estimator, limits, self.delay, integral) if fused else None
+        kernel = (make_kernel(system, staged.law, estimator, limits, self.delay, integral, self.tolerances)
+                  if fused else None)
         return Tracking(system, PlannedLaw(staged.law), estimator, DelayPredictor(system, self.delay, limits), limits,
                         staged.warning, integral, kernel)
 
@@ -599,7 +609,7 @@ class ControllerCore:
         """Why the arm at ``q`` is not where ``staged`` starts (start tolerance), or None (also for no q)."""
         if q is None:
             return None
-        far = self.tolerances.check_start(q - staged.trajectory.X[0, :self.nq])
+        far = self.tolerances.check("start", q - staged.trajectory.X[0, :self.nq])
         return None if far is None else f"the arm is not where it starts: {far.describe('start')}"
 
     def _take_if_idle(self, q: Optional[np.ndarray]) -> tuple[bool, str]:
@@ -734,7 +744,7 @@ class ControllerCore:
             why = f" (last refused: {self.trajectory_error})" if self.trajectory_error else ""
             return False, "no trajectory loaded: set trajectory_file or publish one on the trajectory topic" + why
         if self._n:
-            far = self.tolerances.check_start(self._Q[self._head] - tracking.trajectory.X[0, :self.nq])
+            far = self.tolerances.check("start", self._Q[self._head] - tracking.trajectory.X[0, :self.nq])
             if far is not None:
                 return False, (f"refused: the arm is not where the trajectory starts: {far.describe('start')}; "
                                "bring it there first")
@@ -792,19 +802,44 @@ class ControllerCore:
         """Processes one joint-state sample stamped ``stamp_ns`` received at ``now_ns`` (same clock)."""
         t0 = time.perf_counter_ns()
         self.samples += 1
-        res = self._sample(msg, stamp_ns, now_ns)
+        return self._timed(self._sample(msg, stamp_ns, now_ns), t0)
+
+    def on_serialized(self, data: bytes, now_ns: int, parse: Callable) -> TickResult:
+        """Processes one serialized joint state (``data``, sensor_msgs/JointState) received at ``now_ns``.
+
+        The gate (``gate``) reads and checks a plain sample in one native call; any other, and every one without
+        a gate, is parsed by ``parse`` (bytes -> an object with ``stamp_ns``, ``name``, ``position``:
+        ``nodes.convert.JointStateParser.parse``) and goes through ``read`` and ``checks``, which decide and
+        explain. Bytes ``parse`` cannot read are rejected as ``malformed``. compute_ns covers all of it.
+        """
+        t0 = time.perf_counter_ns()
+        self.samples += 1
+        gate = self.gate
+        got = None if gate is None else gate.read(data, self._last_stamp, self._Q[self._head] if self._n else None)
+        if got is not None:
+            stamp_ns, q = got
+            res = self._check_stamp(stamp_ns, now_ns)
+            if res is None:
+                res = self._accept(q, stamp_ns)
+        else:
+            try:
+                msg = parse(data)
+            except Exception as e:  # bytes no deserializer reads (no publisher of the type writes them)
+                res = self._reject("malformed", f"joint state could not be deserialized: {e}", 0, None)
+            else:
+                res = self._sample(msg, msg.stamp_ns, now_ns)
+        return self._timed(res, t0)
+
+    def _timed(self, res: TickResult, t0: int) -> TickResult:
         res.compute_ns = dt = time.perf_counter_ns() - t0
         if res.kind == "tick":
             self._compute[self._ncompute % self._compute.size] = dt
             self._ncompute += 1
         return res
 
-    def on_undecodable(self, message: str) -> TickResult:
-        """A sample whose bytes could not be decoded at all (no stamp, no content): rejected as ``malformed``."""
-        self.samples += 1
-        return self._reject("malformed", message, 0, None)
-
-    def _sample(self, msg, stamp_ns: int, now_ns: int) -> TickResult:
+    def _check_stamp(self, stamp_ns: int, now_ns: int) -> Optional[TickResult]:
+        """The rejection of a sample stamped ``stamp_ns`` at ``now_ns`` (stale, future, duplicate, out of order),
+        or None."""
         age = now_ns - stamp_ns
         if age > self.timeout_ns:
             return self._reject("stale", f"joint state is {age / NS:.3f} s old (state_timeout "
@@ -820,15 +855,28 @@ class ControllerCore:
                                                        "previous one", stamp_ns, now_ns)
             return self._reject("out_of_order", f"joint state stamp {stamp_ns / NS:.6f} s precedes the previous "
                                                 f"one ({last / NS:.6f} s) by {(last - stamp_ns) / NS:.6f} s", stamp_ns, now_ns)
+        return None
+
+    def _sample(self, msg, stamp_ns: int, now_ns: int) -> TickResult:
+        """The sample ``msg``: its stamp, its content (``read``) and plausibility (``checks``), then :meth:`_accept`."""
+        bad = self._check_stamp(stamp_ns, now_ns)
+        if bad is not None:
+            return bad
         try:
             q = self._read(msg)
         except ValueError as e:
             return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns, now_ns)
         if self.checks is not None:
+            last = self._last_stamp
             bad = self.checks.check(q, self._Q[self._head] if self._n else None,
                                     0.0 if last is None else (stamp_ns - last) / NS)
             if bad is not None:
                 return self._reject(*bad, stamp_ns, now_ns)
+        return self._accept(q, stamp_ns)
+
+    def _accept(self, q: np.ndarray, stamp_ns: int) -> TickResult:
+        """A valid sample q (nq,) stamped ``stamp_ns``: buffered; a tick if it is one (module docstring)."""
+        last = self._last_stamp
         size = len(self._stamps)
         h = (self._head + 1) % size
         self._stamps[h] = stamp_ns
@@ -904,9 +952,11 @@ class ControllerCore:
         if k == 0 and not carried:
             tr.start_run(tr.limits.hold(q[self.nd:]))
         x_ref = tr.law.reference(k)
+        which = self._tolerance_at(k)
+        within = None
         try:
             if plan is None:
-                x_hat, x_pred, u, finite = tr.tick(k, q, q_prev, x_ref)
+                x_hat, x_pred, u, finite, within = tr.tick(k, q, q_prev, x_ref)
             else:  # the switch rule needs x̂_{k+d} before the law
                 x_hat, x_pred = tr.estimate_predict(k, q, q_prev)
         except _core.StepError as e:
@@ -915,7 +965,7 @@ class ControllerCore:
         if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
             return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
                                                  f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
-        abort = self._check_tolerances(res, k, x_hat, x_ref)
+        abort = self._check_tolerances(res, k, which, None if within else (x_hat, x_ref))
         if abort is not None:
             return abort
         if plan is not None:
@@ -940,33 +990,47 @@ class ControllerCore:
         self.ticks += 1
         self.last_x_hat, self.last_x_ref = x_hat, x_ref
         res.kind, res.command, res.k, res.x_hat, res.x_ref = "tick", u, k, x_hat, x_ref
-        self._clear_sample_faults(res)
+        if self.active_faults:
+            self._clear_sample_faults(res)
         return res
 
-    def _check_tolerances(self, res: TickResult, k: int, x_hat: np.ndarray, x_ref: np.ndarray) -> Optional[TickResult]:
-        """Start (k = 0), path (k < N) and goal (k >= N) checks of x̂_k − x_d(k); the aborting result, or None."""
-        tr = self.tracking
-        tol = self.tolerances
-        err = [a - b for a, b in zip(x_hat.tolist()[:self.nq], x_ref.tolist())]  # (floats: see check_tolerance)
-        if k == 0 or k < tr.N:
-            kind, v = ("start_tolerance", tol.check_start(err)) if k == 0 else ("path_tolerance", tol.check_path(err))
-            if v is not None:
-                what = "trajectory's start" if k == 0 else f"trajectory at tick {k}"
-                self._set_fault(res, kind, f"{v.describe(what)}: tracking aborted, holding")
-                res.command = self._end_run()
-                if res.command is not None:
-                    res.kind = "hold"
-                    self.holds += 1
-                self.aborted = True
-                return res
-        if k >= tr.N and not self.goal_reached:
-            v = tol.check_goal(err)
+    def _tolerance_at(self, k: int) -> Optional[str]:
+        """The tolerance tick k is checked against: "start" (k = 0), "path" (k < N), "goal" (k ≥ N, until reached)
+        or None."""
+        if k == 0:
+            return "start"
+        if k < self.tracking.N:
+            return "path"
+        return None if self.goal_reached else "goal"
+
+    def _check_tolerances(self, res: TickResult, k: int, which: Optional[str], states) -> Optional[TickResult]:
+        """The ``which`` check (:meth:`_tolerance_at`) of x̂_k − x_d(k) for ``states`` = (x̂_k, x_d(k)), or None when
+        the fused tick found them within it; the aborting result, or None."""
+        if which is None:
+            return None
+        v = None
+        if states is not None:
+            x_hat, x_ref = states
+            err = [a - b for a, b in zip(x_hat.tolist()[:self.nq], x_ref.tolist())]  # (floats: see check_tolerance)
+            v = self.tolerances.check(which, err)
+        if which == "goal":
             if v is None:
                 self.goal_reached = True
-            elif k >= tr.N + round(tol.goal_time / self.dt) and "goal_tolerance" not in self.active_faults:
-                self._set_fault(res, "goal_tolerance", f"{v.describe('final state')} {tol.goal_time:g} s after "
-                                                       "the end; holding the final state")
-        return None
+            elif (k >= self.tracking.N + round(self.tolerances.goal_time / self.dt)
+                  and "goal_tolerance" not in self.active_faults):
+                self._set_fault(res, "goal_tolerance", f"{v.describe('final state')} {self.tolerances.goal_time:g} s "
+                                                       "after the end; holding the final state")
+            return None
+        if v is None:
+            return None
+        what = "trajectory's start" if k == 0 else f"trajectory at tick {k}"
+        self._set_fault(res, f"{which}_tolerance", f"{v.describe(what)}: tracking aborted, holding")
+        res.command = self._end_run()
+        if res.command is not None:
+            res.kind = "hold"
+            self.holds += 1
+        self.aborted = True
+        return res
 
     def _predecessor(self, target: int, tol: int) -> int:
         """Ring index of the buffered sample closest to ``target`` within ±tol (strictly before the newest), or -1."""

@@ -24,7 +24,12 @@ machine each distinct code path then starts cold (tens of µs per numpy call or 
 the same ticks back to back take a fraction of the time. The fewer paths a tick touches, the less
 it pays.
 
-What stays in Python on the tick path: the sample's checks, the tolerances on x̂_k − x_d(k), a
+The tick also says whether x̂_k is within the tolerance of tick k (start, path or goal, :mod:`.tolerances`:
+|x̂_k,i − x_d,i(k)| ≤ tol_i for every checked i); only when it is not does the Python check run, to find and
+describe the worst violation, and decide.
+
+What stays in Python on the tick path: the sample's stamp checks and tick alignment (its reading and
+plausibility checks are the native ``_core.SampleGate``, :meth:`.sample_checks.SampleChecks.gate`), a
 plan's switch rule (a tick where a plan is due uses the kernel's two halves, ``estimate_predict``
 and ``command``, with :func:`~.plan_switch.off_state` in between), and the command history's
 bookkeeping (``_core.CommandHistory``, which the kernel reads the commands in flight from).
@@ -37,25 +42,33 @@ in the kernel (``reset_integral`` at a run's start, ``carry_integral`` on a swit
 
 from __future__ import annotations
 
-from marionette_control import _core
 from typing import Optional
+
+import numpy as np
+
+from marionette_control import _core
 
 from marionette_control.control.estimation import KalmanEstimator
 from marionette_control.control.integral_action import AngleIntegral
 from marionette_control.control.limits import CommandLimits
 from marionette_control.control.plan_switch import Plan
+from marionette_control.control.tolerances import Tolerances
 from marionette_control.control.tracking import TrackingLaw
 
 
 def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: CommandLimits,
-                delay: int, integral: Optional[AngleIntegral] = None) -> "_core.TickKernel":
+                delay: int, integral: Optional[AngleIntegral] = None,
+                tolerances: Optional[Tolerances] = None) -> "_core.TickKernel":
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
-    L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay and ``integral``'s gains K_z
-    and hand-over (None: no integral action), over ``system``."""
+    L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay, ``integral``'s gains K_z
+    and hand-over (None: no integral action) and the ``tolerances`` its tick checks x̂_k − x_d(k) against
+    (None: none), over ``system``."""
     tr = law.trajectory
     K_z, steps = (None, 1) if integral is None else (integral.K_z, integral.hand_over_steps)
+    bounds = None if tolerances is None else np.stack([tolerances.start, tolerances.path, tolerances.goal])
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
-                            limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps)
+                            limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps,
+                            bounds)
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

@@ -19,6 +19,10 @@ still be impossible for the arm. :class:`SampleChecks` rejects, with a specific 
     slipped encoder or a wrong joint mapping.
 
 Configurations without a known range or speed are not checked for it. Shapes: (nq,), model order.
+
+:meth:`SampleChecks.gate` is the same checks compiled into the controller's sample path
+(``_core.SampleGate``: a serialized joint state to its checked q in one native call); a sample it
+does not pass comes here, which decides and explains.
 """
 
 from __future__ import annotations
@@ -111,3 +115,11 @@ class SampleChecks:
                                                   f"distance |h|/|Dh|; chain_tolerance {tol:g}): a slack string, a "
                                                   "slipped encoder or a wrong joint mapping")
         return None
+
+    def gate(self, hardware_names) -> "_core.SampleGate":
+        """These checks, with the reading of a serialized JointState by ``hardware_names`` (the hardware joint
+        of each configuration, model order: ``nodes.convert.JointStateReader.hardware_names``), in one native
+        call: ``gate.read(data, last_stamp, q_last)`` is (stamp_ns, q) of a plain sample that passes them, else
+        None (this class and the reader then decide; ``cpp/include/marionette/sample_gate.hpp``)."""
+        return _core.SampleGate(self.model, list(hardware_names), self.lower, self.upper, self.speed,
+                                self.options.jump_margin, self.options.chain_tolerance if self.check_chain else 0.0)

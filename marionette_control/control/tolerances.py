@@ -91,12 +91,7 @@ class Tolerances:
         if not (math.isfinite(self.goal_time) and self.goal_time >= 0):
             raise ValueError(f"goal_time must be finite and >= 0 s, got {self.goal_time}")
 
-    def check_start(self, error) -> Optional[Violation]:
-        """error : (nq,) array or sequence of floats, as for every check."""
-        return check_tolerance(error, self._lists["start"], self.names)
-
-    def check_path(self, error) -> Optional[Violation]:
-        return check_tolerance(error, self._lists["path"], self.names)
-
-    def check_goal(self, error) -> Optional[Violation]:
-        return check_tolerance(error, self._lists["goal"], self.names)
+    def check(self, kind: str, error) -> Optional[Violation]:
+        """The worst violation of the ``kind`` ("start", "path" or "goal") tolerances by ``error`` ((nq,) array or
+        sequence of floats), or None."""
+        return check_tolerance(error, self._lists[kind], self.names)

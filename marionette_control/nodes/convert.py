@@ -5,7 +5,8 @@
   configuration names), refusing malformed messages with a specific reason.
 * :class:`JointStateParser` reads the fields the controller needs (stamp, names,
   positions) straight from a JointState's serialized (CDR) bytes: the controller's
-  raw subscription, without rclpy's conversion into a Python message object.
+  raw subscription, without rclpy's conversion into a Python message object;
+  :func:`multi_array_bytes` writes its command the same way.
 * :func:`trajectory_to_msg` / :func:`trajectory_from_msg` convert between
   :class:`~marionette_control.control.trajectory.Trajectory` and
   ``marionette_interfaces/TrackedTrajectory`` (row-major flattened arrays,
@@ -183,6 +184,20 @@ class JointStateParser:
         off += -(off - 4) % 8  # doubles aligned to 8 within the payload
         position = self._struct(f"{order}{npos}d").unpack_from(data, off)
         return JointStateSample(sec * NS + nanosec, self._names, position)
+
+
+#: The serialized std_msgs/Float64MultiArray up to its data (plain CDR, little endian): encapsulation CDR_LE,
+#: layout.dim (empty: count 0), layout.data_offset 0; the data's count, padding and doubles follow per message.
+_MULTI_ARRAY_LE = b"\x00\x01\x00\x00" + struct.pack("<II", 0, 0)
+
+
+def multi_array_bytes(values: np.ndarray) -> bytes:
+    """std_msgs/Float64MultiArray with ``data`` = ``values`` (n,) and an empty layout, serialized (plain CDR, little
+    endian, what rmw writes): a publisher sends these bytes as the message without building one (the controller's
+    command, every tick; rclpy's conversion of a message costs more than this in the tick's cold path)."""
+    data = np.asarray(values, dtype="<f8")
+    # (the doubles start 8-aligned within the payload; an empty sequence has none to align)
+    return _MULTI_ARRAY_LE + struct.pack("<I4x" if data.size else "<I", data.size) + data.tobytes()
 
 
 def _flat(values) -> np.ndarray:

@@ -27,7 +27,6 @@
 #include <memory>
 #include <vector>
 
-#include "marionette/constraints.hpp"
 #include "marionette/discrete_system.hpp"
 
 namespace mc {
@@ -65,24 +64,6 @@ class CommandHistory {
   int n_ = 0, head_ = -1;
 };
 
-/// The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint
-/// (thesis §3.5): how far a measured configuration is off the closed chain, in the units of q
-/// (the controller's plausibility check, marionette_control.control.sample_checks). Workspaces
-/// sized once.
-class ConstraintDistance {
- public:
-  explicit ConstraintDistance(std::shared_ptr<const Model> model);
-  const Model& model() const { return *model_; }
-  /// The distances (m) at q (nq); |Dh_i| below 1e-12 counts as 1e-12. Valid until the next call.
-  const VecX& compute(const double* q);
-
- private:
-  std::shared_ptr<const Model> model_;
-  FrameCache cache_;
-  ConstraintData h_;
-  VecX distance_;
-};
-
 /// Per-step arrays of a trajectory window, row-major: X (N+1, nx), U (N, nU), K (N, nU, nx), for
 /// the steps start ... start + N of the run.
 struct TickReference {
@@ -107,6 +88,8 @@ struct TickModel {
   /// (marionette_control.control.integral_action).
   MatXR Kz;
   int hand_over_steps = 1;  ///< past the end, steps from the last command to the law's hold
+  /// The start, path and goal tolerances of x_hat_k - x_d(k) (3, nq; 0: unchecked); no rows: none.
+  MatXR tolerance;
 };
 
 /// The filter's estimate and the workspaces of one tick (sized once from the model).
@@ -154,6 +137,11 @@ class TickKernel {
   /// NON_FINITE: u or x_hat has a non-finite entry. Throws StepError when a model step fails.
   TickStatus tick(long k, const double* q, const double* q_prev, const CommandHistory& h, const double* x_ref,
                   double* x_hat, double* x_pred, double* u);
+  /// Whether x_hat_k is within the tolerance of tick k (start at k = 0, path for k < N, goal after: the rows of
+  /// TickModel::tolerance, which it requires) of x_ref = x_d(k): |x_hat_i - x_ref_i| <= tolerance_i for every
+  /// configuration i with tolerance_i > 0 (a NaN error is not). The Python check (control.tolerances, which
+  /// finds the worst violation) decides when it is not.
+  bool within(long k, const double* x_hat, const double* x_ref) const;
   /// x_k (filter) and x_{k+d} (through the commands in flight); false: no predecessor (nothing written).
   bool estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat,
                         double* x_pred);
