@@ -403,7 +403,10 @@ def rate_run(rig: Rig, rate: float, seconds: float, traj) -> dict:
     n = int(rate * seconds)
     msgs = [joint_state(measured(traj, i), 0) for i in range(-1, n)]
     pc = time.perf_counter_ns
-    base = rig.node.get_clock().now().nanoseconds + 100_000_000
+    # the grid starts after the start request and the diagnostics snapshot below: while no samples flow, the node
+    # publishes /diagnostics within two of its periods (0.1 s here), and a grid already begun would make the
+    # first samples late and send them in a burst
+    base = rig.node.get_clock().now().nanoseconds + 300_000_000
     # one sample on the grid before start: fresh data (clears a stale fault while idle) and the predecessor
     # of the first tick
     msgs[0].header.stamp.sec, msgs[0].header.stamp.nanosec = divmod(base - period_ns, NS)
