@@ -69,13 +69,14 @@ void bind_sample_gate(py::module_& m) {
             const bool have_last = !last_stamp.is_none();
             if (have_last) last = last_stamp.cast<std::int64_t>();
             const double* prev = nullptr;
-            Arr prev_arr;
+            py::object keep;  // (an empty Arr would allocate its shape on every call)
             if (have_last) {
-              prev_arr = py::isinstance<Arr>(q_last) ? py::reinterpret_borrow<Arr>(q_last) : py::cast<Arr>(q_last);
+              Arr prev_arr = py::isinstance<Arr>(q_last) ? py::reinterpret_borrow<Arr>(q_last) : py::cast<Arr>(q_last);
               if (prev_arr.ndim() != 1 || prev_arr.shape(0) != g.nq())
                 throw py::value_error("q_last has shape " + shape_str(prev_arr) + ", expected (" +
                                       std::to_string(g.nq()) + ",)");
               prev = prev_arr.data();
+              keep = std::move(prev_arr);
             }
             py::array_t<double> q = new_vector(g.nq());
             if (!g.read(reinterpret_cast<const std::uint8_t*>(p), static_cast<std::size_t>(size),
