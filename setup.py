@@ -122,18 +122,21 @@ HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".ipp", ".tpp", ".inl")
 _newest_dependency = None
 
 
+def _core_headers():
+    """Every header under cpp/ (relative paths): the extension depends on them (build_ext skips an extension
+    none of whose sources or dependencies is newer than it)."""
+    return sorted(_rel(os.path.join(root, name)) for root, _, files in os.walk(os.path.join(HERE, "cpp"))
+                  for name in files if name.endswith(HEADER_SUFFIXES))
+
+
 def _needs_recompile(obj, src):
     """Recompile a translation unit when it, any header under cpp/, or this
     script is newer than its object (pybind11's naive check ignores headers,
     which would leave stale objects after a header edit)."""
     global _newest_dependency
     if _newest_dependency is None:
-        newest = os.path.getmtime(os.path.abspath(__file__))
-        for root, _, files in os.walk(os.path.join(HERE, "cpp")):
-            for name in files:
-                if name.endswith(HEADER_SUFFIXES):
-                    newest = max(newest, os.path.getmtime(os.path.join(root, name)))
-        _newest_dependency = newest
+        _newest_dependency = max([os.path.getmtime(os.path.abspath(__file__))] +
+                                 [os.path.getmtime(os.path.join(HERE, h)) for h in _core_headers()])
     return os.path.getmtime(obj) < max(os.path.getmtime(src), _newest_dependency)
 
 
@@ -151,6 +154,7 @@ class BuildExt(build_ext):
 def _core_extension():
     kwargs = dict(
         sources=_core_sources(),
+        depends=_core_headers(),
         include_dirs=[os.path.join("cpp", "include")],
         extra_compile_args=list(CXX_FLAGS),
     )

@@ -32,11 +32,12 @@ from pathlib import Path
 
 import pytest
 
-# ros_helpers' fixture for every test module (pytest takes fixtures from conftest's namespace); ros_helpers
-# imports no ROS module, so this works where ROS is missing
+# ros_helpers' and sample_fixtures' fixtures for every test module (pytest takes fixtures from conftest's namespace);
+# neither imports a ROS module, so this works where ROS is missing
 from ros_helpers import node_processes
+from sample_fixtures import arm, cdr
 
-__all__ = ["node_processes"]
+__all__ = ["arm", "cdr", "node_processes"]
 
 #: Root modules whose import makes a test module a ROS module.
 ROS_MODULES = ("rclpy", "marionette_interfaces")

@@ -564,6 +564,39 @@ def test_diagnostics_wait_for_the_next_command_while_joint_states_arrive(arm, tm
 
 
 @pytest.mark.ros
+def test_node_time_reads_the_nodes_ros_clock():
+    """NodeTime (the tick path's clock read): the system clock while ROS time is not active, bracketed by the node's
+    own clock reads; the node's clock once use_sim_time is set, at construction or at run time (0 before any
+    /clock message, as rclpy's), and the system clock again when it is cleared."""
+    from rclpy.parameter import Parameter
+
+    from marionette_control.nodes.node_time import NodeTime
+
+    with isolated_ros():
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        plain = rclpy.create_node("node_time_plain", context=context)
+        sim = rclpy.create_node("node_time_sim", context=context,
+                                parameter_overrides=[Parameter("use_sim_time", value=True)])
+        try:
+            t, ts = NodeTime(plain), NodeTime(sim)
+            assert t.system and not ts.system and ts.now_ns() == 0 == sim.get_clock().now().nanoseconds
+            for _ in range(100):
+                a = plain.get_clock().now().nanoseconds
+                b = t.now_ns()
+                assert a <= b <= plain.get_clock().now().nanoseconds
+            assert plain.set_parameters([Parameter("use_sim_time", value=True)])[0].successful
+            assert not t.system and t.now_ns() == 0 == plain.get_clock().now().nanoseconds
+            assert plain.set_parameters([Parameter("use_sim_time", value=False)])[0].successful
+            a = plain.get_clock().now().nanoseconds
+            assert t.system and a <= t.now_ns() <= plain.get_clock().now().nanoseconds
+        finally:
+            plain.destroy_node()
+            sim.destroy_node()
+            context.try_shutdown()
+
+
+@pytest.mark.ros
 def test_command_order_follows_command_joints(arm):
     from marionette_control.nodes.controller import command_permutation
     from marionette_control.nodes.params import ParameterError

@@ -8,11 +8,10 @@ written by rosbags' CDR serializer, an encoder independent of both readers):
 
 * every sample the gate passes gives exactly the stamp and q the Python path gives;
 * every sample the Python path refuses, the gate refuses too (it may refuse more: big-endian CDR,
-  which the Python path then reads);
-* a controller core with the gate and one without, fed the same bytes of a closed loop on the
-  realistic stand-in with faults injected (NaN, missing and repeated names, limits, jumps, a slack
-  string, truncated bytes, repeated and old stamps), return identical results sample by sample,
-  while most samples take the gate.
+  which the Python path then reads).
+
+The controller's whole tick path over the gate (``_core.TickPath``) is held to the Python core in
+``test_tick_path.py``.
 
 The command the controller publishes is serialized by hand too (``nodes.convert.multi_array_bytes``):
 rosbags reads it back.
@@ -21,49 +20,16 @@ rosbags reads it back.
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from marionette_control.control.controller_core import ControllerOptions, make_core
 from marionette_control.control.sample_checks import SampleChecks
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
-from marionette_control.model.limits import from_description
 from marionette_control.models import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateParser, JointStateReader
 
-from arm_helpers import bump_trajectory
-
 NS = 1_000_000_000
 DT_NS = 10_000_000
-
-
-@pytest.fixture(scope="module")
-def cdr():
-    from rosbags.typesys import Stores, get_typestore
-
-    ts = get_typestore(Stores.ROS2_KILTED)
-    T = ts.types
-    JointState = T["sensor_msgs/msg/JointState"]
-
-    def write(stamp_ns: int, names, position, frame_id: str = "", little: bool = True) -> bytes:
-        sec, nanosec = divmod(int(stamp_ns), NS)
-        msg = JointState(header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec),
-                                                          frame_id=frame_id),
-                         name=list(names), position=np.asarray(position, dtype=float), velocity=np.zeros(len(names)),
-                         effort=np.array([]))
-        return bytes(ts.serialize_cdr(msg, "sensor_msgs/msg/JointState", little_endian=little))
-
-    write.deserialize = lambda data: ts.deserialize_cdr(data, "sensor_msgs/msg/JointState")
-    return write
-
-
-@pytest.fixture(scope="module")
-def arm():
-    desc = ma.load_description()
-    return SimpleNamespace(desc=desc, model=desc.model, limits=from_description(desc),
-                           names=list(JointStateReader(desc.model.config_names, desc.hardware_joints).hardware_names))
 
 
 def reference(arm, cdr, hardware_joints=None):
@@ -182,66 +148,3 @@ def test_gate_construction_refuses_what_does_not_fit(arm):
         checks.gate(["shoulder", "shoulder", "carriage", "string_length"])
     with pytest.raises(ValueError, match="NaN"):
         _core.SampleGate(arm.model, arm.names, checks.lower * np.nan, checks.upper, checks.speed, 0.02, 0.01)
-
-
-def test_core_with_the_gate_returns_what_the_python_path_returns(arm, cdr):
-    """A closed loop on the realistic stand-in (noise, one step of delay, drive limits, model error) through two
-    cores, one with the gate: the same bytes give the same result, sample by sample, with faults injected; most
-    samples take the gate."""
-    delay = 1
-    _, traj = bump_trajectory(0.01, 200, arm.model, delay)
-    options = ControllerOptions(command_delay_steps=delay)
-    reader = JointStateReader(arm.model.config_names, arm.desc.hardware_joints)
-    gated, plain = make_core(arm.desc, options, reader), make_core(arm.desc, options, reader)
-    plain.gate = None
-    passed = []
-
-    class Counting:  # the gate, its passes counted
-        def read(self, *args):
-            got = gated_gate.read(*args)
-            passed.append(got is not None)
-            return got
-
-    gated_gate, gated.gate = gated.gate, Counting()
-    parse = JointStateParser(cdr.deserialize).parse
-    for core in (gated, plain):
-        core.load_trajectory(traj, "bump")
-    arm_sim = SimulatedArm(HardwareProfile.named("realistic", command_delay_steps=delay), traj.dt, nominal=arm.desc,
-                           q0=traj.X[0, :arm.model.nq])
-    rng = random.Random(11)
-    names = list(reader.hardware_names)
-    stamp = 50 * NS
-    faults = 0
-    for cycle in range(traj.N + 40):
-        if cycle == 5:
-            assert gated.start()[0] and plain.start()[0]
-        q = arm_sim.measure()
-        data = cdr(stamp, names, q)
-        roll = rng.random()
-        if cycle > 5 and roll < 0.12:
-            faults += 1
-            data = rng.choice([
-                lambda: cdr(stamp, names, [q[0], np.nan, q[2], q[3]]),
-                lambda: cdr(stamp, names[1:], q[1:]),
-                lambda: cdr(stamp, names + ["shoulder"], list(q) + [q[0]]),
-                lambda: cdr(stamp, names, q + np.array([0.0, 0.0, 0.0, 0.06])),
-                lambda: cdr(stamp, names, q + np.array([0.4, 0.0, 0.0, 0.0])),
-                lambda: cdr(stamp, names, q + np.array([0.0, 0.0, -3.0, 0.0])),
-                lambda: cdr(stamp - DT_NS, names, q),
-                lambda: cdr(stamp - 2 * NS, names, q),
-                lambda: data[:len(data) // 2],
-                lambda: cdr(stamp, names[::-1], q[::-1], "base", little=False),
-            ])()
-        a = gated.on_serialized(data, stamp + 300_000, parse)
-        b = plain.on_serialized(data, stamp + 300_000, parse)
-        for field in ("kind", "k", "stamp_ns", "fault", "fault_message", "new_fault", "recovered", "missed", "event"):
-            assert getattr(a, field) == getattr(b, field), (cycle, field, getattr(a, field), getattr(b, field))
-        assert (a.command is None) == (b.command is None)
-        if a.command is not None:
-            np.testing.assert_array_equal(a.command, b.command)
-            arm_sim.receive_command(a.command[arm.model.nu:])
-        arm_sim.step()
-        stamp += DT_NS
-    assert gated.fault_counts == plain.fault_counts and gated.ticks == plain.ticks > 150
-    assert faults > 15 and len(set(gated.fault_counts) & {"non_finite", "missing_names", "out_of_limits"}) == 3
-    assert sum(passed) > 0.8 * len(passed)

@@ -100,6 +100,12 @@ void bind_tick_kernel(py::module_& m) {
           py::arg("slot"), py::arg("u"),
           "Records command u (nU,; copied) sent at `slot` (slots never decrease: ValueError otherwise).")
       .def(
+          "sent_by_tick",
+          [](CommandHistory& h, long k, const py::handle& u) { h.sent_by_tick(k, sized(doubles(u), h.nU(), "u")); },
+          py::arg("k"), py::arg("u"),
+          "Records command u (nU,) of tick k at slot max(k, last_slot): a hold the watchdog sent at its own clock's "
+          "slot can lie past the tick (joint states late under load); this command reaches the drives after it.")
+      .def(
           "applied", [](const CommandHistory& h, long j) { return copy_out(h.applied(j), h.nU()); }, py::arg("j"),
           "The input u_j (nU,) in effect over step j: the last command sent at a slot <= j - d.")
       .def(

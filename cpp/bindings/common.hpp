@@ -40,5 +40,6 @@ void bind_continuous(py::module_& m);
 void bind_riccati(py::module_& m);
 void bind_tick_kernel(py::module_& m);
 void bind_sample_gate(py::module_& m);
+void bind_tick_path(py::module_& m);
 
 }  // namespace mcpy

@@ -28,4 +28,5 @@ PYBIND11_MODULE(_core, m) {
   mcpy::bind_riccati(m);
   mcpy::bind_tick_kernel(m);
   mcpy::bind_sample_gate(m);
+  mcpy::bind_tick_path(m);
 }

@@ -59,6 +59,21 @@ previous one: samples faster than 1/Δt are allowed (only those on the tick grid
 become ticks, at most one per slot). Samples at exactly 1/Δt (the simulator, a
 ros2_control loop) tick on every sample.
 
+The buffer (``_core.SampleRing``) and the alignment (``_core.TickAlignment``) are these rules' only
+implementation, shared by this class and the tick path.
+
+The tick path
+-------------
+A serialized sample (:meth:`ControllerCore.on_serialized`, the node's) goes to ``tick_path``
+(``_core.TickPath``) first, which completes an *ordinary* tick in one native call: the sample read
+and checked (the gate), its stamp checked, buffered, aligned, its predecessor found, the fused tick
+(:mod:`.fused_tick`) within the path tolerance and finite, the command recorded. It may tick only while
+running past the run's first tick with no fault active and no switch or plan pending or in effect
+(this class says so with each call); it declines a sample between ticks, past the end or without a
+predecessor, and undoes the kernel's tick when the estimate leaves its tolerance or is not finite. A
+declined sample is taken from where the gate left it by the rules above, which decide and explain
+(``test/test_tick_path.py`` holds a core with the tick path to one without, sample by sample).
+
 Trajectories: staged, taken, switched (never retargeted on its own)
 ------------------------------------------------------------------
 Every trajectory the core is given (:meth:`ControllerCore.load_trajectory`: a file, the
@@ -450,8 +465,10 @@ class ControllerCore:
     fused : with the Kalman estimator, compute each tick in one native call (:mod:`.fused_tick`; the
         default); False: call the Python parts one by one, the reference the fused tick is tested against
     gate : _core.SampleGate, optional
-        ``read`` and ``checks`` compiled for serialized samples (:meth:`.SampleChecks.gate`), which
-        :meth:`on_serialized` tries first; None: serialized samples are parsed and go the Python way.
+        ``read`` and ``checks`` compiled for serialized samples (:meth:`.SampleChecks.gate`): with it,
+        :meth:`on_serialized` gives every sample to ``tick_path`` (``_core.TickPath``) first, which reads it and
+        completes an ordinary tick in one call (module docstring, "The tick path"); None: serialized samples are
+        parsed and go the Python way.
     """
 
     def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
@@ -464,7 +481,6 @@ class ControllerCore:
         self._identity = ModelIdentity.of(model)   # what a plan is checked against (plans come ten times a second)
         self.nd, self.nk, self.nu, self.nq = model.nd, model.nk, model.nu, model.nq
         self._read = read
-        self.gate = gate
         self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
         self.limits.check_sizes(model)
         self.checks = checks
@@ -472,14 +488,11 @@ class ControllerCore:
         self.tolerances = make_tolerances(model, options.tolerances, options.goal_time)
         self.timeout_ns = 0
         self.stamp_tolerance = 0.0
-        size = options.buffer_size
-        # ring buffer of accepted samples: stamps (Python ints, read one by one on the tick path) and the
-        # configuration arrays the reader returned (fresh per sample, never written: kept, not copied)
-        self._stamps = [0] * size
-        self._Q: list[np.ndarray] = [np.zeros(model.nq)] * size
-        self._n = 0  # samples stored (saturates at buffer_size)
-        self._head = -1  # index of the newest
-        self._last_stamp: Optional[int] = None
+        # the accepted samples (the last buffer_size), their alignment to ticks (set with a trajectory's dt) and
+        # the common tick in one call over both
+        self._ring = _core.SampleRing(options.buffer_size, model.nq)
+        self._align: Optional[_core.TickAlignment] = None
+        self.tick_path = None if gate is None else _core.TickPath(gate, self._ring)
         # trajectory
         self.tracking: Optional[Tracking] = None
         self.trajectory_source = ""
@@ -494,8 +507,6 @@ class ControllerCore:
         self.plan_rejections = dict.fromkeys(REJECTIONS, 0)
         self.plan_rejection = ""
         self._switch_tol = options.switch_tolerance.vector(model)
-        self._dt_ns = 0
-        self._tol_ns = 0
         # run state
         self.running = False
         self.aborted = False
@@ -528,8 +539,15 @@ class ControllerCore:
                 raise ValueError(f"stamp_tolerance must be in [0, 0.5) (a fraction of the time step), "
                                  f"got {stamp_tolerance}")
             self.stamp_tolerance = float(stamp_tolerance)
-            if self.tracking is not None:
-                self._tol_ns = int(round(self.stamp_tolerance * self.dt * NS))
+        self._retime()
+
+    def _retime(self) -> None:
+        """The tick alignment for the trajectory's dt and stamp_tolerance, and the tick path's timing."""
+        if self.tracking is not None:
+            dt = self.tracking.system.dt
+            self._align = _core.TickAlignment(int(round(dt * NS)), int(round(self.stamp_tolerance * dt * NS)))
+        if self.tick_path is not None and self._align is not None:
+            self.tick_path.set_timing(self.timeout_ns, self._align)
 
     # ----------------------------------------------------------------------------------------- faults
 
@@ -603,7 +621,7 @@ class ControllerCore:
         return message
 
     def _latest_q(self) -> Optional[np.ndarray]:
-        return self._Q[self._head] if self._n else None
+        return self._ring.latest
 
     def _far_from_start(self, staged: StagedTrajectory, q: Optional[np.ndarray]) -> Optional[str]:
         """Why the arm at ``q`` is not where ``staged`` starts (start tolerance), or None (also for no q)."""
@@ -719,9 +737,9 @@ class ControllerCore:
     def _install(self, tracking: Tracking, source: str) -> None:
         self.tracking = tracking
         self.trajectory_source = source
-        dt = tracking.system.dt
-        self._dt_ns = int(round(dt * NS))
-        self._tol_ns = int(round(self.stamp_tolerance * dt * NS))
+        self._retime()
+        if self.tick_path is not None:
+            self.tick_path.track(tracking.kernel, tracking.history if tracking.kernel is not None else None)
 
     @property
     def dt(self) -> Optional[float]:
@@ -743,8 +761,9 @@ class ControllerCore:
         if tracking is None:
             why = f" (last refused: {self.trajectory_error})" if self.trajectory_error else ""
             return False, "no trajectory loaded: set trajectory_file or publish one on the trajectory topic" + why
-        if self._n:
-            far = self.tolerances.check("start", self._Q[self._head] - tracking.trajectory.X[0, :self.nq])
+        q = self._latest_q()
+        if q is not None:
+            far = self.tolerances.check("start", q - tracking.trajectory.X[0, :self.nq])
             if far is not None:
                 return False, (f"refused: the arm is not where the trajectory starts: {far.describe('start')}; "
                                "bring it there first")
@@ -814,9 +833,19 @@ class ControllerCore:
         """
         t0 = time.perf_counter_ns()
         self.samples += 1
-        gate = self.gate
-        got = None if gate is None else gate.read(data, self._last_stamp, self._Q[self._head] if self._n else None)
-        if got is not None:
+        path = self.tick_path
+        got = None
+        if path is not None:
+            # it may tick when the tick is an ordinary one: running past the first tick, no fault, no switch or plan
+            # pending or in effect (the law's reference is the motion's); it checks the rest itself
+            law = self.tracking.law if self.running else None
+            ordinary = (law is not None and self._tick_stamp is not None and not self.active_faults
+                        and self._switch is None and law.active is None and law.previous is None)
+            got = path.tick(data, now_ns, self._tick_stamp if ordinary else None, self._k)
+        if got is not None and len(got) == 5:  # ticked: (stamp, k, x̂_k, x_d(k), u), stored and recorded
+            stamp_ns, k, x_hat, x_ref, u = got
+            res = self._ticked(TickResult("tick", u, stamp_ns), k, stamp_ns, x_hat, x_ref, u)
+        elif got is not None:  # read and checked: (stamp, q)
             stamp_ns, q = got
             res = self._check_stamp(stamp_ns, now_ns)
             if res is None:
@@ -848,7 +877,7 @@ class ControllerCore:
             return self._reject("future_stamp", f"joint state is stamped {-age / NS:.3f} s ahead of this clock "
                                                 f"(now {now_ns / NS:.3f} s): are both sides on the same clock "
                                                 "(use_sim_time)?", stamp_ns, now_ns)
-        last = self._last_stamp
+        last = self._ring.last_stamp
         if last is not None and stamp_ns <= last:
             if stamp_ns == last:
                 return self._reject("duplicate_stamp", f"joint state stamp {stamp_ns / NS:.6f} s repeats the "
@@ -867,23 +896,17 @@ class ControllerCore:
         except ValueError as e:
             return self._reject(getattr(e, "kind", "invalid"), str(e), stamp_ns, now_ns)
         if self.checks is not None:
-            last = self._last_stamp
-            bad = self.checks.check(q, self._Q[self._head] if self._n else None,
-                                    0.0 if last is None else (stamp_ns - last) / NS)
+            last = self._ring.last_stamp
+            bad = self.checks.check(q, self._latest_q(), 0.0 if last is None else (stamp_ns - last) / NS)
             if bad is not None:
                 return self._reject(*bad, stamp_ns, now_ns)
         return self._accept(q, stamp_ns)
 
     def _accept(self, q: np.ndarray, stamp_ns: int) -> TickResult:
         """A valid sample q (nq,) stamped ``stamp_ns``: buffered; a tick if it is one (module docstring)."""
-        last = self._last_stamp
-        size = len(self._stamps)
-        h = (self._head + 1) % size
-        self._stamps[h] = stamp_ns
-        self._Q[h] = q
-        self._head = h
-        self._n = min(self._n + 1, size)
-        self._last_stamp = stamp_ns
+        ring = self._ring
+        last = ring.last_stamp
+        ring.push(stamp_ns, q)
         res = TickResult("none", None, stamp_ns)
         if not self.running:
             self._clear_sample_faults(res)
@@ -893,29 +916,22 @@ class ControllerCore:
                     res.event = message
             return res
         # --- is this sample a tick? (module docstring: sample/tick alignment)
-        dt_ns, tol = self._dt_ns, self._tol_ns
-        if last is not None and 2 * tol > stamp_ns - last:
-            tol = (stamp_ns - last) // 2  # oversampled: at most one sample per slot qualifies
-        if self._tick_stamp is None:
-            k = 0
-        else:
-            since = stamp_ns - self._tick_stamp
-            if since < dt_ns - tol:
-                return res  # oversampled: between ticks
-            k = self._k + max(1, (since + dt_ns // 2) // dt_ns)
-        p = self._predecessor(stamp_ns - dt_ns, tol)
+        k, tol = self._align.align(stamp_ns, last, self._tick_stamp, self._k)
+        if k < 0:
+            return res  # oversampled: between ticks
+        dt_ns = self._align.dt_ns
+        p = ring.predecessor(stamp_ns - dt_ns, tol)
         if p < 0 and self.tracking.estimator.needs_predecessor:
-            oldest = self._stamps[(h - self._n + 1) % size]
-            if oldest > stamp_ns - dt_ns + tol:  # history shorter than dt: not a gap
-                if self._n < size:
+            if ring.oldest_stamp > stamp_ns - dt_ns + tol:  # history shorter than dt: not a gap
+                if ring.count < ring.size:
                     return res  # just started receiving: wait for a sample with a predecessor
-                return self._hold(res, "sample_gap", f"the {size} buffered joint states span less than dt: "
+                return self._hold(res, "sample_gap", f"the {ring.size} buffered joint states span less than dt: "
                                                      "samples arrive too fast for buffer_size", k)
             return self._hold(res, "sample_gap", f"no joint state within {tol / NS:.4f} s of "
                                                  f"{(stamp_ns - dt_ns) / NS:.6f} s (one time step before the sample "
                                                  f"at {stamp_ns / NS:.6f} s): the estimate needs two samples dt apart",
                               k)
-        q_prev = self._Q[p] if p >= 0 else None
+        q_prev = ring.at(p) if p >= 0 else None
         if self._switch is not None and k >= self._switch.at_tick:
             return self._switch_at(res, k, q, q_prev, stamp_ns)
         return self._tick(res, k, q, q_prev, stamp_ns)
@@ -979,10 +995,13 @@ class ControllerCore:
         if not finite:
             tr.reset_estimate()
             return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)
-        # a hold the watchdog sent at its own clock's slot can lie past this tick (joint states reaching the node
-        # late under load): this command reaches the drives after that hold, so it is in effect from there on
-        last = tr.history.last_slot
-        tr.history.sent(k if last is None or last <= k else last, u)
+        tr.history.sent_by_tick(k, u)
+        return self._ticked(res, k, stamp_ns, x_hat, x_ref, u)
+
+    def _ticked(self, res: TickResult, k: int, stamp_ns: int, x_hat: np.ndarray, x_ref: np.ndarray,
+                u: np.ndarray) -> TickResult:
+        """Tick k (the sample stamped ``stamp_ns``) done: its estimate x̂_k, x_d(k) and command u, recorded in the
+        history; ``res`` becomes its result."""
         res.missed = 0 if self._k is None else k - self._k - 1
         self.missed_ticks += res.missed
         self._k = k
@@ -1032,34 +1051,19 @@ class ControllerCore:
         self.aborted = True
         return res
 
-    def _predecessor(self, target: int, tol: int) -> int:
-        """Ring index of the buffered sample closest to ``target`` within ±tol (strictly before the newest), or -1."""
-        stamps = self._stamps
-        size = len(stamps)
-        best, best_err = -1, tol + 1
-        i = self._head
-        for _ in range(self._n - 1):
-            i = (i - 1) % size
-            s = stamps[i]
-            err = abs(s - target)
-            if err < best_err:
-                best, best_err = i, err
-            if s < target - tol:
-                break  # older samples only get further away
-        return best
-
     # ----------------------------------------------------------------------------------------- watchdog
 
     def on_watchdog(self, now_ns: int) -> TickResult:
         """Periodic check (at about the tick rate): stale data → fault and, while running, the hold command."""
         res = TickResult("none", None, 0)
-        if self._last_stamp is None:
+        last = self._ring.last_stamp
+        if last is None:
             if "no_data" not in self.active_faults:
                 self._set_fault(res, "no_data", "no valid joint state received yet")
             self._report_active(res)
             self._hold_if_running(res, self._slot_at(now_ns))
             return res
-        age = now_ns - self._last_stamp
+        age = now_ns - last
         if age > self.timeout_ns:
             if "stale" not in self.active_faults:
                 self._set_fault(res, "stale", f"no valid joint state for {age / NS:.3f} s (state_timeout "
@@ -1074,7 +1078,8 @@ class ControllerCore:
         """The tick slot a time falls in (None before the run's first tick)."""
         if self._tick_stamp is None:
             return None
-        return self._k + max(0, (t_ns - self._tick_stamp + self._dt_ns // 2) // self._dt_ns)
+        dt_ns = self._align.dt_ns
+        return self._k + max(0, (t_ns - self._tick_stamp + dt_ns // 2) // dt_ns)
 
     # ----------------------------------------------------------------------------------------- hold
 
@@ -1084,8 +1089,9 @@ class ControllerCore:
         last = self.tracking.history.last if self._tick_stamp is not None else None
         if last is not None:
             return self.tracking.limits.hold(last[self.nu:])
-        if self._n:
-            return self.tracking.limits.hold(self._Q[self._head][self.nd:])
+        q = self._latest_q()
+        if q is not None:
+            return self.tracking.limits.hold(q[self.nd:])
         return None
 
     def _hold_if_running(self, res: TickResult, slot: Optional[int]) -> None:

@@ -28,11 +28,18 @@ The tick also says whether x̂_k is within the tolerance of tick k (start, path 
 |x̂_k,i − x_d,i(k)| ≤ tol_i for every checked i); only when it is not does the Python check run, to find and
 describe the worst violation, and decide.
 
-What stays in Python on the tick path: the sample's stamp checks and tick alignment (its reading and
-plausibility checks are the native ``_core.SampleGate``, :meth:`.sample_checks.SampleChecks.gate`), a
-plan's switch rule (a tick where a plan is due uses the kernel's two halves, ``estimate_predict``
-and ``command``, with :func:`~.plan_switch.off_state` in between), and the command history's
-bookkeeping (``_core.CommandHistory``, which the kernel reads the commands in flight from).
+An ordinary tick of a serialized sample is one native call from the bytes on: ``_core.TickPath``
+(``cpp/include/marionette/tick_path.hpp``) reads and checks the sample (``_core.SampleGate``,
+:meth:`.sample_checks.SampleChecks.gate`), checks its stamp, buffers it (``_core.SampleRing``),
+aligns it to the tick grid (``_core.TickAlignment``), runs this kernel and records the command in the
+history (``_core.CommandHistory``, which the kernel reads the commands in flight from). It completes
+only a tick with nothing to decide; any other sample it leaves untouched (the filter's state restored
+when the kernel ran) to :class:`.controller_core.ControllerCore`, which stays the reference: a run's
+first tick, faults and recoveries, ticks past the end, a switch or a plan (a tick where a plan is due
+uses the kernel's two halves, ``estimate_predict`` and ``command``, with
+:func:`~.plan_switch.off_state` in between; while a plan is in effect the reference x_d(k) is the
+law's), and a tick whose estimate leaves its tolerance or whose command is not finite
+(``test/test_tick_path.py``).
 
 The integral action is the kernel's ``TickKernel::integral`` (``cpp/src/tick_kernel.cpp``) after the
 law and before the clamp, its reference :class:`~.integral_action.AngleIntegral` as

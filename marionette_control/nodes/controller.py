@@ -64,8 +64,8 @@ subscribes
     ``joint_states_topic`` (sensor_msgs/JointState, sensor-data QoS) — measured configurations,
     mapped onto the model by *name* (``hardware.joint_names`` of the model file), so the
     order of names in a message does not matter; taken serialized, and only the stamp, names and
-    positions are read: a plain sample in one native call with its plausibility checks
-    (:meth:`~marionette_control.control.sample_checks.SampleChecks.gate`), any other by
+    positions are read: a plain sample in one native call with its plausibility checks, and an
+    ordinary tick with it (the core's tick path, ``control.controller_core``), any other by
     :class:`~marionette_control.nodes.convert.JointStateParser` and the Python checks (rclpy's
     conversion into a message object cost more than the tracking law);
     ``trajectory_topic`` (marionette_interfaces/TrackedTrajectory, reliable + transient local,
@@ -140,6 +140,7 @@ from marionette_control.nodes.convert import (JointStateParser, JointStateReader
                                               trajectory_from_msg)
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
+from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 
 NODE_NAME = "marionette_controller"
@@ -382,8 +383,7 @@ class ControllerNode(ManagedNode):
         self.create_service(Trigger, "~/switch_trajectory", self._on_switch)
         self._last_diag = 0.0
         self._last_log: dict[str, float] = {}
-        # the node's clock read without building a Time (rclpy's Clock.now() validates one per call)
-        self._clock_handle = self.get_clock().handle
+        self._time = NodeTime(self)
         self.samples_before_clock = 0
         self._start_up(self.p["autostart"], on_inactive="not tracking yet; it activates when a trajectory is taken",
                        waiting="configure and activate it (lifecycle services) or call ~/start")
@@ -428,7 +428,8 @@ class ControllerNode(ManagedNode):
                                    self.create_lifecycle_publisher(Float64MultiArray, p["command_topic"], RELIABLE))
         self._track_pub = self._keep(self.destroy_lifecycle_publisher,
                                      self.create_lifecycle_publisher(TrackingState, "~/tracking", RELIABLE))
-        # raw: the callback gets the serialized message and reads what it needs (the core's gate, else JointStateParser)
+        # raw: the callback gets the serialized message and reads what it needs (the core's tick path, else
+        # JointStateParser)
         self._keep(self.destroy_subscription, self.create_subscription(
             JointState, p["joint_states_topic"], self._on_joint_state, qos_profile_sensor_data, raw=True))
         self._parse_joint_state = JointStateParser(lambda data: deserialize_message(data, JointState)).parse
@@ -500,7 +501,7 @@ class ControllerNode(ManagedNode):
     def _on_joint_state(self, data: bytes) -> None:
         """A serialized JointState: the tick path. What the command does not need (tracking, logs,
         diagnostics) comes after its publication."""
-        now = self._clock_handle.get_now().nanoseconds
+        now = self._time.now_ns()
         if now == 0 and self._waiting_for_clock():
             return
         core = self.core
@@ -564,7 +565,7 @@ class ControllerNode(ManagedNode):
         self._track_pub.publish(m)
 
     def _on_watchdog(self) -> None:
-        res = self.core.on_watchdog(self._clock_handle.get_now().nanoseconds)
+        res = self.core.on_watchdog(self._time.now_ns())
         if res.command is not None:
             self._send(res.command)
         if res.new_fault:

@@ -82,6 +82,7 @@ from marionette_control.model.limits import from_description
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
 from marionette_control.nodes.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
+from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 
 NODE_NAME = "marionette_mpc"
@@ -240,7 +241,7 @@ class MPCNode(Node):
         else:
             self._traj_sub = self.create_subscription(TrackedTrajectory, p["trajectory_topic"], self._on_motion,
                                                       LATCHED)
-        self._clock_handle = self.get_clock().handle
+        self._time = NodeTime(self)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics, clock=steady)
         self.get_logger().info(f"re-planning every {self.options.period:g} s over {self.options.horizon:g} s; "
@@ -299,8 +300,8 @@ class MPCNode(Node):
             self.law = PlannedLaw(TrackingLaw(m, self.mpc.motion))
 
     def _now(self) -> float:
-        """The node's clock [s] (ROS time: /clock under use_sim_time), read without building a Time."""
-        return self._clock_handle.get_now().nanoseconds / NS
+        """The node's clock [s] (ROS time: /clock under use_sim_time; :mod:`.node_time`)."""
+        return self._time.now_ns() / NS
 
     # ------------------------------------------------------------------------------ one tick of the controller
 

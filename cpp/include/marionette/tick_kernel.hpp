@@ -53,6 +53,10 @@ class CommandHistory {
   void stream_state(long j, double dt, double* rho, double* v) const;
   /// Starts from `other`'s commands, each at its slot - shift (a trajectory switch at tick `shift`).
   void carry_over(const CommandHistory& other, long shift);
+  /// Records u (nU) as the command of tick k, at slot max(k, last_slot()): a hold the watchdog sent at its own
+  /// clock's slot can lie past the tick (joint states reaching the controller late under load); this command
+  /// reaches the drives after that hold, so it is in effect from there on.
+  void sent_by_tick(long k, const double* u) { sent(n_ && slots_[head_] > k ? slots_[head_] : k, u); }
   long last_slot() const { return slots_[head_]; }  ///< requires count() > 0
   const double* last() const { return cmds_.row(head_).data(); }  ///< requires count() > 0
 
@@ -129,6 +133,9 @@ class TickKernel {
   void reset_integral();
   void carry_integral(const TickKernel& other);
   const VecX& z() const { return D_.z; }
+  /// The filter's estimate, the integral and the workspaces; restore: back to a copy of them (a tick undone).
+  const TickData& data() const { return D_; }
+  void restore(const TickData& d) { D_ = d; }
 
   /// The whole tick k: estimate(), then predict() and command() (file comment). q (nq) measured,
   /// q_prev (nq) the sample one step before or null, x_ref (nx) x_d(k) of the law in effect (the
