@@ -989,7 +989,9 @@ def test_lifecycle_transitions_across_processes(arm, rig_env, node_processes, tm
     run time is checked before it acts."""
     rig, env = rig_env
     path = arm.traj1.save(tmp_path / "bump.npz")
-    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), state_timeout=1.0)
+    # (no sample goes stale here: the counts of commands below are exact, and a test process held up for a second
+    # between two samples on a loaded machine would have the watchdog add hold commands)
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), state_timeout=3.0)
     rig.connect(log, configure=False)
     assert rig.state() == "unconfigured" and rig.node.count_publishers(COMMANDS) == 0, "no outputs before configure"
     rig.diag_until(lambda lvl, msg, v: v.get("lifecycle_state") == "unconfigured", what="unconfigured status")

@@ -90,10 +90,13 @@ def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  
         try:
             graph = lambda: set(probe.node.get_node_names_and_namespaces())  # noqa: E731
             wanted = {(n, f"/{arm}") for n in NODES for arm in ARMS}
-            # (the lifecycle controller subscribes when it is configured: wait for that to be discovered too)
+            # (the lifecycle controller subscribes and publishes once it is configured, and every endpoint is
+            # discovered on its own: wait for each one the checks below count)
             assert probe.spin_until(lambda: wanted <= graph() and all(
                 probe.count(arm, "true") and c.service_is_ready()
                 and probe.node.count_subscribers(f"/{arm}/joint_states") >= 1
+                and probe.node.count_publishers(f"/{arm}/forward_position_controller/commands") >= 1
+                and probe.node.count_subscribers(f"/{arm}/marionette_optimizer/trajectory") >= 1
                 for arm, c in probe.optimize.items()), 60.0), (
                 f"nodes on the graph: {sorted(graph())}")
             n = probe.node

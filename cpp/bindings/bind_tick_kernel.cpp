@@ -75,12 +75,6 @@ auto unlocked(TickKernel& t, F f) {
   return f();
 }
 
-py::array_t<double> copy_out(const double* p, long n) {
-  py::array_t<double> out(n);
-  std::copy(p, p + n, out.mutable_data());
-  return out;
-}
-
 }  // namespace
 
 void bind_tick_kernel(py::module_& m) {
@@ -106,7 +100,7 @@ void bind_tick_kernel(py::module_& m) {
           "Records command u (nU,) of tick k at slot max(k, last_slot): a hold the watchdog sent at its own clock's "
           "slot can lie past the tick (joint states late under load); this command reaches the drives after it.")
       .def(
-          "applied", [](const CommandHistory& h, long j) { return copy_out(h.applied(j), h.nU()); }, py::arg("j"),
+          "applied", [](const CommandHistory& h, long j) { return copy_vector(h.applied(j), h.nU()); }, py::arg("j"),
           "The input u_j (nU,) in effect over step j: the last command sent at a slot <= j - d.")
       .def(
           "stream_state",
@@ -133,7 +127,7 @@ void bind_tick_kernel(py::module_& m) {
       .def_property_readonly(
           "last",
           [](const CommandHistory& h) -> py::object {
-            return h.count() ? py::object(copy_out(h.last(), h.nU())) : py::none();
+            return h.count() ? py::object(copy_vector(h.last(), h.nU())) : py::none();
           },
           "The last command sent (nU,), or None.");
 
@@ -204,7 +198,7 @@ void bind_tick_kernel(py::module_& m) {
       .def("carry_integral", &TickKernel::carry_integral, py::arg("other"),
            "z continues `other`'s (a switch of trajectory mid-run).")
       .def_property_readonly(
-          "z", [](const TickKernel& t) { return copy_out(t.z().data(), t.z().size()); },
+          "z", [](const TickKernel& t) { return copy_vector(t.z().data(), t.z().size()); },
           "The integral of the measured angles' error (nd,), a copy.")
       .def(
           "tick",
@@ -281,7 +275,7 @@ void bind_tick_kernel(py::module_& m) {
           "clamp",
           [](const TickKernel& t, const Arr& u, const Arr& rho, const Arr& v) {
             const mc::TickModel& M = t.model();
-            py::array_t<double> out = copy_out(sized(u, M.nU, "u"), M.nU);
+            py::array_t<double> out = copy_vector(sized(u, M.nU, "u"), M.nU);
             t.clamp(out.mutable_data(), sized(rho, M.nk, "rho"), sized(v, M.nk, "v"));
             return out;
           },

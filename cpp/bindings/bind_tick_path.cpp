@@ -17,12 +17,6 @@ const double* configuration(const SampleRing& r, const Arr& q) {
   return q.data();
 }
 
-py::array_t<double> row_copy(const double* p, long n) {
-  py::array_t<double> out = new_vector(n);
-  std::copy(p, p + n, out.mutable_data());
-  return out;
-}
-
 }  // namespace
 
 void bind_tick_path(py::module_& m) {
@@ -42,7 +36,7 @@ void bind_tick_path(py::module_& m) {
           "The newest sample's stamp (ns), or None.")
       .def_property_readonly(
           "latest",
-          [](const SampleRing& r) -> py::object { return r.count() ? py::object(row_copy(r.latest(), r.nq())) : py::none(); },
+          [](const SampleRing& r) -> py::object { return r.count() ? py::object(copy_vector(r.latest(), r.nq())) : py::none(); },
           "A copy of the newest sample's q (nq,), or None.")
       .def_property_readonly(
           "oldest_stamp",
@@ -52,7 +46,7 @@ void bind_tick_path(py::module_& m) {
           "at",
           [](const SampleRing& r, int i) {
             if (i < 0 || i >= r.size()) throw py::index_error("sample index " + std::to_string(i) + " out of range");
-            return row_copy(r.at(i), r.nq());
+            return copy_vector(r.at(i), r.nq());
           },
           py::arg("index"), "A copy of q (nq,) at a buffer index (predecessor()'s).")
       .def("predecessor", &SampleRing::predecessor, py::arg("target_ns"), py::arg("tol_ns"),

@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -78,6 +79,12 @@ py::array_t<double> new_vector(long n) {
                                           1, dims, nullptr, nullptr, 0, nullptr);
   if (a == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::array_t<double>>(a);
+}
+
+py::array_t<double> copy_vector(const double* p, long n) {
+  py::array_t<double> out = new_vector(n);
+  std::copy(p, p + n, out.mutable_data());
+  return out;
 }
 
 }  // namespace mcpy

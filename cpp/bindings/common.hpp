@@ -28,6 +28,8 @@ void check_array(const Arr& a, const std::vector<long>& shape, const std::string
 /// A new float64 vector (n,) from numpy's own allocator: numpy serves small arrays from its cache, where
 /// pybind11's array constructors first build shape and stride vectors on the heap (the tick paths).
 py::array_t<double> new_vector(long n);
+/// A new float64 vector (n,) with a copy of p[0..n) (new_vector's allocation).
+py::array_t<double> copy_vector(const double* p, long n);
 
 std::vector<std::string> state_names(const mc::Model& m);
 std::vector<std::string> input_names(const mc::Model& m);
