@@ -207,3 +207,20 @@ def test_a_tick_beyond_the_path_tolerance_is_declined_after_the_kernel_and_decid
     assert pathed.aborted and plain.aborted and pathed.fault_counts == {"path_tolerance": 1}
     assert at_new_fault == [("path_tolerance", "read")] and counts["ticked"] >= 3
     assert pathed.active_faults == plain.active_faults
+
+
+def test_tick_path_refuses_parts_that_do_not_fit(arm):
+    """A buffer of another size of q, a kernel without its history: ValueError naming what does not fit; the sample
+    must be bytes, and bytes too short to be a JointState are refused (None: the reference path explains)."""
+    options = ControllerOptions(command_delay_steps=1)
+    core = make_core(arm.desc, options, JointStateReader(arm.model.config_names, arm.desc.hardware_joints))
+    core.load_trajectory(bump_trajectory(0.01, 50, arm.model, 1)[1], "bump")
+    gate, kernel = core.checks.gate(arm.names), core.tracking.kernel
+    with pytest.raises(ValueError, match="reads 4 configurations, the buffer holds 3"):
+        _core.TickPath(gate, _core.SampleRing(8, 3))
+    path = _core.TickPath(gate, _core.SampleRing(8, 4))
+    with pytest.raises(ValueError, match="needs its command history"):
+        path.track(kernel, None)
+    with pytest.raises(TypeError):
+        path.tick("not bytes", 0, None, None)
+    assert path.tick(b"\x00\x01\x00\x00", 0, None, None) is None
