@@ -5,10 +5,10 @@ What a user would write instead of this package: the tree model's midpoint discr
 energy of every mass, the forcing f⁻ = Δt F (thesis (4.12a)) with joint damping and configuration
 forces, the holonomic constraints — and the forced constrained DEL equations (seed 002 (3.6)) with
 this package's pairing of λ_k with Dh(q_k) as equality constraints; the cost and the inequality rows of
-the same :class:`~marionette_control.control.problem.Problem` built from CasADi expressions; IPOPT with
+the same :class:`~marionette_control.ocp.problem.Problem` built from CasADi expressions; IPOPT with
 CasADi's automatic derivatives (exact Hessian). The variables, their order, the start and the IPOPT
-options are those of :class:`~marionette_control.control.transcription.Transcription` and
-:class:`~marionette_control.control.dmocc.DmoccSolver`, so the two differ only in where the derivatives
+options are those of :class:`~marionette_control.ocp.transcription.Transcription` and
+:class:`~marionette_control.ocp.dmocc.DmoccSolver`, so the two differ only in where the derivatives
 come from (CasADi's AD on an expression graph here, the core's exact derivatives through Python
 callbacks there).
 
@@ -151,7 +151,7 @@ class PeerResult:
 
 def solve(ca, sm: SymbolicModel, problem, X0, U0, Lam0, ipopt: dict) -> PeerResult:
     """The problem's NLP in CasADi symbols (module docstring), solved by IPOPT from (X0, U0, Lam0)."""
-    from marionette_control.control.constraints import LinearConstraints, TensionConstraints
+    from marionette_control.ocp.constraints import LinearConstraints, TensionConstraints
 
     t0 = time.perf_counter()
     N, nq, nd, nu, m, dt = problem.N, sm.nq, sm.nd, sm.nu, sm.m, sm.dt

@@ -42,8 +42,8 @@ _CHILD = r'''
 import json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 repeats = int(sys.argv[2])
-from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
-from marionette_control.control.spec import build_problem, initial_trajectory, load_spec
+from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
+from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec
 from benchmarks.optimizer import swing_up_problem
 
 def timed(opt, X0, U0):

@@ -32,8 +32,8 @@ WAVE = "config/optimize/marionette_arm_wave.yaml"
 
 def _wave_runs(spec, repeats: int):
     """[(seconds, result)] of the optimization of a spec's problem from its initial trajectory."""
-    from marionette_control.control.optimizer import ProjectionOptimizer
-    from marionette_control.control.spec import build_problem, initial_trajectory
+    from marionette_control.ocp.projection import ProjectionOptimizer
+    from marionette_control.ocp.spec import build_problem, initial_trajectory
 
     p = build_problem(spec)
     X0, U0, _ = initial_trajectory(spec, p)
@@ -48,7 +48,7 @@ def _wave_runs(spec, repeats: int):
 
 @benchmark_group("constraints", "inequality constraints (barrier method): constrained vs unconstrained optimizations")
 def constraints(ctx: Context) -> list[Figure]:
-    from marionette_control.control.spec import load_spec, parse_spec
+    from marionette_control.ocp.spec import load_spec, parse_spec
 
     figs: list[Figure] = []
 
@@ -121,9 +121,9 @@ def constraints(ctx: Context) -> list[Figure]:
 
 def _humanoid(ctx: Context) -> list[Figure]:
     from benchmarks.optimizer import humanoid_tracking_problem
-    from marionette_control.control.constraints import BarrierTerm, tension_constraints
-    from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
-    from marionette_control.control.terms import Point
+    from marionette_control.ocp.constraints import BarrierTerm, tension_constraints
+    from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
+    from marionette_control.ocp.terms import Point
     from marionette_control.model.limits import limits_of
 
     N = 60 if ctx.quick else 200

@@ -27,10 +27,11 @@ TOLERANCE = 1e-10
 
 
 def humanoid_setup(steps: int):
-    from marionette_control import _core, models
-    from marionette_control.models import humanoid_marionette as hm
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.model.library import humanoid_marionette as hm
 
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     q0 = hm.initial_configuration(m)
     U = hm.string_walk_inputs(m, q0, DT, steps)
     ds = _core.DiscreteSystem(m, DT, tolerance=TOLERANCE)

@@ -9,8 +9,8 @@ Problems (each from the same start, the projection optimizer's initial trajector
 * ``wave``: the marionette arm's 8 s wave (``config/optimize/marionette_arm_wave.yaml``: N = 800, the
   string constraint, 14 drive-range, speed, acceleration and string-tension rows per step).
 
-Methods: ``projection`` (:class:`~marionette_control.control.optimizer.ProjectionOptimizer` with the
-problem's options: the wave's limits by its barrier), ``dmocc`` (:func:`~marionette_control.control.dmocc.
+Methods: ``projection`` (:class:`~marionette_control.ocp.projection.ProjectionOptimizer` with the
+problem's options: the wave's limits by its barrier), ``dmocc`` (:func:`~marionette_control.ocp.dmocc.
 solve_problem`, IPOPT on the core's exact derivatives through Python callbacks) and the peer
 ``casadi+ipopt`` (:mod:`benchmarks.casadi_del`: the same DEL transcribed in CasADi symbols, CasADi's
 automatic derivatives, the same variables, start and IPOPT options; checked against the core first).
@@ -40,11 +40,11 @@ PEER = "casadi+ipopt"
 
 
 def _pendulum():
-    from marionette_control import models
-    from marionette_control.control.optimizer import OptimizerOptions
-    from marionette_control.control.problem import ConstraintOptions, build
+    from marionette_control.model import library
+    from marionette_control.ocp.projection import OptimizerOptions
+    from marionette_control.ocp.problem import ConstraintOptions, build
 
-    m = models.get("pendulum")
+    m = library.get("pendulum")
     N, dt = 100, 0.1
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
@@ -56,7 +56,8 @@ def _pendulum():
 
 def _from_spec(name, damping, forces):
     def make():
-        from marionette_control.control.spec import build_problem, config_dir, initial_trajectory, load_spec
+        from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec
+        from marionette_control.resources import config_dir
 
         spec = load_spec(config_dir() / "optimize" / name)
         problem = build_problem(spec)
@@ -91,8 +92,8 @@ def dmocc(ctx: Context) -> list[Figure]:
     import casadi as ca
 
     from benchmarks import casadi_del
-    from marionette_control.control.dmocc import DmoccOptions, solve_problem
-    from marionette_control.control.optimizer import ProjectionOptimizer
+    from marionette_control.ocp.dmocc import DmoccOptions, solve_problem
+    from marionette_control.ocp.projection import ProjectionOptimizer
 
     figs: list[Figure] = []
 

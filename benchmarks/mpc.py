@@ -1,6 +1,6 @@
 """MPC group: receding-horizon updates on the arm along the wave (issue 14).
 
-Scenarios (the offline closed loop, control/offline_loop.py: the controller core on the ``realistic``
+Scenarios (the offline closed loop, sim/offline_loop.py: the controller core on the ``realistic``
 simulated arm tracking ``config/optimize/marionette_arm_wave.yaml``'s optimum, re-planning every 0.1 s):
 
 * ``wave.h{1,2}s.{steady,push}``: horizons of 1 s and 2 s, without a push and with the push of
@@ -42,7 +42,7 @@ WAVE = "config/optimize/marionette_arm_wave.yaml"
 
 
 def _push(force: float = 0.6):
-    from marionette_control.control.offline_loop import scripted_push
+    from marionette_control.sim.offline_loop import scripted_push
 
     return scripted_push(5.6, 0.01, force)
 
@@ -50,11 +50,11 @@ def _push(force: float = 0.6):
 @benchmark_group("mpc", "receding-horizon re-planning: per-update times on the arm along the wave, push recovery, "
                         "the controller's latency with the planner running")
 def mpc(ctx: Context) -> list[Figure]:
-    from marionette_control.control.controller_core import ControllerOptions
-    from marionette_control.control.mpc import MPCOptions, RecedingHorizon
-    from marionette_control.control.offline_loop import run_loop
-    from marionette_control.control.simulated_hardware import HardwareProfile
-    from marionette_control.control.spec import load_spec, solve
+    from marionette_control.tracking.controller import ControllerOptions
+    from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
+    from marionette_control.sim.offline_loop import run_loop
+    from marionette_control.sim.simulator import HardwareProfile
+    from marionette_control.ocp.spec import load_spec, solve
 
     figs: list[Figure] = []
 

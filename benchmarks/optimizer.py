@@ -36,10 +36,11 @@ PEER = "trep-optimizer"
 
 
 def swing_up_problem():
-    from marionette_control import _core, models
-    from marionette_control.control.cost import tracking_cost
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.ocp.cost import tracking_cost
 
-    ds = _core.DiscreteSystem(models.get("pendulum"), 0.1)
+    ds = _core.DiscreteSystem(library.get("pendulum"), 0.1)
     N = 100
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
@@ -48,11 +49,12 @@ def swing_up_problem():
 
 
 def humanoid_tracking_problem(N: int):
-    from marionette_control import _core, models
-    from marionette_control.control.cost import tracking_cost
-    from marionette_control.models import humanoid_marionette as hm
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.ocp.cost import tracking_cost
+    from marionette_control.model.library import humanoid_marionette as hm
 
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     dt = 0.01
     ds = _core.DiscreteSystem(m, dt)
     q0 = hm.initial_configuration(m)
@@ -78,8 +80,8 @@ def iteration_seconds(history):
 
 @benchmark_group("optimizer", "projection-operator optimizer (pendulum swing-up, humanoid tracking) and Riccati sweeps")
 def optimizer(ctx: Context) -> list[Figure]:
-    from marionette_control.control import riccati as ric
-    from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
+    from marionette_control.lq import riccati as ric
+    from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
 
     figs: list[Figure] = []
 

@@ -68,9 +68,9 @@ COMMANDS = "/forward_position_controller/commands"
 def arm_trajectory(dt: float, steps: int):
     """(model description, DiscreteSystem, Trajectory with gains) of the arm (module docstring)."""
     from marionette_control import _core
-    from marionette_control.control.gains import design_gains
-    from marionette_control.control.trajectory import Trajectory
-    from marionette_control.models import marionette_arm as ma
+    from marionette_control.lq.gains import design_gains
+    from marionette_control.trajectory import Trajectory
+    from marionette_control.model.library import marionette_arm as ma
 
     desc = ma.load_description()
     m = desc.model
@@ -311,7 +311,7 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.serialization import serialize_message
 
-    from marionette_control.control.trajectory import Trajectory
+    from marionette_control.trajectory import Trajectory
     from marionette_control.nodes.controller import ControllerNode
 
     traj = Trajectory.load(traj_file)  # the samples follow the node's trajectory (its path tolerance would abort)

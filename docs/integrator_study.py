@@ -22,7 +22,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control import _core, models  # noqa: E402
+from marionette_control import _core  # noqa: E402
+from marionette_control.model import library  # noqa: E402
 from marionette_control.study import integrators as I  # noqa: E402
 
 VI = I.MIDPOINT_VI
@@ -354,7 +355,7 @@ def main(argv=None) -> int:
     say(f"double pendulum, {dp_steps} steps of {DT} s")
     dp = long_runs(dp_case, dp_steps, ALL)
     say(f"single pendulum (control), {pend_steps} steps")
-    pend = long_runs((I.ContinuousDynamics(models.get("pendulum")), np.array([2.5]), np.zeros(1)), pend_steps, ALL)
+    pend = long_runs((I.ContinuousDynamics(library.get("pendulum")), np.array([2.5]), np.zeros(1)), pend_steps, ALL)
     plot_double_pendulum(args.img_dir, dp, pend, dp_steps)
 
     say(f"humanoid, {hum_steps} steps of {DT} s")

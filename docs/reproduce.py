@@ -23,10 +23,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control import _core, models  # noqa: E402
+from marionette_control import _core  # noqa: E402
+from marionette_control.model import library  # noqa: E402
 from marionette_control.cli.demo import seed_gains, seed_walk  # noqa: E402
-from marionette_control.control.cost import tracking_cost  # noqa: E402
-from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer  # noqa: E402
+from marionette_control.ocp.cost import tracking_cost  # noqa: E402
+from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer  # noqa: E402
 
 
 def say(msg):
@@ -46,7 +47,7 @@ def pyplot():
 
 
 def swing_up(img: Path) -> dict:
-    ds = _core.DiscreteSystem(models.get("pendulum"), 0.1)
+    ds = _core.DiscreteSystem(library.get("pendulum"), 0.1)
     N = 100
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
@@ -228,7 +229,7 @@ def wave(img: Path) -> dict:
     import math
 
     from marionette_control.cli.plot import drive_motion, string_tensions
-    from marionette_control.control.spec import load_spec, parse_spec, solve
+    from marionette_control.ocp.spec import parse_spec, solve
 
     import yaml
 

@@ -8,7 +8,7 @@
 Each writes a PNG to docs/img/ and a JSON summary to out/reproductions/<name>.json and prints the numbers
 quoted in docs/reproductions.md. The specs are config/optimize/seed002_sphere.yaml, seed004_cartpole.yaml
 and seed004_two_link.yaml; the cost definitions and the seeds' own discretizations are in
-marionette_control/study/seed_benchmarks.py. The cart-pole's explicit-Euler reference (the seed's
+marionette_control/study/seed_costs.py. The cart-pole's explicit-Euler reference (the seed's
 integrator, every step's force free) is transcribed here in CasADi (requirements/dmocc.txt).
 """
 
@@ -25,10 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control.control.dmocc import DmoccSolver, solve_problem  # noqa: E402
-from marionette_control.control.spec import build_problem, config_dir, initial_trajectory, load_spec, solve  # noqa: E402
-from marionette_control.control.transcription import FinalCondition, Transcription  # noqa: E402
-from marionette_control.study.seed_benchmarks import (  # noqa: E402
+from marionette_control.ocp.dmocc import DmoccSolver, solve_problem  # noqa: E402
+from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec, solve
+from marionette_control.resources import config_dir  # noqa: E402
+from marionette_control.ocp.transcription import FinalCondition, Transcription  # noqa: E402
+from marionette_control.study.seed_costs import (  # noqa: E402
     cartpole_seed_cost,
     director_turn_effort,
     rest_to_rest_effort,

@@ -22,10 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control import models  # noqa: E402
+from marionette_control.model import library  # noqa: E402
 from marionette_control.control import request as P  # noqa: E402
-from marionette_control.control.optimizer import ProjectionOptimizer  # noqa: E402
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm  # noqa: E402
+from marionette_control.ocp.projection import ProjectionOptimizer  # noqa: E402
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm  # noqa: E402
 
 QUIET = dict(noise_std=(0.0,), encoder_resolution=(0.0,))
 VARIANTS = {   # name: profile (noise and counts do not change an open-loop run: they are measurement only)
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--img-dir", type=Path, default=ROOT / "docs" / "img")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "out" / "reproductions")
     args = ap.parse_args(argv)
-    model = models.get("marionette_arm")
+    model = library.get("marionette_arm")
     prob = P.build_problem(model, motion_name="wave")
     res = ProjectionOptimizer(prob.system, prob.cost, prob.options).optimize(prob.X0, prob.U0)
     X, U, dt = res.X, res.U, prob.dt

@@ -3,7 +3,7 @@
     .venv/bin/python docs/tracking_measurements.py [--out out/reproductions/tracking.json] [--quick]
 
 Optimizes the wave (config/motions/wave.yaml) on the nominal arm and tracks it on the hardware stand-in
-(``SimulatedArm``) with the controller, offline (``marionette_control.control.offline_loop``: the node's
+(``SimulatedArm``) with the controller, offline (``marionette_control.sim.offline_loop``: the node's
 tick logic cycle by cycle), and prints the tables quoted in docs/tracking.md:
 
 1. delay compensation: no compensation, the predictor through the commands in flight (the controller), and
@@ -28,20 +28,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control import _core, models  # noqa: E402
+from marionette_control import _core  # noqa: E402
+from marionette_control.model import library  # noqa: E402
 from marionette_control.control import request as P  # noqa: E402
-from marionette_control.control.controller_core import ControllerOptions  # noqa: E402
-from marionette_control.control.estimation import KalmanEstimator  # noqa: E402
-from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.limits import CommandLimits  # noqa: E402
-from marionette_control.control.offline_loop import run_loop  # noqa: E402
-from marionette_control.control.optimizer import ProjectionOptimizer  # noqa: E402
-from marionette_control.control.prediction import CommandHistory  # noqa: E402
-from marionette_control.control.riccati import tv_lq  # noqa: E402
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm  # noqa: E402
-from marionette_control.control.trajectory import Trajectory  # noqa: E402
+from marionette_control.tracking.controller import ControllerOptions  # noqa: E402
+from marionette_control.tracking.estimation import KalmanEstimator  # noqa: E402
+from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
+from marionette_control.tracking.command_limits import CommandLimits  # noqa: E402
+from marionette_control.sim.offline_loop import run_loop  # noqa: E402
+from marionette_control.ocp.projection import ProjectionOptimizer  # noqa: E402
+from marionette_control.tracking.prediction import CommandHistory  # noqa: E402
+from marionette_control.lq.riccati import tv_lq  # noqa: E402
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm  # noqa: E402
+from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.model.limits import from_description  # noqa: E402
-from marionette_control.models import marionette_arm as arm  # noqa: E402
+from marionette_control.model.library import marionette_arm as arm  # noqa: E402
 
 REALISTIC = HardwareProfile.named("realistic")
 JOINT_NOISE = (1e-3, 1e-3) + REALISTIC.noise_std[2:]  # 1 mrad on the joint encoders
@@ -54,7 +55,7 @@ SCENARIOS = {
 
 
 def wave() -> Trajectory:
-    m = models.get("marionette_arm")
+    m = library.get("marionette_arm")
     prob = P.build_problem(m, motion_name="wave")
     res = ProjectionOptimizer(prob.system, prob.cost, prob.options).optimize(prob.X0, prob.U0)
     return Trajectory.for_model(m, prob.dt, res.X, res.U)

@@ -4,7 +4,7 @@
 
 Optimizes the wave as the optimizer node does today (constraints on: every drive limit and the string tension
 hold along it) and tracks it offline with the controller node's tick logic on the hardware stand-in
-(``marionette_control.control.offline_loop``), closed loop and feed-forward only (``feedback: false``), and prints
+(``marionette_control.sim.offline_loop``), closed loop and feed-forward only (``feedback: false``), and prints
 the tables quoted in docs/tracking.md:
 
 1. the realistic default, three noise seeds: the errors of the true angles, and the ratio of feed-forward-only
@@ -40,12 +40,12 @@ sys.path.insert(0, str(ROOT))
 from tracking_measurements import fmt, wave, write_json  # noqa: E402
 
 from marionette_control import _core  # noqa: E402
-from marionette_control.control.controller_core import ControllerOptions  # noqa: E402
-from marionette_control.control.estimation import EstimatorNoise  # noqa: E402
-from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.offline_loop import run_loop, scripted_push  # noqa: E402
-from marionette_control.control.simulated_hardware import HardwareProfile  # noqa: E402
-from marionette_control.models import marionette_arm as arm  # noqa: E402
+from marionette_control.tracking.controller import ControllerOptions  # noqa: E402
+from marionette_control.tracking.estimation import EstimatorNoise  # noqa: E402
+from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
+from marionette_control.sim.offline_loop import run_loop, scripted_push  # noqa: E402
+from marionette_control.sim.simulator import HardwareProfile  # noqa: E402
+from marionette_control.model.library import marionette_arm as arm  # noqa: E402
 
 SEEDS = (0, 1, 2)
 REALISTIC = HardwareProfile.named("realistic")

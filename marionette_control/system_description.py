@@ -64,12 +64,12 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-PACKAGE = "marionette_control"
+from marionette_control.resources import PACKAGE, config_file
+
 VARIANTS = ("hardware", "sim")
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 URDF_FILE = "marionette_arm.urdf"
@@ -349,53 +349,8 @@ def check_log_level(level: str) -> str:
 # ------------------------------------------------------------------------------------ config files
 
 
-def config_dirs() -> list[Path]:
-    """Where ``config/`` may be, in lookup order.
-
-    The source tree (editable installs, ``./run``, ``colcon --symlink-install``), the ament
-    share directory of an installed package, the install prefix derived from this file
-    (``<prefix>/lib/pythonX.Y/site-packages/marionette_control/``) and ``sys.prefix``.
-    """
-    here = Path(__file__).resolve()
-    dirs = [here.parents[1] / "config"]
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        dirs.append(Path(get_package_share_directory(PACKAGE)) / "config")
-    except (ImportError, LookupError, OSError):  # no ament index, not in it, or AMENT_PREFIX_PATH unset
-        pass
-    if len(here.parents) > 4:
-        dirs.append(here.parents[4] / "share" / PACKAGE / "config")
-    dirs.append(Path(sys.prefix) / "share" / PACKAGE / "config")
-    unique = []
-    for d in dirs:
-        if d not in unique:
-            unique.append(d)
-    return unique
-
-
-def config_file(name: str | os.PathLike) -> Path:
-    """Absolute path of a file named relative to ``config/`` (an absolute path is returned as is)."""
-    p = Path(name)
-    if p.is_absolute():
-        if not p.exists():
-            raise FileNotFoundError(f"file {p} does not exist")
-        return p
-    tried = config_dirs()
-    for d in tried:
-        if (d / p).exists():
-            return d / p
-    raise FileNotFoundError(f"config file {p} not found in {', '.join(map(str, tried))}")
-
-
-def parameter_file_paths(node: NodeDescription, config_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The node's parameter files as absolute paths (package files in ``config_dir`` if given)."""
-    if config_dir is not None:
-        paths = [Path(config_dir) / f for f in node.parameter_files]
-        missing = [str(p) for p in paths if not p.exists()]
-        if missing:
-            raise FileNotFoundError(f"parameter file(s) of {node.name} missing: {', '.join(missing)}")
-        return paths
+def parameter_file_paths(node: NodeDescription) -> list[Path]:
+    """The node's parameter files as absolute paths (:func:`~marionette_control.resources.config_file`)."""
     return [config_file(f) for f in node.parameter_files]
 
 
@@ -414,13 +369,13 @@ def format_parameter_value(value: Any) -> str:
     raise TypeError(f"cannot pass a parameter of type {type(value).__name__}: {value!r}")
 
 
-def ros_arguments(node: NodeDescription, config_dir: str | os.PathLike | None = None) -> list[str]:
+def ros_arguments(node: NodeDescription) -> list[str]:
     """The ``--ros-args ...`` of a node as a separate process: name, namespace, files, inline parameters,
     remappings, log level."""
     args = ["--ros-args", "-r", f"__node:={node.name}"]
     if node.namespace:
         args += ["-r", f"__ns:={node.namespace}"]
-    for p in parameter_file_paths(node, config_dir):
+    for p in parameter_file_paths(node):
         args += ["--params-file", str(p)]
     for name, value in node.parameters.items():
         args += ["-p", f"{name}:={format_parameter_value(value)}"]
@@ -462,16 +417,9 @@ def generate_launch_description(variant: str):
         from launch_ros.actions import Node
 
         values = {a.name: LaunchConfiguration(a.name).perform(context) for a in arguments(variant)}
-        try:
-            from ament_index_python.packages import get_package_share_directory
-
-            config_dir = Path(get_package_share_directory(PACKAGE)) / "config"
-        except Exception:  # a source-tree run without an ament index: same lookup as the bringup
-            config_dir = None
         actions = []
         for node in node_set(variant, **options_from_launch_arguments(variant, values)):
-            own = node.package == PACKAGE
-            files = [str(p) for p in parameter_file_paths(node, config_dir if own else None)]
+            files = [str(p) for p in parameter_file_paths(node)]  # the bringup's lookup
             actions.append(Node(
                 package=node.package,
                 executable=node.executable,

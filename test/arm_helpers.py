@@ -6,18 +6,19 @@ import functools
 
 import numpy as np
 
-from marionette_control import _core, models
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.trajectory import Trajectory
-from marionette_control.models import marionette_arm as ma
-from marionette_control.models.marionette_arm import config_path
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.trajectory import Trajectory
+from marionette_control.model.library import marionette_arm as ma
+from marionette_control.resources import config_file
 
 
 def bump_trajectory(dt: float = 0.01, steps: int = 200, model=None, delay=None) -> tuple:
     """(DiscreteSystem, Trajectory): the arm simulated from rest at its lowered equilibrium, carriage and string
     length moved smoothly (sin² bump: +10 cm, −8 cm) and back; with gains designed for ``delay`` steps of command
     delay (``GainDesign`` defaults) unless ``delay`` is None."""
-    m = model or models.get("marionette_arm")
+    m = model or library.get("marionette_arm")
     ds = _core.DiscreteSystem(m, dt)
     q0 = ma.static_equilibrium(m, *ma.LOWERED).q
     s = np.sin(np.pi * np.arange(1, steps + 1) / steps) ** 2
@@ -33,7 +34,7 @@ def bump_trajectory(dt: float = 0.01, steps: int = 200, model=None, delay=None) 
 def wave_motion() -> tuple:
     """(Problem, Trajectory): config/optimize/marionette_arm_wave.yaml (the 8 s wave, constrained) and its optimum
     with gains for one step of command delay (the spec's), solved once per test process (about 0.2 s)."""
-    from marionette_control.control.spec import load_spec, solve
+    from marionette_control.ocp.spec import load_spec, solve
 
-    result = solve(load_spec(config_path("optimize", "marionette_arm_wave.yaml")))
+    result = solve(load_spec(config_file("optimize", "marionette_arm_wave.yaml")))
     return result.problem, result.trajectory

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from marionette_control.model.limits import from_description
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateReader
 
 NS = 1_000_000_000

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from marionette_control.control.terms import Point
+from marionette_control.ocp.terms import Point
 
 
 class NumDiffTerm:

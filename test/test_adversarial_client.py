@@ -667,7 +667,7 @@ def test_absurd_joint_states_fault_hold_and_recover_while_the_simulator_runs(sys
     together and /diagnostics lists both with their counts and messages; when it resumes, tracking recovers, and a
     normal transition and request work."""
     from marionette_control.model.limits import from_description
-    from marionette_control.models import marionette_arm as arm
+    from marionette_control.model.library import marionette_arm as arm
 
     g, procs = system
     _, A = g.optimize(arm_request(*RAISE))

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
+from marionette_control import _core
+from marionette_control.model import library
 from marionette_control.model import SystemBuilder
 
 
@@ -58,7 +59,7 @@ def test_more_constraints_than_dynamic_configurations_is_rejected():
 
 @pytest.fixture(scope="module")
 def pendulum_system():
-    return _core.DiscreteSystem(models.get("pendulum"), 0.1)
+    return _core.DiscreteSystem(library.get("pendulum"), 0.1)
 
 
 def test_wrong_shapes_name_the_expected_shape(pendulum_system):
@@ -78,7 +79,7 @@ def test_nan_inputs_are_rejected_by_name(pendulum_system):
 
 
 def test_non_convergence_raises_step_error_with_details():
-    system = _core.DiscreteSystem(models.get("pendulum"), 0.1, tolerance=1e-10, max_iterations=1)
+    system = _core.DiscreteSystem(library.get("pendulum"), 0.1, tolerance=1e-10, max_iterations=1)
     with pytest.raises(_core.StepError, match="midpoint VI step 0 failed \\(no_convergence\\)") as info:
         system.step(np.array([0.2, 50.0]), np.array([0.8]))
     assert info.value.reason == "no_convergence"
@@ -100,18 +101,18 @@ def test_singular_constraint_matrix_is_diagnosed():
 
 def test_invalid_integrator_options():
     with pytest.raises(ValueError, match="dt must be finite and > 0"):
-        _core.DiscreteSystem(models.get("pendulum"), 0.0)
+        _core.DiscreteSystem(library.get("pendulum"), 0.0)
     with pytest.raises(ValueError, match="tolerance must be finite and > 0"):
-        _core.MidpointVI(models.get("pendulum"), 0.1, tolerance=-1.0)
+        _core.MidpointVI(library.get("pendulum"), 0.1, tolerance=-1.0)
 
 
 def test_unknown_model_name_lists_the_available_ones():
     with pytest.raises(KeyError, match="unknown model 'robot'; available: .*humanoid_marionette.*pendulum"):
-        models.get("robot")
+        library.get("robot")
 
 
 def test_step_before_initialization_is_an_error():
-    vi = _core.MidpointVI(models.get("pendulum"), 0.1)
+    vi = _core.MidpointVI(library.get("pendulum"), 0.1)
     with pytest.raises(RuntimeError, match="before initialize"):
         vi.step(np.zeros(1), np.zeros(0))
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from marionette_control.bags.bagio import BagError, BagWriter, bag_info, qos_from_values, read_bag, repair
-from marionette_control.bags.recorder import RecorderProcess
+from marionette_control.nodes.bag_recorder import RecorderProcess
 
 GOLDEN_BAG = Path(__file__).parent / "data" / "golden" / "bag"
 NS = 1_000_000_000
@@ -267,7 +267,7 @@ def test_sigkill_then_repair_recovers_everything_older_than_the_flush_interval(t
 def test_player_keeps_relative_timing_rate_selection_loop_and_clock():
     from rosgraph_msgs.msg import Clock
 
-    from marionette_control.bags.player import Player
+    from marionette_control.nodes.bag_player import Player
 
     info = bag_info(GOLDEN_BAG)
     msgs = list(read_bag(GOLDEN_BAG, ["/joint_states"]))

@@ -80,7 +80,7 @@ def test_the_files_are_found():
     names = {p.relative_to(ROOT).as_posix() for p in files}
     # the kinds of text the rules are about: code, C++ comments, docs, messages, configuration
     for expected in ("README.md", "docs/architecture.md", "cpp/include/marionette/midpoint_vi.hpp",
-                     "marionette_control/control/riccati.py", "marionette_interfaces/msg/TrackedTrajectory.msg",
+                     "marionette_control/lq/riccati.py", "marionette_interfaces/msg/TrackedTrajectory.msg",
                      "config/controller.yaml", "test/test_citations.py"):
         assert expected in names
     assert sum(text_of(p) is not None for p in files) > 200

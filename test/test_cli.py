@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from marionette_control import models
+from marionette_control.model import library
 from marionette_control.cli import optimize, plot, simulate
 from marionette_control.cli.progress import Progress
-from marionette_control.control.trajectory import Trajectory
+from marionette_control.trajectory import Trajectory
 
 # Swing the forced pendulum up to inverted and hold it there: open loop, a perturbation grows.
 SWINGUP = """\
@@ -51,7 +51,7 @@ def optimized(tmp_path_factory):
 
 def test_optimize_writes_the_trajectory_with_gains_and_statistics(optimized):
     d, out, text = optimized
-    tr = Trajectory.load(out, models.get("pendulum"))
+    tr = Trajectory.load(out, library.get("pendulum"))
     assert tr.K.shape == (tr.N, 1, 2) and tr.N == 150
     info = tr.info
     assert info["converged"] and info["iterations"] == len(info["history"]) >= 2
@@ -121,9 +121,9 @@ def test_simulate_refuses_a_trajectory_of_another_model_or_with_bad_shapes(optim
 
 
 def test_perturbed_state_keeps_strings_taut():
-    from marionette_control.models import marionette_arm as ma
+    from marionette_control.model.library import marionette_arm as ma
 
-    m = models.get("marionette_arm")
+    m = library.get("marionette_arm")
     q = ma.static_equilibrium(m, *ma.LOWERED).q
     x0 = np.concatenate([q, np.zeros(4)])
     x = simulate.perturbed_state(m, x0, {"shoulder": 0.1})
@@ -219,7 +219,7 @@ def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path)
     """marionette-optimize on the wave (constraints on by default): progress lines carry the violation next to
     the cost (the first iterates' is not zero: the approximate barrier lets them leave the limits), the summary lists every constraint's worst margin; marionette-plot draws the drives' speed and
     acceleration and the string tension (recomputed from the model: at least the 0.5 N minimum)."""
-    from marionette_control.control.spec import config_dir
+    from marionette_control.resources import config_dir
 
     out = tmp_path / "wave.npz"
     buf = io.StringIO()
@@ -235,7 +235,7 @@ def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path)
     assert " viol 0.0e+00 " in iters[-1]          # the first iterates may leave the limits, the last is inside
     assert "constraints: all satisfied" in text
     assert "carriage acceleration >= -15 m/s^2: worst margin" in text and "string tension >= 0.5 N" in text
-    tr = Trajectory.load(out, models.get("marionette_arm"))
+    tr = Trajectory.load(out, library.get("marionette_arm"))
     assert tr.info["constraints"]["feasible"] and len(tr.info["constraints"]["margins"]) == 13
     assert tr.info["constraints"]["set"]["limits"]["min_tension"] == {"string": 0.5}
     tension = plot.string_tensions(tr)["string"]

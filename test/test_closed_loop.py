@@ -24,14 +24,15 @@ import numpy as np
 import pytest
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from marionette_control import _core, models
-from marionette_control.control import request as P
-from marionette_control.control.controller_core import ControllerOptions
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.offline_loop import run_loop
-from marionette_control.control.optimizer import ProjectionOptimizer
-from marionette_control.control.simulated_hardware import HardwareProfile
-from marionette_control.control.trajectory import Trajectory
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.ocp import request as P
+from marionette_control.tracking.controller import ControllerOptions
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.ocp.projection import ProjectionOptimizer
+from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.trajectory import Trajectory
 from ros_helpers import ProbeNode, isolated_ros
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
@@ -58,7 +59,7 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def wave(tmp_path_factory):
     """The first STEPS of the optimized wave, with gains designed for 0 and for 1 step of command delay."""
-    arm = models.get("marionette_arm")
+    arm = library.get("marionette_arm")
     prob = P.build_problem(arm, motion_name="wave")
     res = ProjectionOptimizer(prob.system, prob.cost, prob.options).optimize(prob.X0, prob.U0)
     traj = Trajectory.for_model(arm, prob.dt, res.X[:STEPS + 1], res.U[:STEPS])
@@ -234,7 +235,7 @@ def test_estimators_against_the_true_state_with_and_without_noise(wave, node_pro
     plain transform's, which differentiates the noise (measured ratio 0.2-0.3; the plain transform on a
     feed-forward-only run, see run_scenario)."""
     traj, _ = wave
-    m = models.get("marionette_arm")
+    m = library.get("marionette_arm")
     ds = _core.DiscreteSystem(m, traj.dt)
 
     def momentum_errors(k, q, x_hat):

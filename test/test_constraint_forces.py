@@ -61,10 +61,12 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 
-from marionette_control import _core, models
-from marionette_control.control.tracking_problem import static_equilibrium
-from marionette_control.models import humanoid_marionette as hm
-from marionette_control.models import marionette_arm as arm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.ocp.tracking_problem import static_equilibrium
+from marionette_control.model.library import humanoid_marionette as hm
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.resources import config_file
 import physics_helpers as ph
 from random_trees import assert_close, newton_tolerance, richardson_fd, second_difference, systems
 
@@ -212,7 +214,7 @@ def test_batch_constraint_forces_equal_per_step(case):
 
 
 def humanoid_walk(steps):
-    model = models.get("humanoid_marionette")
+    model = library.get("humanoid_marionette")
     q0 = hm.initial_configuration(model)
     sys = _core.DiscreteSystem(model, 0.01, tolerance=newton_tolerance(model, q0, 0.01))
     U = hm.string_walk_inputs(model, q0, 0.01, steps)
@@ -239,7 +241,7 @@ def test_humanoid_lambda_covector_second_order(humanoid):
 
 def arm_swing(steps, dt=0.01):
     """The arm held at rest in the raised pose, then the carriage swung by 5 cm and the string wound by 2 cm."""
-    model = models.get("marionette_arm")
+    model = library.get("marionette_arm")
     q = arm.static_equilibrium(model, *arm.RAISED).q
     sys = _core.DiscreteSystem(model, dt, tolerance=newton_tolerance(model, q, dt))
     t = dt * np.arange(1, steps + 1)
@@ -260,7 +262,7 @@ def test_marionette_arm_constraint_force_derivatives(k):
 
 def _planar_arm():
     """The arm's numbers in its (y, z) plane, read from the URDF and the model file (not from the core)."""
-    root = ET.parse(arm.config_path("marionette_arm.urdf")).getroot()
+    root = ET.parse(config_file("marionette_arm.urdf")).getroot()
 
     def yz(element):
         x, y, z = (float(v) for v in element.find("origin").get("xyz").split())
@@ -268,7 +270,7 @@ def _planar_arm():
 
     joint = {j.get("name"): j for j in root.iter("joint")}
     link = {ln.get("name"): ln for ln in root.iter("link")}
-    g = -yaml.safe_load(arm.config_path("marionette_arm.yaml").read_text())["gravity"][2]
+    g = -yaml.safe_load(config_file("marionette_arm.yaml").read_text())["gravity"][2]
     assert all(yz(joint[n]).tolist() == [0.0, 0.0] for n in ("shoulder", "carriage"))
     return {"elbow": yz(joint["elbow"]), "hook": yz(joint["hook_mount"]), "rail": yz(joint["rail_mount"]),
             "com1": yz(link["upper_arm"].find("inertial")), "com2": yz(link["forearm"].find("inertial")),
@@ -311,7 +313,7 @@ def moment_tension(q):
 @pytest.mark.parametrize("pose", [arm.LOWERED, arm.RAISED, arm.degrees(20.0, 100.0), arm.degrees(60.0, 80.0)])
 def test_arm_at_rest_string_tension_balances_gravity(pose):
     """Poses of the wave's range whose holding carriage and string length are within the actuator ranges."""
-    model = models.get("marionette_arm")
+    model = library.get("marionette_arm")
     dt = 0.01
     guess = arm.consistent_configuration(model, *pose, carriage=0.3)
     q = static_equilibrium(model, guess, free=[model.config_index("carriage"), model.config_index("string_length")],
@@ -368,7 +370,7 @@ def test_multiplier_converges_to_the_continuous_one():
 
 
 def test_models_without_constraints_return_empty_arrays():
-    model = models.get("pendulum")
+    model = library.get("pendulum")
     sys = _core.DiscreteSystem(model, 0.1)
     x, u, N = np.array([0.2, 0.5]), np.array([0.8]), 4
     U = np.full((N, 1), 0.8)

@@ -26,23 +26,23 @@ import numpy as np
 import pytest
 import yaml
 
-from marionette_control import models
-from marionette_control.control import request as R
-from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
-from marionette_control.control.problem import ConstraintOptions
-from marionette_control.control.spec import (
+from marionette_control.model import library
+from marionette_control.ocp import request as R
+from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
+from marionette_control.ocp.problem import ConstraintOptions
+from marionette_control.resources import config_dir
+from marionette_control.ocp.spec import (
     SpecError,
     build_problem,
-    config_dir,
     initial_trajectory,
     load_spec,
     parse_spec,
     solve,
 )
-from marionette_control.control.tracking_problem import ProblemError
+from marionette_control.ocp.tracking_problem import ProblemError
 from marionette_control.model.limits import load_limits
-from marionette_control.models import marionette_arm as ma
-from marionette_control.models.source import ModelSource
+from marionette_control.model.library import marionette_arm as ma
+from marionette_control.model.library.source import ModelSource
 
 WAVE_SPEC = config_dir() / "optimize" / "marionette_arm_wave.yaml"
 LIMITS = load_limits(ModelSource.registered("marionette_arm"))
@@ -257,7 +257,7 @@ def test_bad_constraint_options_in_a_spec_name_the_key(section, key, message):
     (dict(constraint_families=["configuration"], constraints="on"), None),
 ])
 def test_bad_constraint_options_in_a_request_name_the_field(fields, message):
-    arm = models.get("marionette_arm")
+    arm = library.get("marionette_arm")
     if message is None:   # valid: the URDF's joint limits bound the arm
         p = R.build_problem(arm, motion_name="wave", options=R.RequestOptions(**fields))
         labels = [r.label for c in p.constraints for r in c.rows]

@@ -17,18 +17,19 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.controller_core import ERROR, OK, WARN, ControllerCore, ControllerOptions
-from marionette_control.control.estimation import KalmanEstimator, LegendreEstimator
-from marionette_control.control.gains import integral_gains
-from marionette_control.control.integral_action import AngleIntegral
-from marionette_control.control.limits import CommandLimits
-from marionette_control.control.prediction import CommandHistory, DelayPredictor
-from marionette_control.control.sample_checks import SampleChecks
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, ControllerOptions
+from marionette_control.tracking.estimation import KalmanEstimator, LegendreEstimator
+from marionette_control.lq.gains import integral_gains
+from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
+from marionette_control.tracking.sample_checks import SampleChecks
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateReader
 
 from arm_helpers import bump_trajectory
@@ -194,7 +195,7 @@ def tail(traj, j: int, source_info=None) -> Trajectory:
 
 def test_core_refuses_unusable_trajectories_and_stages_new_ones_while_running(arm):
     core = make_core(arm)
-    other = Trajectory.for_model(models.get("pendulum"), DT, np.zeros((3, 2)), np.zeros((2, 1)),
+    other = Trajectory.for_model(library.get("pendulum"), DT, np.zeros((3, 2)), np.zeros((2, 1)),
                                  K=np.zeros((2, 1, 2)))
     with pytest.raises(TrajectoryError, match="file.npz: trajectory was made for model 'pendulum', not "
                                               "'marionette_arm'"):
@@ -831,10 +832,10 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
 @pytest.mark.ros
 def test_refuses_a_trajectory_for_another_model_and_keeps_running(arm, rig_env, node_processes, tmp_path):
     rig, env = rig_env
-    pend = models.get("pendulum")
+    pend = library.get("pendulum")
     wrong = Trajectory.for_model(pend, DT, np.zeros((3, pend.nx)), np.zeros((2, pend.nU)),
                                  K=np.zeros((2, pend.nU, pend.nx))).save(tmp_path / "pendulum.npz")
-    heavy = models.get("marionette_arm", gravity=11.0)
+    heavy = library.get("marionette_arm", gravity=11.0)
     _, other_version = arm_trajectory(model=heavy)
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(wrong))
     rig.connect(log)

@@ -8,17 +8,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from marionette_control.control.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
-from marionette_control.control.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
+from marionette_control.tracking.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
+from marionette_control.lq.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
                                               gain_delay, integral_gains)
-from marionette_control.control.integral_action import AngleIntegral
-from marionette_control.control.limits import CommandLimits
-from marionette_control.control.prediction import CommandHistory, DelayPredictor
-from marionette_control.control.riccati import tv_lq, tv_lqr
-from marionette_control.control.sample_checks import PlausibilityOptions, SampleChecks
-from marionette_control.control.tolerances import Tolerances, check_tolerance
+from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
+from marionette_control.lq.riccati import tv_lq, tv_lqr
+from marionette_control.tracking.sample_checks import PlausibilityOptions, SampleChecks
+from marionette_control.tracking.tolerances import Tolerances, check_tolerance
 from marionette_control.model.limits import from_description
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import marionette_arm as ma
 
 from arm_helpers import bump_trajectory
 
@@ -422,9 +422,9 @@ def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_ar
     that mean on this 2 s motion (asserted: the largest joint's < 1/2 of it; the RMS smaller on each joint). On the
     perfect arm (the model, one period of command delay) the closed loop is exact with the integral as without it
     (after its first step, which moves before the first command acts)."""
-    from marionette_control.control.controller_core import ControllerOptions
-    from marionette_control.control.offline_loop import run_loop
-    from marionette_control.control.simulated_hardware import HardwareProfile
+    from marionette_control.tracking.controller import ControllerOptions
+    from marionette_control.sim.offline_loop import run_loop
+    from marionette_control.sim.simulator import HardwareProfile
 
     ds, tr = bump_trajectory(DT, 200)
     means, rms = {}, {}

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from marionette_control import _core, models
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.model.library import humanoid_marionette as hm
 from random_trees import assert_close, central_fd, systems
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -169,7 +170,7 @@ def test_del_residual_and_derivatives_on_random_trees(case):
 
 
 def test_humanoid_del_equations():
-    model = models.get("humanoid_marionette")
+    model = library.get("humanoid_marionette")
     q0 = hm.initial_configuration(model)
     sys = _core.DiscreteSystem(model, 0.01, tolerance=1e-12)
     U = hm.string_walk_inputs(model, q0, 0.01, 30)
@@ -183,10 +184,10 @@ def test_humanoid_del_equations():
 
 
 def test_marionette_arm_del_equations():
-    model = models.get("marionette_arm")
+    model = library.get("marionette_arm")
     sys = _core.DiscreteSystem(model, 0.01, tolerance=1e-12)
     q = np.zeros(model.nq)
-    from marionette_control.control.tracking_problem import consistent_configuration, rest_state
+    from marionette_control.ocp.tracking_problem import consistent_configuration, rest_state
 
     q = consistent_configuration(model, np.r_[0.3, 0.6, np.zeros(model.nq - 2)])
     x0 = rest_state(sys, q)
@@ -202,7 +203,7 @@ def test_marionette_arm_del_equations():
 
 
 def test_bad_del_arguments_get_specific_errors():
-    model = models.get("pendulum")
+    model = library.get("pendulum")
     sys = _core.DiscreteSystem(model, 0.1)
     Q = np.zeros((4, 1))
     Uf = np.zeros((3, 1))

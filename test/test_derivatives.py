@@ -72,7 +72,7 @@ H_P_REF = np.array([[2.0241922532505005e-01, 1.01209612662525e-02, 1.01209612662
 def pendulum_model():
     """Seed 001's pendulum from the model library, or built here if the library cannot be imported yet."""
     try:
-        from marionette_control.models.pendulum import pendulum
+        from marionette_control.model.library.pendulum import pendulum
     except ModuleNotFoundError:  # models/__init__ registers every model; some may not exist yet
         b = SystemBuilder("pendulum", gravity=(0.0, 0.0, -9.8))
         b.frame("pendulum", "world", "rx", config="theta")

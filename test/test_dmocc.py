@@ -1,4 +1,4 @@
-"""DMOCC: direct transcription solved by IPOPT (marionette_control.control.dmocc, .transcription).
+"""DMOCC: direct transcription solved by IPOPT (marionette_control.ocp.dmocc, .transcription).
 
 Evidence:
 * the NLP's gradient, constraint Jacobian and Hessian of the Lagrangian against central
@@ -27,16 +27,16 @@ import pytest
 
 pytest.importorskip("casadi")
 
-from marionette_control import models  # noqa: E402
+from marionette_control.model import library  # noqa: E402
 from marionette_control.cli import optimize as cli  # noqa: E402
-from marionette_control.control import request as R  # noqa: E402
-from marionette_control.control.cost import tracking_cost  # noqa: E402
-from marionette_control.control.dmocc import DmoccOptions, DmoccSolver, solve_problem  # noqa: E402
-from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer  # noqa: E402
-from marionette_control.control.spec import SpecError, build_problem, config_dir, initial_trajectory, load_spec, \
-    solve  # noqa: E402
-from marionette_control.control.trajectory import Trajectory  # noqa: E402
-from marionette_control.control.transcription import FinalCondition, Transcription, TranscriptionError  # noqa: E402
+from marionette_control.ocp import request as R  # noqa: E402
+from marionette_control.ocp.cost import tracking_cost  # noqa: E402
+from marionette_control.ocp.dmocc import DmoccOptions, DmoccSolver, solve_problem  # noqa: E402
+from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer  # noqa: E402
+from marionette_control.ocp.spec import SpecError, build_problem, initial_trajectory, load_spec, solve  # noqa: E402
+from marionette_control.resources import config_dir  # noqa: E402
+from marionette_control.trajectory import Trajectory  # noqa: E402
+from marionette_control.ocp.transcription import FinalCondition, Transcription, TranscriptionError  # noqa: E402
 from random_trees import central_fd  # noqa: E402
 from test_constraints import assert_within_limits  # noqa: E402
 from test_optimizer import SWING_UP_COST, feasible, swing_up  # noqa: E402
@@ -152,7 +152,7 @@ def test_fixed_final_state_is_met():
 
 
 def test_inconsistent_final_configuration_is_refused():
-    arm = models.get("marionette_arm")
+    arm = library.get("marionette_arm")
     spec = load_spec(WAVE_SPEC)
     problem = build_problem(spec, arm)
     with pytest.raises(TranscriptionError, match="final configuration violates constraint"):
@@ -167,7 +167,7 @@ def test_spec_and_cli_select_dmocc(tmp_path):
     out, summary = tmp_path / "swing.npz", tmp_path / "summary.json"
     assert cli.main([str(SWING_SPEC), "--set", "method=dmocc", "--set", "dmocc.tolerance=1e-9", "-o", str(out),
                      "--summary-json", str(summary), "--progress", "quiet"]) == 0
-    tr = Trajectory.load(out, models.get("pendulum"))
+    tr = Trajectory.load(out, library.get("pendulum"))
     assert tr.K is not None and tr.K.shape == (tr.N, 1, 2)
     assert tr.info["method"] == "dmocc" and tr.info["dmocc"]["ipopt_status"] == "Solve_Succeeded"
     s = json.loads(summary.read_text())
@@ -177,7 +177,7 @@ def test_spec_and_cli_select_dmocc(tmp_path):
 
 
 def test_request_selects_dmocc():
-    pendulum = models.get("pendulum")
+    pendulum = library.get("pendulum")
     desired = R.DesiredMotion(["theta"], [0.1 * k for k in range(101)], [[0.0 if k < 50 else math.pi]
                                                                          for k in range(101)])
     p = R.build_problem(pendulum, desired=desired, options=R.RequestOptions(

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.cost import tracking_cost
-from marionette_control.control.terms import Point
-from marionette_control.control.embedding import (
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.ocp.cost import tracking_cost
+from marionette_control.ocp.terms import Point
+from marionette_control.ocp.embedding import (
     EmbeddingError,
     EmbeddingOptions,
     RelaxationOptions,
@@ -16,8 +17,8 @@ from marionette_control.control.embedding import (
     run_dynamic_embedding,
     run_string_relaxation,
 )
-from marionette_control.control.optimizer import OptimizerOptions, ProjectionOptimizer
-from marionette_control.control.tracking_problem import hold_inputs
+from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
+from marionette_control.ocp.tracking_problem import hold_inputs
 from marionette_control.model import SystemBuilder
 
 
@@ -42,7 +43,7 @@ def string_arm():
 
 
 def force_cart_pendulum():
-    return models.get("cart_pendulum", kinematic_cart=False, cart_mass=10.0, damping=0.01)
+    return library.get("cart_pendulum", kinematic_cart=False, cart_mass=10.0, damping=0.01)
 
 
 THETA = 1  # state order of the force-driven cart pendulum: cart, theta, p_cart, p_theta
@@ -62,7 +63,7 @@ def arm_start(model, dt):
 
 
 def test_embedding_adds_one_force_per_dynamic_configuration_and_keeps_the_states():
-    emb = embed(models.get("double_pendulum"))
+    emb = embed(library.get("double_pendulum"))
     assert emb.fictitious_inputs == ("theta1_fictitious", "theta2_fictitious")
     assert emb.embedded.discrete_input_names == ["torque1", "torque2", "theta1_fictitious", "theta2_fictitious"]
     assert emb.embedded.state_names == emb.original.state_names
@@ -75,7 +76,7 @@ def test_embedding_adds_one_force_per_dynamic_configuration_and_keeps_the_states
 
 def test_fictitious_force_acts_as_a_generalized_force_on_its_configuration():
     # The pendulum's own torque input and the fictitious torque on theta enter identically.
-    emb = embed(models.get("pendulum"))
+    emb = embed(library.get("pendulum"))
     dt, N = 0.01, 150
     u = 2.0 * np.sin(np.linspace(0, 3, N))[:, None]
     x0 = np.array([0.2, 0.0])
@@ -87,9 +88,9 @@ def test_fictitious_force_acts_as_a_generalized_force_on_its_configuration():
 
 def test_embedding_rejects_kinematic_unknown_and_clashing_configurations():
     with pytest.raises(EmbeddingError, match="'cart' is kinematic"):
-        embed(models.get("cart_pendulum"), configs=["cart"])
+        embed(library.get("cart_pendulum"), configs=["cart"])
     with pytest.raises(EmbeddingError, match="'nope' is not a configuration"):
-        embed(models.get("pendulum"), configs=["nope"])
+        embed(library.get("pendulum"), configs=["nope"])
     with pytest.raises(EmbeddingError, match="already has input"):
         embed(_pendulum_with_input("theta_fictitious"))
 
@@ -104,7 +105,7 @@ def _pendulum_with_input(name):
 
 def test_variants_of_a_urdf_and_yaml_model_leave_the_model_untouched():
     # The hardware arm is described by a URDF and a YAML file, not through SystemBuilder calls.
-    arm = models.get("marionette_arm")
+    arm = library.get("marionette_arm")
     rel = relax_strings(arm)
     emb = embed(rel.relaxed)
     assert rel.relaxed.nc == 0 and [s.name for s in rel.strings] == ["string"]
@@ -113,11 +114,11 @@ def test_variants_of_a_urdf_and_yaml_model_leave_the_model_untouched():
     assert emb.embedded.discrete_input_names == ["string_fx", "string_fy", "string_fz", "shoulder_fictitious",
                                                  "elbow_fictitious", "carriage_next", "string_length_next"]
     assert arm.constraint_names == ["string"] and arm.discrete_input_names == ["carriage_next", "string_length_next"]
-    assert arm.hash == models.get("marionette_arm").hash
+    assert arm.hash == library.get("marionette_arm").hash
 
 
 def test_variant_cost_puts_the_weight_on_the_fictitious_inputs_only():
-    emb = embed(models.get("double_pendulum"))
+    emb = embed(library.get("double_pendulum"))
     cost = tracking_cost(np.zeros((3, 4)), np.ones((2, 2)), np.ones(4), np.array([2.0, 3.0]))
     vc = emb.variant_cost(cost, 50.0)
     d = vc.calc_diff(vc.create_data(), Point(np.zeros((3, 4)), np.zeros((2, 4))))
@@ -235,10 +236,10 @@ def test_restoring_forces_along_the_string_recovers_carriage_and_length_exactly(
 
 
 def test_restore_on_the_humanoid_with_six_strings_and_planar_carriages():
-    rel = relax_strings(models.get("humanoid_marionette"))
+    rel = relax_strings(library.get("humanoid_marionette"))
     assert len(rel.strings) == 6 and rel.relaxed.nc == 0
     assert all(len(s.carriage) == 2 for s in rel.strings)          # x and y of each string's top point
-    from marionette_control.models import humanoid_marionette as hm
+    from marionette_control.model.library import humanoid_marionette as hm
 
     m = rel.original
     dt, N = 0.01, 15
@@ -316,7 +317,7 @@ def test_relaxation_with_embedding_builds_both_variants():
 
 def test_relaxation_errors_name_the_string():
     with pytest.raises(EmbeddingError, match="no string"):
-        relax_strings(models.get("pendulum"))
+        relax_strings(library.get("pendulum"))
     with pytest.raises(EmbeddingError, match="no string named rope"):
         relax_strings(string_arm(), strings=["rope"])
 
@@ -353,7 +354,7 @@ def test_constraint_penalty_relaxes_a_closed_chain_and_projects_back(tmp_path):
     ground by a rod) optimized with the rod replaced by ½ w Σ h², w raised until |h| is negligible, then
     projected onto the linkage: the stages' constraint errors fall, the projected trajectory keeps the rod
     exactly, and the final optimization converges to the optimum it reaches from a simulation."""
-    from marionette_control.control.spec import load_spec, solve
+    from marionette_control.ocp.spec import load_spec, solve
 
     (tmp_path / "four_bar.yaml").write_text(FOUR_BAR)
     spec = tmp_path / "spec.yaml"

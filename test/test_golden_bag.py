@@ -29,15 +29,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
+from marionette_control import _core
+from marionette_control.model import library
 from marionette_control.bags.bagio import bag_info, read_bag
 from marionette_control.bags.replay import (COMMANDS, JOINT_STATES, TRACKING, ReplayConfig, compare_commands,
                                             first_tick_stamp, make_core, recorded_commands, recorded_ticks,
                                             replay_bag, trajectory_of_bag)
-from marionette_control.control import controller_core
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory
+from marionette_control.tracking import controller as controller_core
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.trajectory import Trajectory
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 BAG = GOLDEN / "bag"
@@ -109,7 +110,7 @@ def test_changed_gains_fail_the_comparison(golden):
     traj, _, cmds, _ = golden
     config = ReplayConfig.from_custom_data(bag_info(BAG).custom_data)
     design = GainDesign.of(traj)
-    system = _core.DiscreteSystem(models.get(traj.model_name), traj.dt)
+    system = _core.DiscreteSystem(library.get(traj.model_name), traj.dt)
     changed = design_gains(system, traj.X, traj.U, dataclasses.replace(
         design, dynamic_configuration=1.001 * design.dynamic_configuration)).attach(traj)
     core, _ = make_core(changed, config)
@@ -133,7 +134,7 @@ from ros_helpers import isolated_ros, node_processes, stop, wait_for  # noqa: E4
 
 def _live_run(env, node_processes, tmp_path, traj_path, offset_ns, attempt):
     """One controller process fed by one playback; (commands, tracking rows, player output, controller log)."""
-    from marionette_control.system_description import config_file
+    from marionette_control.resources import config_file
 
     controller = node_processes("marionette_control.nodes.controller", [
         "--ros-args", "--params-file", str(config_file("controller.yaml")), "-p", "use_sim_time:=true",

@@ -2,12 +2,13 @@
 
 import numpy as np
 
-from marionette_control import _core, models
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.model.library import humanoid_marionette as hm
 
 
 def test_dimensions_and_mass():
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     assert (m.nq, m.nd, m.nk, m.nc) == (40, 22, 18, 6)
     assert (m.nx, m.nU, m.nu) == (80, 18, 0)
     assert abs(sum(v[0] for v in m.masses.values()) - 18.75) < 1e-12
@@ -16,7 +17,7 @@ def test_dimensions_and_mass():
 
 def test_string_walk_keeps_every_constraint_within_1e9():
     """1000 steps at dt = 0.01: |h_i(q_k)| <= 1e-9 for every string and step."""
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     ds = _core.DiscreteSystem(m, 0.01)
     q0 = hm.initial_configuration(m)
     assert np.abs(m.constraints(q0)[0]).max() < 1e-12

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
+from marionette_control import _core
+from marionette_control.model import library
 from marionette_control.study import integrators as I
 from physics_helpers import tedrake_coriolis, tedrake_gravity, tedrake_mass_matrix, tedrake_potential
 
@@ -104,7 +105,7 @@ def test_verlet_velocity_and_symplecticity_control(double_pendulum):
     same schemes are no longer symplectic. Verlet loses energy steadily, E(10 s) - E0 < -0.1 J
     (measured -0.49 J, 160 times its pendulum error); semi-implicit Euler's error exceeds 1 J
     (measured 6.6 J). (A short horizon: the motion is chaotic and longer runs depend on roundoff.)"""
-    dyn = I.ContinuousDynamics(models.get("pendulum"))
+    dyn = I.ContinuousDynamics(library.get("pendulum"))
     q0, v0 = np.array([2.5]), np.zeros(1)
     E0 = dyn.energy(q0, v0)
     a = I.integrate("stormer_verlet", dyn, q0, v0, 0.01, 5000)
@@ -221,7 +222,7 @@ def test_bad_arguments(humanoid):
     with pytest.raises(ValueError, match="baumgarte must be finite and >= 0"):
         I.ContinuousDynamics(dyn.model, rho=dyn.rho, baumgarte=-1.0)
     with pytest.raises(ValueError, match="no constraints to stabilize"):
-        I.ContinuousDynamics(models.get("pendulum"), baumgarte=1.0)
+        I.ContinuousDynamics(library.get("pendulum"), baumgarte=1.0)
     with pytest.raises(ValueError, match="projection needs a one-step scheme"):
         I.integrate("stormer_verlet", dyn, q0, v0, 0.01, 2, project=True)
     with pytest.raises(ValueError, match="keeps h\\(q\\) = 0 by itself"):

@@ -255,12 +255,13 @@ def test_tracked_trajectory_serialization_round_trip(with_gains):
 
 def test_gain_design_record_travels_with_the_trajectory():
     """trajectory_to_msg/trajectory_from_msg carry the gains' design record (the command delay they are for)."""
-    from marionette_control import _core, models
-    from marionette_control.control.gains import GAIN_DESIGN, GainDesign, design_gains
-    from marionette_control.control.trajectory import Trajectory, TrajectoryError
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.lq.gains import GAIN_DESIGN, GainDesign, design_gains
+    from marionette_control.trajectory import Trajectory, TrajectoryError
     from marionette_control.nodes.convert import trajectory_from_msg, trajectory_to_msg
 
-    m = models.get("pendulum")
+    m = library.get("pendulum")
     ds = _core.DiscreteSystem(m, 0.1)
     X, _ = ds.simulate(np.array([0.3, 0.0]), np.zeros((5, m.nU)))
     traj = design_gains(ds, X, np.zeros((5, m.nU)), GainDesign(delay_steps=2)).attach(
@@ -279,13 +280,14 @@ def test_gain_design_record_travels_with_the_trajectory():
 def test_a_plan_travels_as_a_window_without_views():
     """plan_to_msg/plan_from_msg: start, run, sequence, estimate tick, the window's arrays and gain record; the
     configurations and actuators views stay empty (the controller reads the arrays)."""
-    from marionette_control import _core, models
-    from marionette_control.control.gains import GainDesign, design_gains
-    from marionette_control.control.plan_switch import Plan as PlanRecord
-    from marionette_control.control.trajectory import Trajectory
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.lq.gains import GainDesign, design_gains
+    from marionette_control.tracking.plan_switch import Plan as PlanRecord
+    from marionette_control.trajectory import Trajectory
     from marionette_control.nodes.convert import plan_from_msg, plan_to_msg
 
-    m = models.get("pendulum")
+    m = library.get("pendulum")
     ds = _core.DiscreteSystem(m, 0.1)
     X, _ = ds.simulate(np.array([0.3, 0.0]), np.zeros((5, m.nU)))
     traj = design_gains(ds, X, np.zeros((5, m.nU)), GainDesign(delay_steps=1)).attach(

@@ -1,4 +1,4 @@
-"""LatestJobWorker (nodes/latest_worker.py): the newest job runs, an older waiting one is replaced and
+"""LatestJobWorker (latest_worker.py): the newest job runs, an older waiting one is replaced and
 returned, a running one finishes, errors are not lost. Every wait is on an event, none on a duration."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from marionette_control.nodes.latest_worker import LatestJobWorker
+from marionette_control.latest_worker import LatestJobWorker
 
 
 class Gate:

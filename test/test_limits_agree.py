@@ -3,9 +3,9 @@ controller's command clamp (and its plausibility checks) see the model file's nu
 ``model.limits``, so a trajectory optimized within the limits is executed as optimized.
 
 Each reader is taken as its user builds it: the optimizer's constraint rows from a YAML spec naming the model
-file (:func:`~marionette_control.control.spec.build_problem`, the rows the barrier method enforces), the
-simulated hardware's drives (:class:`~marionette_control.control.simulated_hardware.SimulatedArm`), and the
-controller core the node and the offline loop build (:func:`~marionette_control.control.controller_core.make_core`).
+file (:func:`~marionette_control.ocp.spec.build_problem`, the rows the barrier method enforces), the
+simulated hardware's drives (:class:`~marionette_control.sim.simulator.SimulatedArm`), and the
+controller core the node and the offline loop build (:func:`~marionette_control.tracking.controller.make_core`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import shutil
 import numpy as np
 import pytest
 
-from marionette_control.control.controller_core import make_core
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
-from marionette_control.control.spec import SpecError, build_problem, parse_spec
+from marionette_control.tracking.controller import make_core
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.ocp.spec import SpecError, build_problem, parse_spec
 from marionette_control.model.yaml_model import ModelFileError, load_model_file
-from marionette_control.models.marionette_arm import config_path
+from marionette_control.resources import config_file
 
 KINDS = ("lower", "upper", "max_velocity", "max_acceleration")
 
@@ -73,7 +73,7 @@ def assert_all_see(desc, model_file, expected: dict, profiles=("perfect",)):
 
 def copy_arm(tmp_path):
     for name in ("marionette_arm.yaml", "marionette_arm.urdf"):
-        shutil.copy(config_path(name), tmp_path / name)
+        shutil.copy(config_file(name), tmp_path / name)
     return tmp_path / "marionette_arm.yaml", tmp_path / "marionette_arm.urdf"
 
 
@@ -86,7 +86,7 @@ def replace_once(path, old: str, new: str) -> None:
 def test_optimizer_simulator_and_controller_see_the_model_files_limits():
     """config/marionette_arm.yaml: carriage −0.30…0.90 m, 2 m/s, 15 m/s²; winch 0.15…1.10 m, 1.5 m/s, 10 m/s² —
     the same arrays in the three readers, and in the realistic profile's plant (its own file, same drives)."""
-    path = config_path("marionette_arm.yaml")
+    path = config_file("marionette_arm.yaml")
     expected = {"lower": [-0.30, 0.15], "upper": [0.90, 1.10], "max_velocity": [2.0, 1.5],
                 "max_acceleration": [15.0, 10.0]}
     assert_all_see(load_model_file(path), path, expected, profiles=("perfect", "realistic"))

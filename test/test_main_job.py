@@ -39,7 +39,7 @@ PUSH_T = 5.6
 def main_job(out: Path, *args, on_line=None) -> tuple[int, str]:
     """Runs the main job to its end; (exit status, its output). ``on_line(line)`` sees each output line as it
     comes (to act on an event of the run)."""
-    proc = subprocess.Popen([sys.executable, "-m", "marionette_control.cli.main", "--out", str(out), *args],
+    proc = subprocess.Popen([sys.executable, "-m", "marionette_control.cli.main_job", "--out", str(out), *args],
                             env=ros_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []

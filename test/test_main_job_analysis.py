@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from marionette_control.cli.main_job import analysis as A
-from marionette_control.control.controller_core import ControllerOptions
-from marionette_control.control.offline_loop import run_loop
-from marionette_control.control.simulated_hardware import HardwareProfile
+from marionette_control.tracking.controller import ControllerOptions
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.sim.simulator import HardwareProfile
 from marionette_control.model.limits import from_description
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import marionette_arm as ma
 
 from arm_helpers import bump_trajectory
 

@@ -23,8 +23,9 @@ from marionette_control import _core
 from marionette_control.model.motion import load_motion
 from marionette_control.model.urdf import parse_urdf
 from marionette_control.model.yaml_model import ModelFileError
-from marionette_control.models import get
-from marionette_control.models import marionette_arm as arm
+from marionette_control.model.library import get
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.resources import config_file
 
 DT = 0.01
 
@@ -62,20 +63,20 @@ def test_hardware_joint_names_default_and_configurable(description):
 
 @pytest.mark.parametrize("joint", ["carriage", "string_length"])
 def test_urdf_and_yaml_agree_on_the_actuators(description, joint):
-    limits = parse_urdf(arm.config_path("marionette_arm.urdf")).joint(joint).limits
+    limits = parse_urdf(config_file("marionette_arm.urdf")).joint(joint).limits
     act = description.actuators[joint]
     assert (limits["lower"], limits["upper"], limits["velocity"]) == (act.min, act.max, act.max_velocity)
 
 
 def test_every_joint_state_name_is_a_urdf_joint(description):
     """robot_state_publisher and ros2_control look every /joint_states name up in the URDF."""
-    robot = parse_urdf(arm.config_path("marionette_arm.urdf"))
+    robot = parse_urdf(config_file("marionette_arm.urdf"))
     assert set(description.hardware_joints) == set(robot.moving_joints)
 
 
 def test_consistent_configuration_satisfies_the_string(model):
     """h(q0) = 0 to 1e-12 at the thesis's initial condition (carriage 0) and over the whole wave."""
-    wave = load_motion(arm.config_path("motions", "wave.yaml"))
+    wave = load_motion(config_file("motions", "wave.yaml"))
     _, angles = wave.sample(0.05)
     worst = 0.0
     for carriage in (0.0, 0.4, -0.3):
@@ -116,7 +117,7 @@ def test_held_poses_are_stable(model):
 def test_wave_is_holdable_quasi_statically(model, description):
     """Every pose of the wave has a taut static equilibrium inside the actuator ranges and a well-conditioned
     string Jacobian, so the geometry (rail above the shoulder, hook near the wrist) suits the motion."""
-    wave = load_motion(arm.config_path("motions", "wave.yaml"))
+    wave = load_motion(config_file("motions", "wave.yaml"))
     _, angles = wave.sample(0.05)
     tension, dh = [], []
     for s, e in angles:
@@ -139,9 +140,9 @@ def _midpoint_energy(model, Q: np.ndarray) -> np.ndarray:
 
 
 def _undamped_model(tmp_path):
-    urdf = re.sub(r'damping="[0-9.eE+-]+"', 'damping="0"', arm.config_path("marionette_arm.urdf").read_text())
+    urdf = re.sub(r'damping="[0-9.eE+-]+"', 'damping="0"', config_file("marionette_arm.urdf").read_text())
     (tmp_path / "arm.urdf").write_text(urdf)
-    text = arm.config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
+    text = config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
     (tmp_path / "arm.yaml").write_text(text)
     return arm.marionette_arm(tmp_path / "arm.yaml")
 
@@ -197,7 +198,7 @@ def test_thesis_initial_trajectory_keeps_the_string_taut(model):
 def test_every_registered_model_renders(tmp_path):
     """The plotting helper works for any model; the docs' pictures come from render_models."""
     from marionette_control.cli import render_models
-    from marionette_control.models import available
+    from marionette_control.model.library import available
 
     paths = render_models.render(list(available()), str(tmp_path), dpi=40)
     assert len(paths) == len(available()) >= 5
@@ -208,7 +209,7 @@ def test_every_registered_model_renders(tmp_path):
 
 def test_strings_are_recovered_for_drawing(model):
     from marionette_control.model.plot import choose_view, distance_constraints
-    from marionette_control.models.humanoid_marionette import STRINGS
+    from marionette_control.model.library.humanoid_marionette import STRINGS
 
     assert distance_constraints(model) == [("string", "hook", "carriage")]
     humanoid = get("humanoid_marionette")
@@ -235,7 +236,7 @@ def test_quasi_static_inputs_nearly_perform_the_wave(model, description):
     """A quick open-loop check of the geometry: feeding the holding carriage/string of every wave sample as the
     inputs, the simulated arm follows the wave within 10° (measured 6.1° shoulder, 8.3° elbow), the string stays
     taut (measured >= 0.69 N) and the inputs respect the actuators' speed and acceleration limits."""
-    wave = load_motion(arm.config_path("motions", "wave.yaml"))
+    wave = load_motion(config_file("motions", "wave.yaml"))
     _, angles = wave.sample(DT)
     rho = np.array([arm.static_equilibrium(model, s, e).q[2:] for s, e in angles])
     q0 = np.concatenate([angles[0], rho[0]])

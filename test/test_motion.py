@@ -11,10 +11,11 @@ import pytest
 
 from marionette_control.model.motion import (MotionError, desired_configurations, desired_states, load_motion,
                                              make_motion)
-from marionette_control.models import get
-from marionette_control.models.marionette_arm import LOWERED, RAISED, config_path
+from marionette_control.model.library import get
+from marionette_control.model.library.marionette_arm import LOWERED, RAISED
+from marionette_control.resources import config_file
 
-WAVE = config_path("motions", "wave.yaml")
+WAVE = config_file("motions", "wave.yaml")
 
 
 @pytest.fixture(scope="module")

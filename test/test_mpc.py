@@ -1,4 +1,4 @@
-"""Receding-horizon re-optimization (control/mpc.py) on the wave, ROS-free.
+"""Receding-horizon re-optimization (ocp/mpc.py) on the wave, ROS-free.
 
 The window of the problem, its cost-to-go terminal term and the warm start make the motion's optimum
 the window's optimum: re-optimizing the unperturbed motion converges at once to it. The prediction to
@@ -17,17 +17,17 @@ import math
 import numpy as np
 import pytest
 
-from marionette_control.control.controller_core import ControllerOptions
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.limits import CommandLimits
-from marionette_control.control.plan_switch import PlannedLaw
-from marionette_control.control.prediction import CommandHistory
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon, predict_start, window_cost
-from marionette_control.control.offline_loop import run_loop, scripted_push
-from marionette_control.control.simulated_hardware import HardwareProfile
-from marionette_control.control.terms import Point
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.tracking.controller import ControllerOptions
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.plan_switch import PlannedLaw
+from marionette_control.tracking.prediction import CommandHistory
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.ocp.mpc import Deadline, MPCOptions, RecedingHorizon, predict_start, window_cost
+from marionette_control.sim.offline_loop import run_loop, scripted_push
+from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.ocp.terms import Point
+from marionette_control.trajectory import Trajectory, TrajectoryError
 
 from arm_helpers import wave_motion
 from test_plan_switch import Loop

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from marionette_control.control.mpc import MPCOptions
-from marionette_control.control.offline_loop import recovery_time
+from marionette_control.ocp.mpc import MPCOptions
+from marionette_control.sim.offline_loop import recovery_time
 from marionette_control.nodes.convert import disturb_request
-from marionette_control.system_description import config_file
+from marionette_control.resources import config_file
 from arm_helpers import wave_motion
 from ros_helpers import ProbeNode, isolated_ros, node_processes  # noqa: F401  (fixture)
 from test_mpc import PUSH
@@ -194,7 +194,7 @@ def test_a_push_is_recovered_more_than_twice_as_fast_with_the_planner_in_its_own
     published = int(planner["plans_published"])
     # the planner keeps up: an update every 0.1 s of ticks while its plan starts within the motion, its deadline
     # the tick the plan is due at on the graph's clock (18 to 41 of the 79 when a busy-waiting executor starved
-    # the updates of the GIL: nodes/latest_worker.py); most plans published are switched to
+    # the updates of the GIL: latest_worker.py); most plans published are switched to
     due = len([k for k in range(0, N + 1, 10) if k + 1 + 5 <= N - MPCOptions().min_steps])
     assert published >= 0.9 * due and last.plan_switches >= 0.7 * published, (due, last.plan_switches, planner)
     assert int(controller["plans.switched"]) == last.plan_switches

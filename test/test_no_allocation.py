@@ -42,11 +42,12 @@ int posix_memalign(void** p, size_t a, size_t n) {
 PROBE = textwrap.dedent("""
     import ctypes, json, sys
     import numpy as np
-    from marionette_control import models, _core
-    from marionette_control.models import humanoid_marionette as hm
+    from marionette_control import _core
+    from marionette_control.model import library
+    from marionette_control.model.library import humanoid_marionette as hm
     lib = ctypes.CDLL(sys.argv[1])
     lib.mc_alloc_count.restype = ctypes.c_ulong
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     q0 = hm.initial_configuration(m)
     ds = _core.DiscreteSystem(m, 0.01)
     x0 = ds.state_from_configs(q0, q0)

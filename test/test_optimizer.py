@@ -1,4 +1,4 @@
-"""Tests of the projection-operator optimizer (thesis ch. 6, marionette_control.control.optimizer).
+"""Tests of the projection-operator optimizer (thesis ch. 6, marionette_control.ocp.projection).
 
 Evidence, strongest first:
 * seed 001 §VIII-A: the pendulum swing-up reaches the documented cost 13297.3789 with
@@ -24,16 +24,17 @@ import time
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control import riccati as ric
-from marionette_control.control.cost import tracking_cost
-from marionette_control.control.terms import InitialState
-from marionette_control.control.optimizer import (
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.lq import riccati as ric
+from marionette_control.ocp.cost import tracking_cost
+from marionette_control.ocp.terms import InitialState
+from marionette_control.ocp.projection import (
     OptimizerOptions,
     OptionError,
     ProjectionOptimizer,
 )
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control.model.library import humanoid_marionette as hm
 
 SWING_UP_COST = 13297.3789  # seed 001 §VIII-A swing-up, 8 significant digits (docs/reproductions.md §1)
 
@@ -43,7 +44,7 @@ SWING_UP_COST = 13297.3789  # seed 001 §VIII-A swing-up, 8 significant digits (
 
 def swing_up(tolerance: float = 1e-10):
     """Seed 001 §VIII-A: Δt = 0.1, N = 100, θ_ref = 0 then π, Q = diag(1000, 1), R = 50."""
-    model = models.get("pendulum")
+    model = library.get("pendulum")
     ds = _core.DiscreteSystem(model, 0.1, tolerance=tolerance)
     N = 100
     Xd = np.zeros((N + 1, 2))
@@ -58,7 +59,7 @@ def humanoid_tracking(N: int = 15, offset: int = 40):
     velocities and inputs zero), weights of trep's puppet-optimization example
     (100 dynamic configurations, 1 elsewhere, 0.1 inputs); start = the pose with the
     strings held still."""
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     dt = 0.01
     ds = _core.DiscreteSystem(m, dt)
     q0 = hm.initial_configuration(m)
@@ -351,7 +352,7 @@ def test_optimizer_validation():
         InitialState(X0[0], [1, -2], 100)
     with pytest.raises(ValueError, match="only acts when free_initial_state=True"):
         ProjectionOptimizer(ds, cost.replaced([InitialState(X0[0], [1.0, 1.0], 100)]))
-    other = _core.DiscreteSystem(models.get("double_pendulum"), 0.1)
+    other = _core.DiscreteSystem(library.get("double_pendulum"), 0.1)
     with pytest.raises(ValueError, match="nx=2, nU=1; model 'double_pendulum' has nx=4, nU=2"):
         ProjectionOptimizer(other, cost)
     opt = ProjectionOptimizer(ds, cost)

@@ -28,10 +28,11 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
-from marionette_control import _core, models  # noqa: E402
-from marionette_control.control.controller_core import ControllerOptions, make_core  # noqa: E402
-from marionette_control.control.gains import GainDesign, design_gains  # noqa: E402
-from marionette_control.control.trajectory import Trajectory  # noqa: E402
+from marionette_control import _core  # noqa: E402
+from marionette_control.model import library  # noqa: E402
+from marionette_control.tracking.controller import ControllerOptions, make_core  # noqa: E402
+from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
+from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.nodes.convert import trajectory_from_msg  # noqa: E402
 from ros_helpers import isolated_ros, node_processes, ros_env, start_node, stop, wait_for  # noqa: E402,F401
 
@@ -149,7 +150,7 @@ def check_feasible(msg: TrackedTrajectory, model_name: str):
 
     Checked step by step: an open-loop re-simulation of the whole swing-up would amplify the
     integrator's Newton tolerance exponentially near the upright equilibrium."""
-    model = models.get(model_name)
+    model = library.get(model_name)
     traj = trajectory_from_msg(msg)
     traj.check_model(model)
     N, nx, nU = traj.N, model.nx, model.nU
@@ -214,9 +215,10 @@ def test_service_optimizes_the_arm_wave_and_saves_it(optimizer):
     assert np.all(np.abs(V) <= np.array([2.0, 1.5]) * (1 + 1e-6))
     # The optimized angles follow the wave closely (the initial trajectory just hangs).
     from marionette_control.model.motion import desired_states, load_motion
-    from marionette_control.models.marionette_arm import config_path, load_description
+    from marionette_control.model.library.marionette_arm import load_description
+    from marionette_control.resources import config_file
 
-    _, Xd = desired_states(model, load_motion(config_path("motions", "wave.yaml")), 0.01)
+    _, Xd = desired_states(model, load_motion(config_file("motions", "wave.yaml")), 0.01)
     assert np.abs(traj.X[:, :2] - Xd[:, :2]).max() < 0.05
     assert res.trajectory.cost == pytest.approx(res.convergence.costs[-1])
     assert "converged" in res.message and str(path) in res.message
@@ -444,7 +446,7 @@ def test_latest_result_reaches_a_late_subscriber(optimizer):
         msg = received[0]
         assert msg.num_steps == res.trajectory.num_steps == 3
         assert list(msg.states) == list(res.trajectory.states) and list(msg.gains) == list(res.trajectory.gains)
-        assert msg.model_id == "pendulum" and msg.model_hash == models.get("pendulum").hash
+        assert msg.model_id == "pendulum" and msg.model_hash == library.get("pendulum").hash
     finally:
         client.node.destroy_subscription(sub)
 
@@ -495,13 +497,13 @@ def test_parameters_are_declared_documented_and_validated():
     """In-process: config/optimizer.yaml loads, every parameter has a description, bad values are refused."""
     from rclpy.parameter import Parameter
 
-    from marionette_control.models.marionette_arm import config_path
+    from marionette_control.resources import config_file
     from marionette_control.nodes.optimizer import OptimizerNode, parameter_specs
 
     with isolated_ros():
         context = rclpy.context.Context()
         rclpy.init(context=context)
-        params = str(config_path("optimizer.yaml"))
+        params = str(config_file("optimizer.yaml"))
         node = OptimizerNode(context=context, cli_args=["--ros-args", "--params-file", params])
         try:
             names = [s.name for s in parameter_specs()]

@@ -24,7 +24,7 @@ ROSDEP_KEYS = {
     "rosbags": "python3-rosbags-pip", "mcap": "python3-mcap-pip", "mcap_ros2": "python3-mcap-ros2-support-pip",
     "pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "pinocchio": "pinocchio",
     "rich": None,  # cli.progress draws its table with rich when installed, plain lines otherwise
-    "casadi": "python3-casadi-pip",  # method dmocc only (control/dmocc.py imports it when a DMOCC solve runs)
+    "casadi": "python3-casadi-pip",  # method dmocc only (ocp/dmocc.py imports it when a DMOCC solve runs)
 }
 #: ROS packages are their own keys
 ROS_PACKAGES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python",

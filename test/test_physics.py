@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.models.pendulum import double_pendulum
+from marionette_control.model.library.pendulum import double_pendulum
 from physics_helpers import (
     G,
     ROTOR_Q0,

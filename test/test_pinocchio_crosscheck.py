@@ -23,7 +23,7 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.model.urdf import load_urdf, parse_urdf
-from marionette_control.models.marionette_arm import config_path
+from marionette_control.resources import config_file
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio (PyPI 'pin', requirements/test.txt) is the independent peer")
 
@@ -125,7 +125,7 @@ MIXED_CHAIN = """<?xml version="1.0"?>
 def _arm_urdf() -> str:
     """The arm's URDF without the winch joint string_length: the string's length, a massless leaf that the model
     does not take as a tree joint (it would be a zero row of the mass matrix in both libraries)."""
-    urdf = config_path("marionette_arm.urdf").read_text()
+    urdf = config_file("marionette_arm.urdf").read_text()
     start, end = urdf.index('  <joint name="string_length"'), urdf.index('<link name="string_end"/>')
     return urdf[:start] + urdf[end + len('<link name="string_end"/>'):]
 

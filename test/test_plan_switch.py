@@ -2,7 +2,7 @@
 
 The core runs on the simulated arm (``perfect`` profile: the plant is the model, one step of command
 delay, which the controller compensates), one cycle at a time, beside a second core that gets no plan:
-a plan that is the motion's own window changes no command; a re-optimized plan (control/mpc.py) takes
+a plan that is the motion's own window changes no command; a re-optimized plan (ocp/mpc.py) takes
 over at its first step with the command it was made for and the drives' limits met without clamping;
 every refusal leaves the commands exactly those of the plan the core has, and is counted by reason.
 """
@@ -14,15 +14,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.controller_core import ControllerOptions, make_core
-from marionette_control.control.gains import GAIN_DESIGN, GainDesign, design_gains
-from marionette_control.control.mpc import MPCOptions, RecedingHorizon
-from marionette_control.control.plan_switch import REJECTIONS, Plan, PlannedLaw, SwitchTolerance
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory
-from marionette_control.models import marionette_arm as ma
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.tracking.controller import ControllerOptions, make_core
+from marionette_control.lq.gains import GAIN_DESIGN, GainDesign, design_gains
+from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
+from marionette_control.tracking.plan_switch import REJECTIONS, Plan, PlannedLaw, SwitchTolerance
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.trajectory import Trajectory
+from marionette_control.model.library import marionette_arm as ma
 
 from arm_helpers import bump_trajectory, wave_motion
 
@@ -77,7 +78,7 @@ def window(traj: Trajectory, start: int, steps: int, run: int = 1, sequence: int
 @pytest.fixture(scope="module")
 def bump():
     """The bump with gains for one step of delay, without integral action: the controller suspends its integral
-    while a plan is in effect (control/integral_action.py), so with it a plan that is the motion's own window would
+    while a plan is in effect (tracking/integral_action.py), so with it a plan that is the motion's own window would
     change the commands by the integral's term; the switching itself is what these tests are about."""
     ds, traj = bump_trajectory(0.01, 200)
     return design_gains(ds, traj.X, traj.U, GainDesign(angle_integral=0.0)).attach(traj)
@@ -122,7 +123,7 @@ def test_the_motions_own_window_changes_no_command_and_is_counted(bump):
 
 
 def test_a_reoptimized_plan_takes_over_with_the_command_it_was_made_for():
-    """On the wave: an update from the estimate of tick k (control/mpc.py) plans from step j = k + d + latency; the
+    """On the wave: an update from the estimate of tick k (ocp/mpc.py) plans from step j = k + d + latency; the
     core switches at tick j − d and its command is the plan's first input (the predicted state is the plan's
     first state on the exact plant), within the drives' limits without the clamp's help: no jump."""
     problem, motion = wave_motion()
@@ -153,7 +154,7 @@ def test_a_reoptimized_plan_takes_over_with_the_command_it_was_made_for():
 def test_refusals_keep_the_plan_the_core_has(bump):
     """Each refusal is counted by reason with a message that says what was wrong, and the commands stay those of
     the law the core has (here: the motion's)."""
-    pendulum = Trajectory.for_model(models.get("pendulum"), 0.01, np.zeros((3, 2)), np.zeros((2, 1)),
+    pendulum = Trajectory.for_model(library.get("pendulum"), 0.01, np.zeros((3, 2)), np.zeros((2, 1)),
                                     K=np.zeros((2, 1, 2)))
     shifted = window(bump, 60, 30, sequence=7)
     X = shifted.trajectory.X.copy()

@@ -1,27 +1,27 @@
-"""Request → optimization problem (control/request.py), without ROS."""
+"""Request → optimization problem (ocp/request.py), without ROS."""
 
 import math
 
 import numpy as np
 import pytest
 
-from marionette_control import models
-from marionette_control.control import request as P
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.optimizer import IterationRecord, OptimizationResult, ProjectionOptimizer
-from marionette_control.control.request import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
+from marionette_control.model import library
+from marionette_control.ocp import request as P
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.ocp.projection import IterationRecord, OptimizationResult, ProjectionOptimizer
+from marionette_control.ocp.request import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
 
 SEED_COST = 13297.3789  # seed 001 §VIII-A swing-up (docs/reproductions.md §1)
 
 
 @pytest.fixture(scope="module")
 def pendulum():
-    return models.get("pendulum")
+    return library.get("pendulum")
 
 
 @pytest.fixture(scope="module")
 def arm():
-    return models.get("marionette_arm")
+    return library.get("marionette_arm")
 
 
 def swing_up(n=100, dt=0.1):
@@ -111,8 +111,8 @@ def test_desired_kinematic_inputs_follow_the_desired_kinematic_configurations(ar
 
 
 def test_consistency_sets_the_free_string_length_and_keeps_the_rest(arm):
-    from marionette_control.control.tracking_problem import consistent_configuration
-    from marionette_control.models import marionette_arm
+    from marionette_control.ocp.tracking_problem import consistent_configuration
+    from marionette_control.model.library import marionette_arm
 
     q = np.array([0.3, 0.9, 0.1, 0.0])  # string length far off (0, as in a desired trajectory)
     expected = marionette_arm.consistent_configuration(arm, *q[:3])

@@ -1,4 +1,4 @@
-"""Tests of marionette_control.control.riccati (thesis app. B.2.2-B.2.3, (B.4)).
+"""Tests of marionette_control.lq.riccati (thesis app. B.2.2-B.2.3, (B.4)).
 
 Evidence, strongest first:
 * tv_lq against an independent dense solve of the same finite-horizon problem
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from marionette_control.control import (
+from marionette_control.lq.riccati import (
     IndefiniteGammaError,
     NotStabilizableError,
     dlqr,

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from marionette_control.cli.main import ros_graph
+from marionette_control.cli.main_job.job import ros_graph
 from marionette_control.cli.ros_isolation import claim_domain_id, in_graph, isolated_env
 
 

@@ -24,8 +24,8 @@ import random
 import numpy as np
 import pytest
 
-from marionette_control.control.sample_checks import SampleChecks
-from marionette_control.models import marionette_arm as ma
+from marionette_control.tracking.sample_checks import SampleChecks
+from marionette_control.model.library import marionette_arm as ma
 from marionette_control.nodes.convert import JointStateParser, JointStateReader
 
 NS = 1_000_000_000

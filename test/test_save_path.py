@@ -1,4 +1,4 @@
-"""The optimizer's save_path confinement (marionette_control.nodes.save_path), without ROS.
+"""The optimizer's save_path confinement (marionette_control.save_path), without ROS.
 
 Each rule of the module docstring is tried with the path a hostile peer would send; a refusal must
 name the rule and leave the file system untouched. The black-box form (the node across processes)
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control.control.trajectory import Trajectory
-from marionette_control.nodes.save_path import SavePathError, SavePolicy, write_file
+from marionette_control.trajectory import Trajectory
+from marionette_control.save_path import SavePathError, SavePolicy, write_file
 
 
 def tree(root: Path) -> set:
@@ -150,9 +150,9 @@ def test_unwritable_directory_is_refused_before_the_run(dirs):
 
 def test_trajectory_written_through_the_policy_loads_back(dirs):
     policy, results, _, _ = dirs
-    from marionette_control import models
+    from marionette_control.model import library
 
-    model = models.get("pendulum")
+    model = library.get("pendulum")
     X = np.zeros((3, model.nx))
     U = np.zeros((2, model.nU))
     traj = Trajectory.for_model(model, 0.1, X, U, K=np.zeros((2, model.nU, model.nx)))

@@ -26,14 +26,15 @@ import numpy as np
 import pytest
 from scipy.linalg import null_space
 
-from marionette_control import _core, models
-from marionette_control.control.tracking_problem import consistent_configuration, rest_state
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.ocp.tracking_problem import consistent_configuration, rest_state
 from marionette_control.model import SystemBuilder
 from physics_helpers import ROTOR_Q0, closed_rotor, continuous_momentum, tangent_velocity
 
 
 def _arm_trajectory():
-    model = models.get("marionette_arm")
+    model = library.get("marionette_arm")
     system = _core.DiscreteSystem(model, 0.01, tolerance=1e-12)
     q = consistent_configuration(model, np.r_[0.3, 0.6, np.zeros(model.nq - 2)])
     N = 150

@@ -20,10 +20,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from marionette_control import models
-from marionette_control.control.spec import build_problem, config_dir, initial_trajectory, load_spec, solve
-from marionette_control.models.seed_benchmarks import axis_frame
-from marionette_control.study.seed_benchmarks import (
+from marionette_control.model import library
+from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec, solve
+from marionette_control.resources import config_dir
+from marionette_control.model.library.seed_models import axis_frame
+from marionette_control.study.seed_costs import (
     cartpole_seed_cost,
     director_turn_effort,
     rest_to_rest_effort,
@@ -32,8 +33,8 @@ from marionette_control.study.seed_benchmarks import (
 
 casadi = pytest.importorskip("casadi")
 
-from marionette_control.control.dmocc import DmoccSolver, solve_problem  # noqa: E402
-from marionette_control.control.transcription import FinalCondition, Transcription  # noqa: E402
+from marionette_control.ocp.dmocc import DmoccSolver, solve_problem  # noqa: E402
+from marionette_control.ocp.transcription import FinalCondition, Transcription  # noqa: E402
 
 SPECS = config_dir() / "optimize"
 SEED002_COST = 533.5767          # seed 002 §7.1
@@ -57,7 +58,7 @@ def test_sphere_chart_keeps_the_turns_away_from_the_euler_singularity():
     r20 = np.array([_rodrigues(axis, t)[2, 0] for t in theta])
     assert r20.min() == pytest.approx(-1.0, abs=1e-6)
     assert theta[np.argmin(r20)] == pytest.approx(2 * np.pi / 3, abs=2e-3)
-    m = models.get("rigid_sphere")
+    m = library.get("rigid_sphere")
     body = m.frame_index("body")
     for t in (0.3, 2 * np.pi / 3, 5.0, 6 * np.pi):
         q = np.array([0.1, 0.2, 0.3, t, 0.0, 0.0])
@@ -70,7 +71,7 @@ def test_sphere_chart_keeps_the_turns_away_from_the_euler_singularity():
 
 
 def _sphere_parts():
-    m = models.get("rigid_sphere")
+    m = library.get("rigid_sphere")
     mass = 27000 * 4 / 3 * np.pi * 0.05 ** 3
     return m, mass, 0.4 * mass * 0.05 ** 2
 
@@ -156,7 +157,7 @@ def test_cartpole_literal_reading_has_a_higher_optimum():
 def test_two_link_mass_matrix_is_the_consistent_form():
     """M(q) of the model = seed 004 (8.2) with M₁₂ = (m₂/4)(L₂² + 2L₁L₂cos θ₂) + I_G2 (the printed form
     lacks the 2, which (8.3)'s Coriolis terms contradict)."""
-    m = models.get("two_link_arm")
+    m = library.get("two_link_arm")
     m1 = m2 = 0.5
     L1, L2 = 2.0, 0.5
     I1, I2 = m1 * L1 ** 2 / 12, m2 * L2 ** 2 / 12
@@ -211,7 +212,7 @@ def test_terminal_velocity_weight_is_the_velocity_penalty():
     """weights.terminal_velocity W: the momentum block of Q_f is M⁻¹WM⁻¹ at the desired final configuration,
     so ½ pᵀ Q_f,pp p = ½ vᵀ W v with v = M(q_d)⁻¹ p; the configurations' terminal weights stay; a name that is
     not a dynamic configuration is refused, naming the key."""
-    from marionette_control.control.spec import SpecError
+    from marionette_control.ocp.spec import SpecError
 
     spec = load_spec(SPECS / "seed004_cartpole.yaml")
     problem = build_problem(spec)

@@ -1,4 +1,4 @@
-"""The hardware stand-in without ROS (marionette_control.control.simulated_hardware): every effect measured.
+"""The hardware stand-in without ROS (marionette_control.sim.simulator): every effect measured.
 
 Delays are counted in cycles, noise and quantization measured statistically with seeded generators,
 drive limits checked at every step of random and structured setpoint streams, the plant checked against
@@ -19,12 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marionette_control import _core
-from marionette_control.control import simulated_hardware as sh
-from marionette_control.control.simulated_hardware import (
+from marionette_control.sim import simulator as sh
+from marionette_control.sim.simulator import (
     Drives, DisturbanceError, HardwareProfile, SimulatedArm, rest_configuration)
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import load_model_file
-from marionette_control.models import marionette_arm as arm
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.resources import config_file
 
 DT = 0.01
 
@@ -88,7 +89,7 @@ def test_unknown_profile_and_per_configuration_lengths(nominal):
 def test_plant_must_be_the_same_machine(tmp_path, nominal):
     other = tmp_path / "other.yaml"
     other.write_text(textwrap.dedent(f"""
-        base: {arm.config_path('marionette_arm.yaml')}
+        base: {config_file('marionette_arm.yaml')}
         hardware: {{joint_names: {{shoulder_joint: shoulder, elbow: elbow, carriage: carriage,
                                    string_length: string_length}}}}
         """))
@@ -346,7 +347,7 @@ def test_hold_stops_without_turning_back(limits):
 
 def plant_variant(tmp_path, name, overrides: str):
     p = tmp_path / f"{name}.yaml"
-    p.write_text(f"name: {name}\nbase: {arm.config_path('marionette_arm.yaml')}\noverrides:\n"
+    p.write_text(f"name: {name}\nbase: {config_file('marionette_arm.yaml')}\noverrides:\n"
                  + textwrap.indent(overrides, "  "))
     return load_model_file(p)
 
@@ -364,7 +365,7 @@ PLANT_PARTS = {
 
 def test_plant_rest_pose_differs_from_the_nominal_as_its_errors_predict(tmp_path, nominal):
     q_nom = arm.static_equilibrium(nominal.model, *arm.LOWERED).q
-    plant = load_model_file(arm.config_path("marionette_arm_plant.yaml"))
+    plant = load_model_file(config_file("marionette_arm_plant.yaml"))
     q_plant = rest_configuration(plant.model, q_nom)
     shift = q_plant - q_nom
     assert np.all(shift[2:] == 0.0), "same actuator positions"

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.control.simulated_hardware import HardwareProfile
-from marionette_control.models import marionette_arm as arm
+from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.model.library import marionette_arm as arm
 from marionette_control.nodes.params import ParameterError
 
 import rclpy  # noqa: E402

@@ -7,18 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.spec import (
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.resources import config_dir
+from marionette_control.ocp.spec import (
     SpecError,
     build_problem,
-    config_dir,
     load_spec,
     parse_spec,
     solve,
 )
-from marionette_control.control.tracking_problem import weights_by_name
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.ocp.tracking_problem import weights_by_name
+from marionette_control.trajectory import Trajectory, TrajectoryError
 
 CONFIGS = sorted((config_dir() / "optimize").glob("*.yaml"))
 
@@ -178,7 +179,7 @@ def test_wave_problem_and_equilibrium_initial_state():
     np.testing.assert_array_equal(prob.Xd[:, 2:], 0.0)     # carriage, length, momenta, velocities: zero
     # The initial state is the lowered pose held by the string: it matches the arm module's own
     # equilibrium (an independent computation) and does not move when the inputs are held.
-    from marionette_control.models import marionette_arm as ma
+    from marionette_control.model.library import marionette_arm as ma
 
     eq = ma.static_equilibrium(m, *ma.LOWERED)
     np.testing.assert_allclose(prob.x0[:4], eq.q, atol=1e-8)
@@ -195,7 +196,7 @@ def test_the_specs_tracking_gains_reach_the_saved_file(tmp_path):
                                                 "delay_steps: 2}\n"))
     assert spec.gains == GainDesign(dynamic_configuration=50.0, momentum=2.0, input=0.5, delay_steps=2)
     res = solve(spec)
-    back = Trajectory.load(res.trajectory.save(tmp_path / "out.npz"), models.get("pendulum"))
+    back = Trajectory.load(res.trajectory.save(tmp_path / "out.npz"), library.get("pendulum"))
     record = back.info["gain_design"]
     assert record["delay_steps"] == 2 and record["state_weights"] == [50.0, 2.0] and record["input_weights"] == [0.5]
     np.testing.assert_allclose(back.K, design_gains(res.problem.system, back.X, back.U, spec.gains).K, rtol=1e-12,
@@ -225,13 +226,13 @@ def test_solve_writes_gains_and_statistics_into_the_trajectory(tmp_path):
     assert tr.info["summary"]["tracking_errors"]["theta"]["rms"] < 0.1
     # the file round-trips and is refused for another model
     path = tr.save(tmp_path / "out.npz")
-    back = Trajectory.load(path, models.get("pendulum"))
+    back = Trajectory.load(path, library.get("pendulum"))
     np.testing.assert_array_equal(back.K, tr.K)
     assert back.info["history"] == tr.info["history"]
     with pytest.raises(TrajectoryError, match="made for model 'pendulum', not 'double_pendulum'"):
-        Trajectory.load(path, models.get("double_pendulum"))
+        Trajectory.load(path, library.get("double_pendulum"))
     with pytest.raises(TrajectoryError, match="different version of model 'pendulum'"):
-        Trajectory.load(path, models.get("pendulum", length=2.0))
+        Trajectory.load(path, library.get("pendulum", length=2.0))
 
 
 def test_solve_stops_at_the_deadline_or_on_cancel_with_a_feasible_trajectory(tmp_path):

@@ -36,6 +36,7 @@ import yaml
 
 from marionette_control import system_description as sd
 from marionette_control.cli import bringup
+from marionette_control.resources import config_file
 from ros_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def test_other_packages_executables_are_declared_in_package_xml():
 @pytest.mark.parametrize("name", ALL_NODES)
 def test_every_parameter_file_exists_and_is_keyed_for_any_namespace(name):
     node = next(n for n in sd.node_set("sim") if n.name == name)
-    for path in sd.parameter_file_paths(node, ROOT / "config"):
+    for path in sd.parameter_file_paths(node):
         data = yaml.safe_load(path.read_text())
         assert isinstance(data, dict) and list(data) == ["/**"], (
             f"{path}: top-level keys {sorted(data)}; '/**' so that a namespaced node reads it")
@@ -342,7 +343,7 @@ def _bringup_argv(variant, arguments):
     ("sim", {"namespace": "arm2", "robot_state_publisher": "false", "controller_params_file": "<tmp>/mine.yaml"}),
 ])
 def test_launch_files_and_bringup_start_the_same_nodes(stub_launch, tmp_path, variant, arguments):
-    share, prefixes = stub_launch
+    _, prefixes = stub_launch
     (tmp_path / "mine.yaml").write_text("/**:\n  ros__parameters: {autostart: true}\n")
     arguments = {k: v.replace("<tmp>", str(tmp_path)) for k, v in arguments.items()}
     declared, nodes = _run_launch_file(variant, arguments)
@@ -354,7 +355,8 @@ def test_launch_files_and_bringup_start_the_same_nodes(stub_launch, tmp_path, va
         assert (kw["package"], kw["executable"], kw["namespace"]) == (node.package, node.executable,
                                                                       node.namespace or "/")
         files = [f for f in kw["parameters"] if isinstance(f, str)]
-        assert files == [str(share / "config" / f) for f in node.parameter_files]
+        # one lookup for the launch files and the bringup (marionette_control.resources): the same files
+        assert files == [str(config_file(f)) for f in node.parameter_files]
         inline = [p for p in kw["parameters"] if isinstance(p, dict)]
         assert inline == ([dict(node.parameters)] if node.parameters else [])
         assert kw["remappings"] == list(node.remappings)
@@ -374,7 +376,7 @@ def test_launch_files_and_bringup_start_the_same_nodes(stub_launch, tmp_path, va
         ros = args[args.index("--ros-args"):]
         assert ros == sd.ros_arguments(node), "bringup passes exactly the description's arguments"
         files = [ros[i + 1] for i, a in enumerate(ros) if a == "--params-file"]
-        assert [Path(f).name for f in files] == [Path(f).name for f in node.parameter_files]
+        assert files == [str(config_file(f)) for f in node.parameter_files]
         inline = [ros[i + 1] for i, a in enumerate(ros) if a == "-p"]
         assert inline == [f"{k}:={sd.format_parameter_value(v)}" for k, v in node.parameters.items()]
 

@@ -1,6 +1,6 @@
 """Every cost term's value and derivatives against its finite-difference twin (one generic test).
 
-The cases register every term kind of marionette_control.control.terms and .constraints on
+The cases register every term kind of marionette_control.ocp.terms and .constraints on
 random trajectories (random states and inputs near a simulation, so the string steps solve):
 tracking, terminal, terminal value (cost-to-go), input, linear output, initial-state, the h² constraint penalty (thesis §6.6.2), and the
 barrier of each constraint family (thesis ref. [16]) — linear families in both regimes of the
@@ -19,15 +19,16 @@ import zlib
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.constraints import (
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.ocp.constraints import (
     BarrierTerm,
     barrier,
     linear_constraints,
     tension_constraints,
 )
-from marionette_control.control.problem import config_units
-from marionette_control.control.terms import (
+from marionette_control.ocp.problem import config_units
+from marionette_control.ocp.terms import (
     ConstraintPenalty,
     InitialState,
     InputTracking,
@@ -38,8 +39,8 @@ from marionette_control.control.terms import (
     TerminalValue,
 )
 from marionette_control.model.limits import ActuatorLimits, limits_of
-from marionette_control.models import humanoid_marionette as hm
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import humanoid_marionette as hm
+from marionette_control.model.library import marionette_arm as ma
 
 from term_numdiff import NumDiffTerm
 
@@ -53,7 +54,7 @@ def _psd(n, rng):
 
 def arm_trajectory(rng, spread=0.02, dt=0.01):
     """Random arm states and inputs near a simulation from the raised pose held at rest."""
-    m = models.get("marionette_arm")
+    m = library.get("marionette_arm")
     ds = _core.DiscreteSystem(m, dt)
     eq = ma.static_equilibrium(m, *ma.RAISED)
     x0 = ds.state_from_configs(eq.q, eq.q)
@@ -64,7 +65,7 @@ def arm_trajectory(rng, spread=0.02, dt=0.01):
 
 
 def humanoid_trajectory(rng, dt=0.01):
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     ds = _core.DiscreteSystem(m, dt)
     q0 = hm.initial_configuration(m)
     x0 = ds.state_from_configs(q0, q0)
@@ -74,7 +75,7 @@ def humanoid_trajectory(rng, dt=0.01):
 
 
 def pendulum_trajectory(rng, name="cart_pendulum", dt=0.05):
-    m = models.get(name)
+    m = library.get(name)
     ds = _core.DiscreteSystem(m, dt)
     X = 0.3 * rng.standard_normal((N + 1, m.nx))
     U = 0.5 * rng.standard_normal((N, m.nU))
@@ -257,7 +258,7 @@ def test_barrier_function_is_c2_and_the_log_above_delta(delta):
 def test_linear_constraint_rows_are_the_physical_quantities():
     """Margins of range, speed and acceleration rows equal the limits minus the commanded quantities of
     a hand-made trajectory: ρ_{k+1} = u_k, s_k = (ρ_{k+1} − ρ_k)/Δt, a_k = (s_k − v_k)/Δt."""
-    m = models.get("marionette_arm")
+    m = library.get("marionette_arm")
     dt = 0.01
     lim = limits_of(m, {"carriage": ActuatorLimits(-0.3, 0.9, 2.0, 15.0)})
     lc = linear_constraints(m, lim, dt, ("range", "speed", "acceleration"), config_units(m))

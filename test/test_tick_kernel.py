@@ -1,9 +1,9 @@
-"""The fused tick (``_core.TickKernel``, control/fused_tick.py) against the Python parts it fuses.
+"""The fused tick (``_core.TickKernel``, tracking/native_tick.py) against the Python parts it fuses.
 
 The controller core computes a Kalman-filter tick in one native call; ``fused=False`` makes it call
 the parts one by one (KalmanEstimator, DelayPredictor, PlannedLaw, CommandLimits.clamp): the
 readable reference. Both cores take the same samples of one closed loop on the realistic stand-in
-(the offline loop's cycle, control/offline_loop.py, with the fused core's commands driving the
+(the offline loop's cycle, sim/offline_loop.py, with the fused core's commands driving the
 arm) through two steps of command delay with commands the drives apply a cycle late (jitter),
 short gaps the filter bridges, a long one after which it restarts, the watchdog's holds, a
 re-optimized plan taking over mid-run (the integral action suspended while it is in effect), the
@@ -22,19 +22,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control.control.controller_core import ControllerOptions, make_core, make_tolerances
-from marionette_control.control.estimation import KalmanEstimator
-from marionette_control.control.fused_tick import make_kernel, set_plan
-from marionette_control.control.gains import GAIN_DESIGN, integral_gains
-from marionette_control.control.integral_action import AngleIntegral
-from marionette_control.control.limits import CommandLimits
-from marionette_control.control.plan_switch import Plan, PlannedLaw, SwitchTolerance
-from marionette_control.control.prediction import CommandHistory
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory
+from marionette_control.tracking.controller import ControllerOptions, make_core, make_tolerances
+from marionette_control.tracking.estimation import KalmanEstimator
+from marionette_control.tracking.native_tick import make_kernel, set_plan
+from marionette_control.lq.gains import GAIN_DESIGN, integral_gains
+from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.plan_switch import Plan, PlannedLaw, SwitchTolerance
+from marionette_control.tracking.prediction import CommandHistory
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.trajectory import Trajectory
 from marionette_control.model.limits import from_description
-from marionette_control.models import marionette_arm as ma
+from marionette_control.model.library import marionette_arm as ma
 
 from arm_helpers import bump_trajectory
 
@@ -268,14 +268,14 @@ import ctypes, json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 from arm_helpers import bump_trajectory
-from marionette_control.control.controller_core import make_tolerances
-from marionette_control.control.estimation import KalmanEstimator
-from marionette_control.control.fused_tick import make_kernel
-from marionette_control.control.gains import integral_gains
-from marionette_control.control.integral_action import AngleIntegral
-from marionette_control.control.limits import CommandLimits
-from marionette_control.control.prediction import CommandHistory
-from marionette_control.control.tracking import TrackingLaw
+from marionette_control.tracking.controller import make_tolerances
+from marionette_control.tracking.estimation import KalmanEstimator
+from marionette_control.tracking.native_tick import make_kernel
+from marionette_control.lq.gains import integral_gains
+from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.prediction import CommandHistory
+from marionette_control.tracking.law import TrackingLaw
 lib = ctypes.CDLL(sys.argv[1])
 lib.mc_alloc_count.restype = ctypes.c_ulong
 ds, traj = bump_trajectory(0.01, 100, delay=2)

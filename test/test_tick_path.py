@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.control.controller_core import ControllerOptions, make_core
-from marionette_control.control.simulated_hardware import HardwareProfile, SimulatedArm
+from marionette_control.tracking.controller import ControllerOptions, make_core
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
 from marionette_control.nodes.convert import JointStateParser, JointStateReader
 
 from arm_helpers import bump_trajectory

@@ -4,17 +4,18 @@ loop from measured configurations reproduces the projection operator's feedback.
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.control.estimation import LegendreEstimator
-from marionette_control.control.gains import GainDesign, design_gains
-from marionette_control.control.tracking import TrackingLaw, open_and_closed_loop
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.tracking.estimation import LegendreEstimator
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.tracking.law import TrackingLaw, open_and_closed_loop
+from marionette_control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.library import humanoid_marionette as hm
 
 
 @pytest.fixture(scope="module")
 def walk():
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     ds = _core.DiscreteSystem(m, 0.01)
     q0 = hm.initial_configuration(m)
     U = hm.string_walk_inputs(m, q0, 0.01, 200)
@@ -70,7 +71,7 @@ def test_holds_the_final_state_after_the_end(walk):
 
 def test_refuses_other_models_and_missing_gains(walk):
     m, ds, tr = walk
-    other = models.get("humanoid_marionette", damping=0.3)
+    other = library.get("humanoid_marionette", damping=0.3)
     with pytest.raises(TrajectoryError, match="different version of model 'humanoid_marionette'"):
         TrackingLaw(other, tr)
     no_gains = Trajectory.for_model(m, 0.01, tr.X, tr.U)

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control import _core, models
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.model.library import humanoid_marionette as hm
 
 DATA = Path(__file__).parent / "data" / "trep_humanoid_reference.npz"
 TOL_TRAJECTORY = 1e-9
@@ -50,7 +51,7 @@ def ref():
 
 @pytest.fixture(scope="module")
 def humanoid(ref):
-    m = models.get("humanoid_marionette")
+    m = library.get("humanoid_marionette")
     dt = json.loads(str(ref["meta"]))["dt"]
     ts, ti = list(ref["h_state_names"]), list(ref["h_input_names"])
     assert sorted(ts) == sorted(m.state_names), "trep's and our state names differ"
@@ -118,7 +119,7 @@ def test_humanoid_second_order_matches_trep(ref, humanoid):
 
 
 def test_pendulum_matches_trep(ref):
-    m = models.get("pendulum")
+    m = library.get("pendulum")
     assert list(m.state_names) == ["theta", "p_theta"] and list(m.discrete_input_names) == ["torque"]
     ds = _core.DiscreteSystem(m, float(ref["p_dt"]), tolerance=1e-14)
     x, u = ref["p_x"], ref["p_u"]

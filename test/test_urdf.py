@@ -149,12 +149,12 @@ def test_damping_limits_and_ignored_elements():
 
 
 def test_file_path_and_arm_urdf():
-    from marionette_control.models.marionette_arm import config_path
+    from marionette_control.resources import config_file
 
-    r = parse_urdf(config_path("marionette_arm.urdf"))
+    r = parse_urdf(config_file("marionette_arm.urdf"))
     assert r.name == "marionette_arm"
     assert r.moving_joints == ["shoulder", "elbow", "carriage", "string_length"]
-    m = load_urdf(config_path("marionette_arm.urdf"), kinematic=["carriage", "string_length"])
+    m = load_urdf(config_file("marionette_arm.urdf"), kinematic=["carriage", "string_length"])
     assert m.config_names == ["shoulder", "elbow", "carriage", "string_length"]
     tree = without_length_joint(r, "string_length")
     assert tree.moving_joints == ["shoulder", "elbow", "carriage"] and "string_end" not in tree.links

@@ -15,7 +15,7 @@ import pytest
 from marionette_control import _core
 from marionette_control.model import SystemBuilder
 from marionette_control.model.yaml_model import ModelFileError, load_model, load_model_file
-from marionette_control.models.marionette_arm import config_path
+from marionette_control.resources import config_file
 
 STRUNG_PENDULUM = """
 name: strung_double_pendulum
@@ -89,7 +89,7 @@ def test_yaml_builds_the_same_model_as_the_builder(tmp_path):
 
 
 def test_arm_file_loads_with_urdf_string_and_metadata():
-    desc = load_model_file(config_path("marionette_arm.yaml"))
+    desc = load_model_file(config_file("marionette_arm.yaml"))
     assert desc.model.config_names == ["shoulder", "elbow", "carriage", "string_length"]
     assert desc.urdf is not None and desc.urdf.name == "marionette_arm"
     assert set(desc.actuators) == {"carriage", "string_length"}
@@ -231,9 +231,9 @@ def test_core_errors_carry_the_file_name(tmp_path):
 
 
 def test_arm_file_errors_name_urdf(tmp_path):
-    (tmp_path / "arm.urdf").write_text(config_path("marionette_arm.urdf").read_text()
+    (tmp_path / "arm.urdf").write_text(config_file("marionette_arm.urdf").read_text()
                                        .replace('<axis xyz="1 0 0"/>', '<axis xyz="1 1 0"/>', 1))
-    text = config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
+    text = config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
     p = write(tmp_path, text, "arm.yaml")
     with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' \(type revolute\): "
                                              r"axis \[1.0, 1.0, 0.0\] is not along a coordinate axis"):
@@ -243,12 +243,12 @@ def test_arm_file_errors_name_urdf(tmp_path):
 def test_the_winch_joint_of_the_urdf_is_the_string_length_not_a_tree_joint(tmp_path):
     """config/marionette_arm.urdf has a joint string_length (so every /joint_states name is a URDF joint); the
     model is the one built from the URDF without it: same frames, configurations and hash."""
-    urdf = config_path("marionette_arm.urdf").read_text()
+    urdf = config_file("marionette_arm.urdf").read_text()
     start, end = urdf.index('  <joint name="string_length"'), urdf.index('<link name="string_end"/>')
     (tmp_path / "no_winch.urdf").write_text(urdf[:start] + urdf[end + len('<link name="string_end"/>'):])
-    text = config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: no_winch.urdf")
+    text = config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: no_winch.urdf")
     without = load_model_file(write(tmp_path, text, "no_winch.yaml"))
-    shipped = load_model_file(config_path("marionette_arm.yaml"))
+    shipped = load_model_file(config_file("marionette_arm.yaml"))
     assert "string_length" in shipped.urdf.moving_joints and "string_length" not in without.urdf.moving_joints
     assert shipped.model.hash == without.model.hash
     assert shipped.model.frame_names == without.model.frame_names and "string_end" not in shipped.model.frame_names
@@ -268,7 +268,7 @@ def test_the_winch_joint_of_the_urdf_is_the_string_length_not_a_tree_joint(tmp_p
 def test_plant_file_equals_an_edited_copy_of_the_urdf(tmp_path):
     """config/marionette_arm_plant.yaml (base + overrides) builds the same model as a copy of the arm's URDF
     edited by hand with the same numbers (model hash: every number that defines the dynamics)."""
-    urdf = config_path("marionette_arm.urdf").read_text()
+    urdf = config_file("marionette_arm.urdf").read_text()
     edits = [
         ('<origin xyz="0 0 -0.12" rpy="0 0 0"/>\n      <mass value="0.20"/>\n      <inertia ixx="1.05e-3" ixy="0" '
          'ixz="0" iyy="1.05e-3" iyz="0" izz="2.3e-5"/>',
@@ -287,11 +287,11 @@ def test_plant_file_equals_an_edited_copy_of_the_urdf(tmp_path):
         assert urdf.count(old) == 1, old
         urdf = urdf.replace(old, new)
     (tmp_path / "edited.urdf").write_text(urdf)
-    text = (config_path("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: edited.urdf")
+    text = (config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: edited.urdf")
             .replace("name: marionette_arm", "name: marionette_arm_plant"))
     edited = load_model_file(write(tmp_path, text, "edited.yaml"))
-    plant = load_model_file(config_path("marionette_arm_plant.yaml"))
-    nominal = load_model_file(config_path("marionette_arm.yaml"))
+    plant = load_model_file(config_file("marionette_arm_plant.yaml"))
+    nominal = load_model_file(config_file("marionette_arm.yaml"))
     assert plant.model.hash == edited.model.hash != nominal.model.hash
     assert plant.model.config_names == nominal.model.config_names
     assert plant.model.frame_names == nominal.model.frame_names
@@ -381,7 +381,7 @@ def test_invalid_bases_and_urdf_overrides(tmp_path):
         load_model(tmp_path / "a.yaml")
     with pytest.raises(ModelFileError, match=r"missing.yaml: cannot read"):
         load_model(write(tmp_path, "name: c\nbase: missing.yaml\n", "c.yaml"))
-    arm = config_path("marionette_arm.yaml")
+    arm = config_file("marionette_arm.yaml")
     for overrides, pattern in [
         ("masses: {hook: {mass: 1}}", r"overrides.masses.hook: URDF link 'hook' has no <inertial>"),
         ("masses: {forearm: {inertia: [1, 1]}}", r"overrides.masses.forearm.inertia: expected a list of 3 numbers"),

@@ -9,7 +9,7 @@ Contents (arrays in trep's order, with their names in marionette_control's spell
 so the test maps them by name; trep orders the kinematic configurations x, y of
 every string, then the lengths, ours x, y, length string by string):
 
-humanoid (seed 001 §VIII-B, marionette_control.models.humanoid_marionette; hand-built model,
+humanoid (seed 001 §VIII-B, marionette_control.model.library.humanoid_marionette; hand-built model,
 checked against trep.puppets.Puppet, the result stored in meta):
   h_state_names (80), h_input_names (18), h_q0 (40) the initial pose,
   h_U (N, 18) inputs rho_{k+1} = rho(t_k), t_k = k dt (string_walk_inputs' formula),

@@ -1,14 +1,14 @@
-"""The humanoid marionette of seed 001 §VIII-B (models/humanoid_marionette.py) built in trep 1.0.2 (peer side).
+"""The humanoid marionette of seed 001 §VIII-B (model/library/humanoid_marionette.py) built in trep 1.0.2 (peer side).
 
 Imported by trep_marionette.py and make_trep_reference.py, which run with the
 peer venv's interpreter (.venv-peer-trep, see install_trep.sh); nothing here
 imports marionette_control.
 
-- build_model(): the frame tree of models/humanoid_marionette.py, frame by frame;
+- build_model(): the frame tree of model/library/humanoid_marionette.py, frame by frame;
 - set_initial_pose(): seed 001's pose, each string's control point straight
   above its hook and its length = the hook-control distance;
 - walk_inputs(): seed 001's string-walk inputs with the same formula and time
-  convention as marionette_control.models.humanoid_marionette.string_walk_inputs
+  convention as marionette_control.model.library.humanoid_marionette.string_walk_inputs
   (rho_{k+1} = rho(t_k), t_k = k dt at the start of step k);
 - make_mvi(): a MidpointVI started at rest (q0 = q1 = pose) with the state at t = 0;
 - puppet_check(): compares build_model() with trep's own trep.puppets.Puppet (the
@@ -35,7 +35,7 @@ DT = 0.01
 
 
 def build_model() -> trep.System:
-    """The frame tree of marionette_control.models.humanoid_marionette, frame by frame."""
+    """The frame tree of marionette_control.model.library.humanoid_marionette, frame by frame."""
     pel = [10, 1, 1, 1]
     fem = tib = [1.5, 0.3, 0.3, 0.1]
     hum = rad = [0.5, 0.05, 0.05, 0.01]

@@ -101,7 +101,7 @@ void bind_riccati(py::module_& m) {
       },
       py::arg("A"), py::arg("B"), py::arg("K"), py::arg("C"), py::arg("x0"),
       "(X (N+1, n), U (N, m)) of the closed loop u = -K x - C, x' = A x + B u from x0 (internal; use "
-      "marionette_control.control.riccati.LQSolution.rollout).");
+      "marionette_control.lq.riccati.LQSolution.rollout).");
   m.def(
       "_closed_loop_adjoint",
       [](const py::object& A_, const py::object& B_, const py::object& K_, const py::object& q_,
@@ -202,7 +202,7 @@ void bind_riccati(py::module_& m) {
       py::arg("qf"), py::arg("K"), py::arg("P"), py::arg("C"), py::arg("b"), py::arg("c"), py::arg("linear"),
       py::arg("dgemm"),
       "Backward Riccati sweep of thesis (B.4) into the given output arrays (internal; use "
-      "marionette_control.control.riccati.tv_lq / tv_lqr). P of shape (1, n, n) receives P(0) only (P(k+1) of "
+      "marionette_control.lq.riccati.tv_lq / tv_lqr). P of shape (1, n, n) receives P(0) only (P(k+1) of "
       "a failed step k). Returns {finite (P(0), b(0), c(0) finite; True when a step failed), failed_step, "
       "failed_order, structured_steps, dense_rows, nonzero_columns}.");
 }

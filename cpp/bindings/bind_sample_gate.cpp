@@ -30,7 +30,7 @@ void bind_sample_gate(py::module_& m) {
 
   py::class_<mc::SampleGate, std::shared_ptr<mc::SampleGate>>(
       m, "SampleGate",
-      "The controller's sample path in one call (marionette_control.control.sample_checks.SampleChecks.gate): "
+      "The controller's sample path in one call (marionette_control.tracking.sample_checks.SampleChecks.gate): "
       "a serialized sensor_msgs/JointState (plain little-endian CDR) to the configuration q in model order, by "
       "joint name, finite and within the plausibility checks' range, jump and chain bounds. Anything else is "
       "refused without a reason: the Python path (JointStateParser, JointStateReader, SampleChecks), the "

@@ -81,7 +81,7 @@ void bind_tick_kernel(py::module_& m) {
   py::class_<CommandHistory, std::shared_ptr<CommandHistory>>(
       m, "CommandHistory",
       "The commands sent, by tick slot, and the input in effect over each step "
-      "(marionette_control.control.prediction): a command sent at slot s is the input from step s + d on, until "
+      "(marionette_control.tracking.prediction): a command sent at slot s is the input from step s + d on, until "
       "a later one replaces it; before the first command of a run the drives hold start()'s input. Keeps the "
       "last `size` commands (>= d + the longest gap bridged + 2).")
       .def(py::init<int, int, int, int>(), py::arg("nU"), py::arg("nk"), py::arg("delay_steps"), py::arg("size") = 32)
@@ -133,7 +133,7 @@ void bind_tick_kernel(py::module_& m) {
 
   py::class_<TickKernel, std::shared_ptr<TickKernel>>(
       m, "TickKernel",
-      "The tracking controller's tick in one call (marionette_control.control.fused_tick): the Kalman filter's "
+      "The tracking controller's tick in one call (marionette_control.tracking.native_tick): the Kalman filter's "
       "steps and update, the delay predictor, the tracking law on the motion or the plan in effect, the stream "
       "clamp and the finiteness check. Sized once; a tick allocates nothing but its outputs and runs without the "
       "GIL, under the system's lock.")
@@ -175,8 +175,8 @@ void bind_tick_kernel(py::module_& m) {
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
-           "(marionette_control.control.integral_action) and the start, path and goal tolerances (3, nq) of "
-           "x_hat_k - x_d(k) (marionette_control.control.tolerances; None: tick() does not check them).")
+           "(marionette_control.tracking.integral_action) and the start, path and goal tolerances (3, nq) of "
+           "x_hat_k - x_d(k) (marionette_control.tracking.tolerances; None: tick() does not check them).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(

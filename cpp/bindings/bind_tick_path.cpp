@@ -23,7 +23,7 @@ void bind_tick_path(py::module_& m) {
   py::class_<SampleRing, std::shared_ptr<SampleRing>>(
       m, "SampleRing",
       "The controller's last `size` accepted samples (stamp in ns, q (nq,)), the oldest overwritten first "
-      "(marionette_control.control.controller_core, 'Sample/tick alignment').")
+      "(marionette_control.tracking.controller, 'Sample/tick alignment').")
       .def(py::init<int, int>(), py::arg("size"), py::arg("nq"))
       .def_property_readonly("size", &SampleRing::size)
       .def_property_readonly("count", &SampleRing::count, "Samples stored (at most size).")

@@ -1,5 +1,5 @@
 // The fused controller tick (see tick_kernel.hpp). Every rule here has its readable Python
-// form in marionette_control.control (named at each function); the operations are written in
+// form in marionette_control.tracking (named at each function); the operations are written in
 // the same order, so the two agree to rounding (test/test_tick_kernel.py: 1e-12 over closed loops).
 #include "marionette/tick_kernel.hpp"
 

@@ -2,7 +2,7 @@
 
 :func:`replay` feeds joint-state samples — from a bag (:func:`replay_bag`) or any list of
 ``(message, time)`` — through exactly the object the ``marionette_controller`` node wraps,
-:class:`~marionette_control.control.controller_core.ControllerCore`, built the way the node
+:class:`~marionette_control.tracking.controller.ControllerCore`, built the way the node
 builds it (model file, joint-name mapping, actuator limits, ``state_timeout``,
 ``stamp_tolerance``), and returns every command the node would have published on its
 command topic, in the node's ``command_joints`` order, with what produced it.
@@ -39,7 +39,7 @@ from typing import Iterable, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from marionette_control.bags.bagio import NS, BagError, bag_info, read_bag
-from marionette_control.control.trajectory import Trajectory
+from marionette_control.trajectory import Trajectory
 
 JOINT_STATES = "/joint_states"
 COMMANDS = "/forward_position_controller/commands"

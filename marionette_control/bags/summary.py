@@ -179,7 +179,7 @@ def plot_joint_trajectories(bag, out, trajectory=None, align_stamp: Optional[flo
     import matplotlib.pyplot as plt
 
     from marionette_control.bags.replay import TRACKING, first_tick_stamp, recorded_ticks
-    from marionette_control.control.trajectory import Trajectory
+    from marionette_control.trajectory import Trajectory
 
     info = bag_info(bag)
     t, pos = joint_state_arrays(bag)

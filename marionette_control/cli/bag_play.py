@@ -5,7 +5,7 @@
                         [--remap FROM:=TO ...] [--qos-depth N] [--ros-args ...]
     python -m marionette_control.cli.bag_play ...      (same)
 
-Publishes the recorded bytes unchanged (details: ``marionette_control/bags/player.py``).
+Publishes the recorded bytes unchanged (details: ``marionette_control/nodes/bag_player.py``).
 ``--clock`` publishes /clock in bag time (default 100 Hz, and before every message) for
 nodes running with use_sim_time. Ctrl-C or SIGTERM stop the playback.
 
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from marionette_control.bags.bagio import BagError
-    from marionette_control.bags.player import parse_remap, run_player
+    from marionette_control.nodes.bag_player import parse_remap, run_player
 
     try:
         remap = parse_remap(args.remap)

@@ -7,7 +7,7 @@
     python -m marionette_control.cli.bag_record ...      (same)
 
 Records with raw subscriptions and stores each topic's offered QoS, like ``ros2 bag record``
-(details and guarantees: ``marionette_control/bags/recorder.py``). Stop with Ctrl-C or SIGTERM:
+(details and guarantees: ``marionette_control/nodes/bag_recorder.py``). Stop with Ctrl-C or SIGTERM:
 the bag is closed cleanly (exit status 0). After a SIGKILL or crash, ``--repair BAG`` rebuilds
 a complete bag from every chunk flushed before the kill (at most ``--flush-interval`` old).
 
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
             parser.error(f"--custom expects KEY=VALUE, got {item!r}")
         custom[k] = v
     out = args.output or time.strftime("rosbag2_%Y_%m_%d-%H_%M_%S")
-    from marionette_control.bags.recorder import run_recorder
+    from marionette_control.nodes.bag_recorder import run_recorder
 
     def log(text):
         print(f"[bag_record] {text}", flush=True)

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from marionette_control.bags.bagio import BagError, bag_info
     from marionette_control.bags.replay import (COMMANDS, ReplayConfig, compare_commands, recorded_commands,
                                                 replay_bag)
-    from marionette_control.control.trajectory import TrajectoryError
+    from marionette_control.trajectory import TrajectoryError
 
     if args.start in ("auto", "first"):
         start = None if args.start == "auto" else "first"

@@ -53,7 +53,7 @@ def main(argv=None) -> int:
         print(format_summary(s))
     if args.plot:
         from marionette_control.bags.replay import trajectory_of_bag
-        from marionette_control.control.trajectory import TrajectoryError
+        from marionette_control.trajectory import TrajectoryError
 
         try:
             traj = None

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from marionette_control import _core, models
-from marionette_control.control import tv_lqr
-from marionette_control.models import humanoid_marionette as hm
+from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.lq.riccati import tv_lqr
+from marionette_control.model.library import humanoid_marionette as hm
 
 
 def say(msg: str) -> None:
@@ -46,7 +47,7 @@ def consistent_perturbation(model, q0: np.ndarray, config: str, delta: float) ->
 
 def seed_walk(dt: float = 0.01, steps: int = 1000):
     """Seed 001 §VIII-B's string walk: (model, system, q0 (nq,), x0 (nx,), U (steps, nU))."""
-    model = models.get("humanoid_marionette")
+    model = library.get("humanoid_marionette")
     system = _core.DiscreteSystem(model, dt)
     q0 = hm.initial_configuration(model)
     return model, system, q0, system.state_from_configs(q0, q0), hm.string_walk_inputs(model, q0, dt, steps)

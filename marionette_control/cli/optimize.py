@@ -4,10 +4,10 @@
                         [--max-iterations N] [--progress auto|live|plain|quiet] [--summary-json PATH]
     python -m marionette_control.cli.optimize ...     (same)
 
-Runs the spec (format: ``marionette_control/control/spec.py``; examples in ``config/optimize/``):
+Runs the spec (format: ``marionette_control/ocp/spec.py``; examples in ``config/optimize/``):
 initial trajectory, projection-operator optimization, time-varying LQR tracking gains designed by
-the spec's ``tracking_gains`` (``marionette_control/control/gains.py``); writes the trajectory
-file (``marionette_control/control/trajectory.py``) with K, the gains' design record and the
+the spec's ``tracking_gains`` (``marionette_control/lq/gains.py``); writes the trajectory
+file (``marionette_control/trajectory.py``) with K, the gains' design record and the
 optimizer's statistics in its ``info``, and prints a summary (iterations, cost, RMS error of every
 prescribed configuration, input ranges, and every inequality constraint's worst margin, where it
 occurs and where it is active).
@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from marionette_control.cli.progress import MODES, Progress
-from marionette_control.control.spec import SpecError, load_spec, solve
+from marionette_control.ocp.spec import SpecError, load_spec, solve
 from marionette_control.model.yaml_model import StrictLoader
 
 
@@ -55,7 +55,7 @@ def parse_set(items) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marionette-optimize", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Spec format: marionette_control/control/spec.py; examples: config/optimize/.")
+                                epilog="Spec format: marionette_control/ocp/spec.py; examples: config/optimize/.")
     p.add_argument("spec", help="optimization spec (YAML)")
     p.add_argument("-o", "--output", help="trajectory file to write (.npz; default: the spec's output, else "
                                           "<spec name>.npz in the working directory)")

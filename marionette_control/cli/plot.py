@@ -159,7 +159,7 @@ def plot_inputs(traj, path: Path) -> Path:
 
 def drive_motion(traj) -> dict:
     """{configuration: (speed (N,), acceleration (N,))} the trajectory commands: s_k = (ρ_{k+1} − ρ_k)/Δt,
-    a_k = (s_k − v_k)/Δt with ρ_{k+1} = u_k and v_k the state's velocity (control/constraints.py)."""
+    a_k = (s_k − v_k)/Δt with ρ_{k+1} = u_k and v_k the state's velocity (ocp/constraints.py)."""
     names = list(traj.state_names)
     out = {}
     for j, name in enumerate(traj.input_names):
@@ -218,13 +218,13 @@ def string_tensions(traj, model=None) -> dict:
 
 
 def _trajectory_model(traj):
-    from marionette_control import models
-    from marionette_control.models.source import ModelSource
+    from marionette_control.model import library
+    from marionette_control.model.library.source import ModelSource
 
     source = traj.info.get("model_source")
     if source:
         return ModelSource.from_dict(source).build()
-    return models.get(traj.model_name)
+    return library.get(traj.model_name)
 
 
 def plot_tension(traj, path: Path, model=None) -> Path:
@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from marionette_control.control.trajectory import Trajectory, TrajectoryError
+    from marionette_control.trajectory import Trajectory, TrajectoryError
 
     parser = build_parser()
     args = parser.parse_args(argv)

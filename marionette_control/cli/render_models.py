@@ -18,17 +18,17 @@ import numpy as np
 
 from marionette_control import _core
 from marionette_control.model.plot import save_model_png
-from marionette_control.models import available, get
+from marionette_control.model.library import available, get
 
 
 def _arm_pose(model: _core.Model) -> np.ndarray:
-    from marionette_control.models import marionette_arm
+    from marionette_control.model.library import marionette_arm
 
     return marionette_arm.static_equilibrium(model, *marionette_arm.RAISED).q
 
 
 def _humanoid_pose(model: _core.Model) -> np.ndarray:
-    from marionette_control.models import humanoid_marionette
+    from marionette_control.model.library import humanoid_marionette
 
     return humanoid_marionette.initial_configuration(model)
 

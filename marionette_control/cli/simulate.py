@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.tracking_problem import consistent_configuration
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
-from marionette_control.models.source import ModelSource
+from marionette_control.ocp.tracking_problem import consistent_configuration
+from marionette_control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.library.source import ModelSource
 
 SIM_FORMAT = "marionette_control.simulation"
 

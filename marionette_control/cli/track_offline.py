@@ -5,9 +5,9 @@
                              [--json PATH] [--csv PATH]
     python -m marionette_control.cli.track_offline ...     (same)
 
-Runs :func:`marionette_control.control.offline_loop.run_loop`: the controller node's tick logic
+Runs :func:`marionette_control.sim.offline_loop.run_loop`: the controller node's tick logic
 (built from ``config/marionette_arm.yaml`` and the controller parameters) against the hardware
-stand-in's :class:`~marionette_control.control.simulated_hardware.SimulatedArm` with a hardware
+stand-in's :class:`~marionette_control.sim.simulator.SimulatedArm` with a hardware
 profile, cycle by cycle as ros2_control runs them, and prints the RMS and largest error of the
 arm's true angles against the trajectory (degrees).
 
@@ -19,7 +19,7 @@ arm's true angles against the trajectory (degrees).
   ``constraints.elbow.trajectory=0.5``, ``feedback=false``, ...). Unless given,
   ``command_delay_steps`` follows the profile's.
 * ``--design FIELD=VALUE`` recomputes the trajectory's gains with these ``GainDesign`` weights
-  (``marionette_control.control.gains``; the delay is the controller's), to tune them without the
+  (``marionette_control.lq.gains``; the delay is the controller's), to tune them without the
   optimizer. Without it the file's gains are used (and refused when designed for another delay).
 * ``--open-loop`` also runs feed-forward only (the same commands without the gains) and prints the
   ratio of the open- to the closed-loop RMS on the joint where open loop errs most.
@@ -37,10 +37,10 @@ import sys
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.control.gains import GainDesign, check_gains, design_gains
-from marionette_control.control.offline_loop import LoopResult, run_loop
-from marionette_control.control.simulated_hardware import PROFILES, HardwareProfile
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.lq.gains import GainDesign, check_gains, design_gains
+from marionette_control.sim.offline_loop import LoopResult, run_loop
+from marionette_control.sim.simulator import PROFILES, HardwareProfile
+from marionette_control.trajectory import Trajectory, TrajectoryError
 
 
 def _assignments(items: list, what: str) -> dict:
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", metavar="PATH", help="write k, true and estimated states, commands per tick")
     args = ap.parse_args(argv)
 
-    from marionette_control.models import marionette_arm as arm
+    from marionette_control.model.library import marionette_arm as arm
     from marionette_control.nodes.controller import controller_options
 
     try:

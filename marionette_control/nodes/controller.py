@@ -1,6 +1,6 @@
 """marionette_controller: real-time tracking of an optimized trajectory from /joint_states (a lifecycle node).
 
-A thin adapter around :class:`marionette_control.control.controller_core.ControllerCore`
+A thin adapter around :class:`marionette_control.tracking.controller.ControllerCore`
 (the tick logic, its parts — plausibility checks, Kalman filter, delay predictor, tracking law,
 limits, tolerances — trajectory staging, alignment policy and fault handling are documented there;
 a bag replay and the offline closed loop run the same object without ROS).
@@ -51,7 +51,7 @@ Plans (receding-horizon re-planning, docs/mpc.md)
 -------------------------------------------------
 ``plan_topic`` (marionette_interfaces/Plan, from ``marionette_mpc``): each plan is a window of the
 trajectory being tracked for the steps start … end of the current run; it is offered to the core
-(:meth:`~marionette_control.control.controller_core.ControllerCore.offer_plan`), which schedules it for
+(:meth:`~marionette_control.tracking.controller.ControllerCore.offer_plan`), which schedules it for
 tick start − d and takes it there if it starts at the state predicted for that step — the same switch
 mechanism as ``~/switch_trajectory``, without re-indexing the run. Refusals (late, another run or
 model, gains for another delay, off the predicted state, superseded, not tracking) are logged
@@ -131,11 +131,11 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from marionette_interfaces.msg import Plan, TrackedTrajectory, TrackingState
-from marionette_control.control.controller_core import (ERROR, OK, WARN, ControllerCore, ControllerOptions,
+from marionette_control.tracking.controller import (ERROR, OK, WARN, ControllerCore, ControllerOptions,
                                                         TickResult, default_tolerances, make_core)
-from marionette_control.control.estimation import ESTIMATORS, EstimatorNoise
-from marionette_control.control.sample_checks import PlausibilityOptions
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.tracking.estimation import ESTIMATORS, EstimatorNoise
+from marionette_control.tracking.sample_checks import PlausibilityOptions
+from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.nodes.convert import (JointStateParser, JointStateReader, multi_array_bytes, plan_from_msg,
                                               trajectory_from_msg)
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
@@ -297,7 +297,7 @@ def controller_options(values: dict, desc) -> ControllerOptions:
 def load_model_description(model_file: str):
     """ModelDescription of ``model_file`` (relative names are looked up under config/, as the simulator does)."""
     from marionette_control.model.yaml_model import load_model_file
-    from marionette_control.system_description import config_file
+    from marionette_control.resources import config_file
 
     return load_model_file(config_file(model_file))
 

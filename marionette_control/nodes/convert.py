@@ -8,13 +8,13 @@
   raw subscription, without rclpy's conversion into a Python message object;
   :func:`multi_array_bytes` writes its command the same way.
 * :func:`trajectory_to_msg` / :func:`trajectory_from_msg` convert between
-  :class:`~marionette_control.control.trajectory.Trajectory` and
+  :class:`~marionette_control.trajectory.Trajectory` and
   ``marionette_interfaces/TrackedTrajectory`` (row-major flattened arrays,
   gains ``gains[(k*nU + j)*nx + i] = K[k, j, i]``, their design record as JSON in
   ``gains_design``, and the configuration and actuator views as
   ``trajectory_msgs/JointTrajectory``: :func:`joint_trajectory`).
 * :func:`plan_to_msg` / :func:`plan_from_msg` convert between a receding-horizon
-  :class:`~marionette_control.control.plan_switch.Plan` and ``marionette_interfaces/Plan``
+  :class:`~marionette_control.tracking.plan_switch.Plan` and ``marionette_interfaces/Plan``
   (its window as a TrackedTrajectory without the views); :func:`disturb_request` makes the
   simulator's ``~/disturb`` request of a scripted push.
 """
@@ -28,8 +28,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from marionette_control.control.gains import GAIN_DESIGN
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.lq.gains import GAIN_DESIGN
+from marionette_control.trajectory import Trajectory, TrajectoryError
 
 
 class JointStateError(ValueError):
@@ -281,7 +281,7 @@ def trajectory_from_msg(msg) -> Trajectory:
 
 
 def plan_to_msg(plan, msg_type, stamp=None):
-    """``marionette_interfaces/Plan`` (``msg_type``) of a :class:`~marionette_control.control.plan_switch.Plan`;
+    """``marionette_interfaces/Plan`` (``msg_type``) of a :class:`~marionette_control.tracking.plan_switch.Plan`;
     ``stamp``: the stamp of the joint state its estimate came from."""
     m = msg_type()
     if stamp is not None:
@@ -293,9 +293,9 @@ def plan_to_msg(plan, msg_type, stamp=None):
 
 
 def plan_from_msg(msg):
-    """The :class:`~marionette_control.control.plan_switch.Plan` of a ``marionette_interfaces/Plan``; raises
+    """The :class:`~marionette_control.tracking.plan_switch.Plan` of a ``marionette_interfaces/Plan``; raises
     TrajectoryError on inconsistent sizes (the controller checks the rest)."""
-    from marionette_control.control.plan_switch import Plan
+    from marionette_control.tracking.plan_switch import Plan
 
     return Plan(int(msg.start), trajectory_from_msg(msg.trajectory), int(msg.run), int(msg.sequence),
                 int(msg.estimate_tick))
@@ -303,7 +303,7 @@ def plan_from_msg(msg):
 
 def disturb_request(push, start_ns: int, request_type):
     """The simulator's ``~/disturb`` request (``request_type``: marionette_interfaces/srv/Disturb.Request) of a
-    scripted :class:`~marionette_control.control.offline_loop.Push`, starting at ``start_ns`` in the time base of the
+    scripted :class:`~marionette_control.sim.offline_loop.Push`, starting at ``start_ns`` in the time base of the
     /joint_states stamps (e.g. the stamp of the controller's tick 0 + push.tick·dt)."""
     req = request_type(body=push.body, profile=push.profile, duration=float(push.duration))
     req.force.x, req.force.y, req.force.z = (float(v) for v in push.force)

@@ -4,8 +4,8 @@ A node of its own (not a mode of the optimizer, whose requests take seconds and 
 re-planning): it follows the controller's ``~/tracking`` output and, every ``period`` seconds of
 ticks, re-optimizes the rest of the motion from the controller's state estimate and publishes the
 plan on ``~/plan``, which the controller takes at the plan's first step
-(:meth:`~marionette_control.control.controller_core.ControllerCore.offer_plan`). The computation is
-:class:`~marionette_control.control.mpc.RecedingHorizon` (docs/mpc.md), ROS-free and the same the
+(:meth:`~marionette_control.tracking.controller.ControllerCore.offer_plan`). The computation is
+:class:`~marionette_control.ocp.mpc.RecedingHorizon` (docs/mpc.md), ROS-free and the same the
 offline loop runs.
 
 What it needs
@@ -28,11 +28,11 @@ When k is a multiple of the period (in ticks) and the plan would start within th
 predicts x̂_k to step j = k + d + ``latency_steps`` and re-optimizes (RecedingHorizon.update); a plan
 is published with the message's stamp, the run and j. The plan is due before the controller computes
 tick k + ``latency_steps``, whose sample is stamped ``latency_steps``·Δt after the estimate's: the
-update's deadline (:class:`~marionette_control.control.mpc.Deadline`) is that time less
+update's deadline (:class:`~marionette_control.ocp.mpc.Deadline`) is that time less
 ``transport_margin``, at most ``deadline`` after the update starts, on the node's clock (ROS time: the
 system clock on the robot, /clock under use_sim_time, so a simulation slower than real time gives the
 update the wall time it gives the controller). The executor's one thread only records and predicts;
-the optimization runs on a worker thread of its own (:mod:`~marionette_control.nodes.latest_worker`,
+the optimization runs on a worker thread of its own (:mod:`~marionette_control.latest_worker`,
 which says why not on an executor's), so the node's clock and the commands it records keep up while
 one runs. An estimate due while an update still runs waits for it, replacing any older one waiting
 (``superseded``, as is a plan finished after the controller started another run or the motion changed:
@@ -71,16 +71,16 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
-from marionette_control.control.limits import CommandLimits
+from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control import _core
-from marionette_control.control.mpc import Deadline, MPCOptions, RecedingHorizon, Update
-from marionette_control.control.plan_switch import PlannedLaw
-from marionette_control.control.prediction import CommandHistory
-from marionette_control.control.tracking import TrackingLaw
-from marionette_control.control.trajectory import Trajectory, TrajectoryError
+from marionette_control.ocp.mpc import Deadline, MPCOptions, RecedingHorizon, Update
+from marionette_control.tracking.plan_switch import PlannedLaw
+from marionette_control.tracking.prediction import CommandHistory
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
-from marionette_control.nodes.latest_worker import LatestJobWorker
+from marionette_control.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
@@ -125,7 +125,7 @@ PARAMS = [
     ParamSpec("max_iterations", _DEFAULTS.max_iterations, "Descent directions per update at most", minimum=1,
               maximum=1000, read_only=True),
     ParamSpec("drive_acceleration", _DEFAULTS.drive_acceleration, "Weight of the drives' accelerations against the "
-              "motion's in the window's cost [s^4/m^2] (control/mpc.py MPCOptions)", minimum=0.0, maximum=1e6,
+              "motion's in the window's cost [s^4/m^2] (ocp/mpc.py MPCOptions)", minimum=0.0, maximum=1e6,
               read_only=True),
     ParamSpec("diagnostics_period", 1.0, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
               maximum=60.0, read_only=True),
@@ -155,10 +155,10 @@ def mpc_options(values: dict) -> MPCOptions:
 
 def build_problem(values: dict, model_file: str):
     """The problem of ``problem_spec``, or the optimizer's for a request of ``motion`` (module docstring)."""
-    from marionette_control.control import request
-    from marionette_control.control.spec import SpecError, build_problem as spec_problem, load_spec
-    from marionette_control.control.tracking_problem import ProblemError
-    from marionette_control.system_description import config_file
+    from marionette_control.ocp import request
+    from marionette_control.ocp.spec import SpecError, build_problem as spec_problem, load_spec
+    from marionette_control.ocp.tracking_problem import ProblemError
+    from marionette_control.resources import config_file
 
     try:
         if values["problem_spec"]:
@@ -189,7 +189,7 @@ class _Job:
 
 
 class MPCNode(Node):
-    """The ROS adapter of :class:`~marionette_control.control.mpc.RecedingHorizon` (module docstring)."""
+    """The ROS adapter of :class:`~marionette_control.ocp.mpc.RecedingHorizon` (module docstring)."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)

@@ -1,9 +1,9 @@
 """marionette_optimizer: projection-operator trajectory optimization on request (ROS 2 node).
 
 A thin adapter around the control layer: requests are turned into optimization problems
-(:class:`~marionette_control.control.problem.Problem`) by :mod:`marionette_control.control.request`
+(:class:`~marionette_control.ocp.problem.Problem`) by :mod:`marionette_control.ocp.request`
 (which validates them), solved by
-:class:`~marionette_control.control.optimizer.ProjectionOptimizer`, and answered with the
+:class:`~marionette_control.ocp.projection.ProjectionOptimizer`, and answered with the
 feasible trajectory, its time-varying LQR tracking gains, the convergence history and a report
 of every inequality constraint (drive range, speed and acceleration, string tension: by default
 the model file's limits are enforced): its worst margin, where it occurs and where it is active.
@@ -24,7 +24,7 @@ Every result's trajectory (TrackedTrajectory) also carries the drives' feed-forw
 ``trajectory_msgs/JointTrajectory`` (``actuators``: the hardware joint names of the kinematic
 configurations, positions and velocities per step), which a stock joint_trajectory_controller plays.
 
-Requests are checked before anything runs (:mod:`marionette_control.control.request`): besides their
+Requests are checked before anything runs (:mod:`marionette_control.ocp.request`): besides their
 fields' own rules, the time grid must be plausible (parameters ``min_dt``, ``max_dt``,
 ``max_duration``, ``max_steps``; e.g. two desired points 1000 s apart are refused, not taken as one
 1000 s step).
@@ -69,7 +69,7 @@ can still lose requests in the middleware, unseen by the node.
 Saving
 ------
 ``save_path`` in a request saves that result (the package's ``.npz`` trajectory format), confined
-to ``save_directory`` (:mod:`marionette_control.nodes.save_path`: relative paths only, resolved
+to ``save_directory`` (:mod:`marionette_control.save_path`: relative paths only, resolved
 inside that directory; absolute paths only into ``allowed_save_directories``; an existing file
 only with the request's ``overwrite``; directories created only inside; checked before the run,
 each refusal answered with its reason). With ``save_directory`` empty nothing is saved and a
@@ -112,12 +112,12 @@ from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
 from marionette_interfaces.msg import ConstraintReport, ConvergenceData, TrackedTrajectory
 from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
-from marionette_control import models
-from marionette_control.control.dmocc import DmoccOptions, solve_problem as solve_dmocc
-from marionette_control.control.gains import GainDesign
-from marionette_control.control.optimizer import IterationRecord, OptimizerOptions, OptionError, ProjectionOptimizer
-from marionette_control.control.problem import ConstraintOptions, Problem
-from marionette_control.control.request import (
+from marionette_control.model import library
+from marionette_control.ocp.dmocc import DmoccOptions, solve_problem as solve_dmocc
+from marionette_control.lq.gains import GainDesign
+from marionette_control.ocp.projection import IterationRecord, OptimizerOptions, OptionError, ProjectionOptimizer
+from marionette_control.ocp.problem import ConstraintOptions, Problem
+from marionette_control.ocp.request import (
     ConvergenceHistory,
     DesiredMotion,
     RequestOptions,
@@ -127,11 +127,11 @@ from marionette_control.control.request import (
     request_limits,
     tracked_trajectory,
 )
-from marionette_control.control.tracking_problem import ProblemDefaults, ProblemError, WeightDefaults
+from marionette_control.ocp.tracking_problem import ProblemDefaults, ProblemError, WeightDefaults
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 from marionette_control.nodes.process import StopFlag, run_node
-from marionette_control.nodes.save_path import SavePathError, SavePolicy, SaveTarget, write_file
+from marionette_control.save_path import SavePathError, SavePolicy, SaveTarget, write_file
 
 NODE_NAME = "marionette_optimizer"
 SERVICE = "~/optimize"
@@ -186,7 +186,7 @@ def _schedule_check(v) -> Optional[str]:
 
 
 def _model_check(v) -> Optional[str]:
-    return None if v in models.available() else f"unknown model '{v}'; available: {', '.join(models.available())}"
+    return None if v in library.available() else f"unknown model '{v}'; available: {', '.join(library.available())}"
 
 
 def _fraction(v) -> Optional[str]:
@@ -278,7 +278,7 @@ def parameter_specs() -> list[ParamSpec]:
         ParamSpec("constraints.barrier_weight", c.barrier_weight, "Default final weight of the constraint "
                   "barrier per constraint and second.", check=_positive),
         *(ParamSpec(f"tracking_gains.{name}", getattr(g, name), f"Tracking gains shipped with every result "
-                    f"(control/gains.py, GainDesign): {text}.", check=_gain_check(name))
+                    f"(lq/gains.py, GainDesign): {text}.", check=_gain_check(name))
           for name, text in GAIN_PARAMETERS.items()),
         ParamSpec("trajectory_topic", "~/trajectory", "Topic of the latest result (TrackedTrajectory, reliable, "
                   "transient-local, depth 1).", check=lambda v: None if v else "must not be empty", read_only=True),
@@ -353,7 +353,7 @@ def _convergence_msg(h: Optional[ConvergenceHistory]) -> ConvergenceData:
 
 
 def constraint_reports(margins: list) -> list:
-    """ConstraintReport messages of :func:`~marionette_control.control.problem.constraint_report` rows."""
+    """ConstraintReport messages of :func:`~marionette_control.ocp.problem.constraint_report` rows."""
     out = []
     for r in margins:
         m = ConstraintReport(family=r["family"], component=r["component"], side=r["side"], limit=float(r["limit"]),
@@ -398,7 +398,7 @@ def _describe(problem: Problem, h: ConvergenceHistory, cost: float, deadline) ->
     iters = f"{h.iterations} iteration{'s' if h.iterations != 1 else ''}"
     costs = f"cost {problem.initial_cost:.6g} -> {cost:.6g}"
     tol = problem.options.tolerance
-    if problem.method == "dmocc":   # its descent norms are IPOPT's dual infeasibility (control/dmocc.py)
+    if problem.method == "dmocc":   # its descent norms are IPOPT's dual infeasibility (ocp/dmocc.py)
         iters = f"{iters} of DMOCC (IPOPT)"
         measure = f"dual infeasibility {h.descent_norms[-1]:.3g}"
     else:
@@ -523,10 +523,10 @@ class OptimizerNode(Node):
         once."""
         with self._models_lock:
             if name not in self._models:
-                if name not in models.available():
-                    raise ProblemError(f"unknown model '{name}'; available: {', '.join(models.available())}")
+                if name not in library.available():
+                    raise ProblemError(f"unknown model '{name}'; available: {', '.join(library.available())}")
                 try:
-                    model = models.get(name)
+                    model = library.get(name)
                     self._models[name] = (model, request_limits(model), actuator_joints(model))
                 except Exception as e:  # a model file that does not load is the request's problem to hear about
                     raise ProblemError(f"model '{name}' cannot be built: {e}") from None
@@ -685,7 +685,7 @@ class OptimizerNode(Node):
                                f"{p.dt:g} s)")
         opt = ProjectionOptimizer(p.system, p.cost, p.options)
         initial_violation = opt.evaluate(p.X0, p.U0)[1]
-        if p.method == "dmocc":   # direct transcription by IPOPT (control/dmocc.py), from the same start
+        if p.method == "dmocc":   # direct transcription by IPOPT (ocp/dmocc.py), from the same start
             result = solve_dmocc(p, p.X0, p.U0, DmoccOptions(max_iterations=p.options.max_iterations,
                                                              deadline=p.options.deadline),
                                  callback=job.on_iteration, should_stop=job.should_stop)

@@ -3,8 +3,8 @@
 What it does
 ------------
 The arm itself (plant model, command delay, drives, encoders, disturbances) is
-:class:`~marionette_control.control.simulated_hardware.SimulatedArm`, configured by a
-:class:`~marionette_control.control.simulated_hardware.HardwareProfile`; this node turns
+:class:`~marionette_control.sim.simulator.SimulatedArm`, configured by a
+:class:`~marionette_control.sim.simulator.HardwareProfile`; this node turns
 parameters into that profile, messages into arrays and back, and paces the integrator steps.
 Every ``dt`` of simulated time it takes one step, and every ``1/publish_rate`` it publishes
 what the encoders read on ``joint_states`` stamped with the step's time, and the plant's true
@@ -119,17 +119,17 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from marionette_interfaces.srv import Disturb
-from marionette_control.control.simulated_hardware import (
+from marionette_control.sim.simulator import (
     DisturbanceError, DisturbanceLimits, HardwareProfile, MeasurementQueue, PROFILES, SimulatedArm, StepFault,
     check_profile_field, load_plant)
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
-from marionette_control.models import marionette_arm as arm
+from marionette_control.model.library import marionette_arm as arm
 from marionette_control.nodes.lifecycle import ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.params import ParameterError, ParamSpec, declare
 from marionette_control.nodes.process import run_node
-from marionette_control.system_description import config_file
+from marionette_control.resources import config_file
 
 NODE_NAME = "marionette_simulator"
 NANOSECONDS = 1_000_000_000

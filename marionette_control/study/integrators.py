@@ -393,11 +393,11 @@ def observed_order(dts, errors) -> float:
 
 
 def double_pendulum_case(q0=(2.0, -1.0), v0=(0.0, 0.0)):
-    """Unforced point-mass double pendulum (``models.get('double_pendulum')``, m = l = 1, g = 9.8),
+    """Unforced point-mass double pendulum (``library.get('double_pendulum')``, m = l = 1, g = 9.8),
     released from rest at ``q0`` [rad]: (dynamics, q0, v0)."""
-    from marionette_control import models
+    from marionette_control.model import library
 
-    return ContinuousDynamics(models.get("double_pendulum")), np.array(q0, float), np.array(v0, float)
+    return ContinuousDynamics(library.get("double_pendulum")), np.array(q0, float), np.array(v0, float)
 
 
 # Initial joint rates [rad/s, m/s] of the humanoid case, made tangent to the strings by ``project``:
@@ -412,10 +412,10 @@ def humanoid_case(baumgarte: float = 0.0, kick: bool = True):
     at the seed 001 §VIII-B start (each control point above its hook, h(q0) = 0), started in that
     pose with the rates of ``HUMANOID_KICK`` projected onto A qdot = 0 (``kick``; else from rest):
     (dynamics, q0_d, v0_d)."""
-    from marionette_control import models
-    from marionette_control.models.humanoid_marionette import initial_configuration
+    from marionette_control.model import library
+    from marionette_control.model.library.humanoid_marionette import initial_configuration
 
-    model = models.get("humanoid_marionette", damping=0.0)
+    model = library.get("humanoid_marionette", damping=0.0)
     q0 = initial_configuration(model)
     dyn = ContinuousDynamics(model, rho=q0[model.nd:], baumgarte=baumgarte)
     v0 = np.zeros(model.nd)

@@ -5,7 +5,7 @@
 1. Optimizes ``golden/trajectory_spec.yaml`` (a 2 s lift of the marionette arm's forearm from
    the lowered pose and back) into ``golden/trajectory.npz``, with the tracking gains the
    controller's default design gives for one step of command delay
-   (``marionette_control.control.gains``).
+   (``marionette_control.lq.gains``).
 2. On an isolated ROS graph (private ROS_DOMAIN_ID, localhost discovery) starts the recorder
    (``marionette_control.cli.bag_record``, on simulated time) and then the simulator and the
    controller through ``marionette_bringup --sim --sim-time`` (the launch files' node set), the
@@ -44,7 +44,7 @@ as the current message; without plans the control law is unchanged.
 
 And again (issue 12, integral action): the control law changed — the gains' design record now asks for
 integral action on the measured arm angles (``angle_integral``), which the controller adds to the law
-(``marionette_control.control.integral_action``), the default gains are designed with it and a larger
+(``marionette_control.tracking.integral_action``), the default gains are designed with it and a larger
 drive-acceleration weight, and the Kalman filter's joint measurement noise is 2 mrad — so the commands
 recorded with the previous law are no longer what the controller computes from the same joint states.
 The simulator now steps in lock-step with the controller (``lockstep_timeout``, docs/simulator.md), as the main
@@ -55,7 +55,7 @@ settle on the same final hold within the 0.3 s recorded after the end.
 
 And again (issue 12, the fused tick, merged with the integral action): the controller computes each tick
 with the Kalman filter, the integral included, in one native call (``_core.TickKernel``,
-control/fused_tick.py) instead of the Python parts one by one. The law is the same (test_tick_kernel.py
+tracking/native_tick.py) instead of the Python parts one by one. The law is the same (test_tick_kernel.py
 holds the two to 1e-12 over closed loops), but its products round like Eigen's, not numpy's, and a replay
 cannot absorb even that: the replayed joint states do not answer the commands, so a difference in a command
 in flight grows by ~1.7× per tick through the prediction of the next ones (1e-16 became 1.4e-6 over the
@@ -79,7 +79,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from marionette_control.bags.bagio import bag_info  # noqa: E402
-from marionette_control.bags.recorder import RecorderProcess  # noqa: E402
+from marionette_control.nodes.bag_recorder import RecorderProcess  # noqa: E402
 from marionette_control.bags.replay import (  # noqa: E402
     COMMANDS, CUSTOM_TRAJECTORY, CUSTOM_TRAJECTORY_SHA256, JOINT_STATES, TRACKING, ReplayConfig, compare_commands,
     file_sha256, recorded_commands, recorded_ticks, replay_bag)
@@ -126,9 +126,9 @@ def say(text: str) -> None:
 
 def optimize(out: Path) -> Path:
     from marionette_control import _core
-    from marionette_control.control.gains import GainDesign, design_gains
-    from marionette_control.control.trajectory import Trajectory
-    from marionette_control.models import marionette_arm as arm
+    from marionette_control.lq.gains import GainDesign, design_gains
+    from marionette_control.trajectory import Trajectory
+    from marionette_control.model.library import marionette_arm as arm
 
     spec = out / "trajectory_spec.yaml"
     spec.write_text(SPEC)
@@ -296,13 +296,13 @@ def main(argv=None) -> int:
         stage = tmp / "golden"
         stage.mkdir()
         traj = optimize(stage)
-        from marionette_control.control.trajectory import Trajectory
+        from marionette_control.trajectory import Trajectory
 
         n_steps = Trajectory.load(traj).N
         say(f"optimized {traj.name}: {n_steps} steps")
         # every parameter that shapes the commands is recorded (the node's defaults), so the replay does not
         # depend on defaults that may change later
-        from marionette_control.models import marionette_arm as arm
+        from marionette_control.model.library import marionette_arm as arm
         from marionette_control.nodes.controller import controller_param_defaults, core_values
 
         fixed = {"state_timeout", "stamp_tolerance"}

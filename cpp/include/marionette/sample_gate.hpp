@@ -4,7 +4,7 @@
 // Readable reference (Python, which decides every sample this does not pass and explains the
 // refusal): marionette_control.nodes.convert.JointStateParser (the CDR fields read),
 // JointStateReader (joint names to configurations, finiteness) and
-// marionette_control.control.sample_checks.SampleChecks (range, jump, closed chain); the rules
+// marionette_control.tracking.sample_checks.SampleChecks (range, jump, closed chain); the rules
 // are written here in the same order with the same comparisons (test/test_sample_gate.py holds
 // the two to each other, sample by sample, over valid, reordered, truncated and implausible ones).
 //
@@ -31,7 +31,7 @@ namespace mc {
 
 /// The first-order distance |h_i(q)| / |Dh_i(q)| of a configuration to each holonomic constraint
 /// (thesis §3.5): how far a measured configuration is off the closed chain, in the units of q
-/// (the controller's plausibility check, marionette_control.control.sample_checks). Workspaces
+/// (the controller's plausibility check, marionette_control.tracking.sample_checks). Workspaces
 /// sized once.
 class ConstraintDistance {
  public:
@@ -47,7 +47,7 @@ class ConstraintDistance {
   VecX distance_;
 };
 
-/// SampleChecks' bounds (marionette_control.control.sample_checks), per configuration (nq each).
+/// SampleChecks' bounds (marionette_control.tracking.sample_checks), per configuration (nq each).
 struct SampleBounds {
   VecX lower, upper;           ///< the range, already widened by limit_margin (-inf/inf: unchecked)
   VecX speed;                  ///< velocity_factor * v_max (inf: unchecked)

@@ -1,7 +1,7 @@
 // The tracking controller's tick in one native call: the commands in flight, and the Kalman
 // filter's update, the delay predictor, the tracking law and the stream clamp of one tick
-// (marionette_control.control: estimation.KalmanEstimator, prediction.DelayPredictor,
-// tracking.TrackingLaw / plan_switch.PlannedLaw, limits.CommandLimits.clamp; those Python parts
+// (marionette_control.tracking: estimation.KalmanEstimator, prediction.DelayPredictor,
+// law.TrackingLaw / plan_switch.PlannedLaw, command_limits.CommandLimits.clamp; those Python parts
 // are the readable reference, test/test_tick_kernel.py holds this kernel to them).
 //
 // Why: at 100 Hz the controller's code has been idle for 10 ms before every tick, and on a
@@ -32,7 +32,7 @@
 namespace mc {
 
 /// The commands sent, by tick slot, and the input in effect over each step
-/// (marionette_control.control.prediction): a command sent at slot s is the input from step
+/// (marionette_control.tracking.prediction): a command sent at slot s is the input from step
 /// s + d on until a later one replaces it; before the first one the drives hold `initial`.
 /// A ring of the last `size` commands.
 class CommandHistory {
@@ -89,7 +89,7 @@ struct TickModel {
   VecX a_step, v_step;     ///< a_max dt^2 and v_max dt of each drive (nk)
   double dt = 0.0;
   /// The integral action's gains (N, nU * nd), K_z(j) row-major (nU, nd); no rows: no integral
-  /// (marionette_control.control.integral_action).
+  /// (marionette_control.tracking.integral_action).
   MatXR Kz;
   int hand_over_steps = 1;  ///< past the end, steps from the last command to the law's hold
   /// The start, path and goal tolerances of x_hat_k - x_d(k) (3, nq; 0: unchecked); no rows: none.

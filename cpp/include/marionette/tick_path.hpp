@@ -3,7 +3,7 @@
 // buffer, the sample/tick alignment, the fused tick (TickKernel) and the command's record.
 //
 // Readable reference (Python, which decides every sample this does not complete and explains
-// every fault): marionette_control.control.controller_core.ControllerCore (on_serialized,
+// every fault): marionette_control.tracking.controller.ControllerCore (on_serialized,
 // _check_stamp, _accept, _tick); its module docstring states the rules ("Sample/tick
 // alignment"). SampleRing and TickAlignment are those rules' only implementation: the Python
 // core calls them for every sample it takes itself.

@@ -1,4 +1,4 @@
-"""The main job's parts (``python -m marionette_control.cli.main``, :mod:`marionette_control.cli.main`).
+"""The main job's parts (``python -m marionette_control.cli.main_job``, :mod:`marionette_control.cli.main_job.job`).
 
 * :mod:`.observer` — the in-process ROS client: services, what the run publishes, diagnostics;
 * :mod:`.analysis` — ROS-free: a run's record, errors of the arm's true angles, executed constraint

@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.control.problem import ConstraintOptions
+from marionette_control.ocp.problem import ConstraintOptions
 
 NS = 1_000_000_000
 

@@ -1,0 +1,247 @@
+"""Tracking gains designed for the arm and the command delay the controller runs with.
+
+The controller applies u = u_d(j) − K(j)(x̂_j − x_d(j)) at j = k + d, on the state x̂_{k+d}
+predicted through the commands in flight (:mod:`.prediction`; d = the command delay in
+steps). K(j) is the time-varying discrete LQR along the trajectory (thesis app. B.2.2 and (B.4),
+:func:`~marionette_control.lq.riccati.tv_lq`) on the exact linearization (A(k), B(k))
+(thesis (4.37)) with the stage cost
+
+    δxᵀ Q δx + δuᵀ R δu + w_a |δa|²,    δa = (δρ_{k+1} − δρ_k − Δt δv_k)/Δt²
+
+(Q, R diagonal by kind of component, δa the deviation of the drives' acceleration over the step:
+a linear function of state and input, so the cost becomes Q + w_a Mxᵀ Mx, a cross term
+S = w_a Mxᵀ Mu and R + w_a Muᵀ Mu). With an exact predictor the LQR of the delay-augmented
+system [x_k; u_k, …] has the same gains on the predicted state (certainty equivalence), which
+``docs/tracking.md`` measures too.
+
+Why these weights (the measurements are in ``docs/tracking.md``): what the animator drew and
+what the tracking targets are the arm angles, so the dynamic configurations carry the weight
+(the thesis's Q = R = I, thesis §6.7, puts about 0.17 mm of carriage correction per degree of
+arm error: far too little to correct a model error); the drives' positions and velocities are
+weighted lightly (they are means, not ends); the acceleration weight w_a sets the loop's
+bandwidth against the drives' acceleration limits and the encoder noise that reaches the
+commands through the estimate — without it, heavy angle weights track best on a quiet arm but
+the clamped loop goes unstable with noise or on a trajectory at the acceleration limit.
+
+Integral action on the arm angles (LQI; ``angle_integral`` w_i > 0). The nominal model's errors
+(hook position, masses, damping) leave a slowly varying offset between the measured angles and
+any state the model predicts, which a state feedback on the model's estimate does not remove
+(docs/tracking.md). The design augments the state with the integral of the angle error,
+
+    z_{k+1} = z_k + Δt C δx_k,    C = [I_nd 0]                       (the dynamic configurations)
+
+and adds w_i |z_k|² to the stage cost (terminal: terminal_scale · w_i |z_N|²); the LQR of the
+augmented system gives u = u_d − K δx − K_z z, with K and K_z designed together (the angle
+weight and w_i set the bandwidth jointly: K is not the K of the design without integral). K
+travels in the trajectory's (N, nU, nx) gains as before; K_z (N, nU, nd) is recomputed from the
+design record by the controller when it loads the trajectory (:func:`integral_gains`, the same
+computation, which also checks that the record reproduces K), so no message or file carries it.
+
+The gains travel with the trajectory (``Trajectory.info[GAIN_DESIGN]``: the method, delay and
+weights) so the controller refuses gains designed for another command delay
+(:func:`check_gains`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Optional
+
+import numpy as np
+
+from marionette_control.lq.riccati import tv_lq, tv_lqr
+from marionette_control.ocp.terms import drive_acceleration
+from marionette_control.ocp.tracking_problem import ProblemError, check_weight
+from marionette_control.trajectory import Trajectory
+
+#: key of the design record in ``Trajectory.info``
+GAIN_DESIGN = "gain_design"
+METHOD = "tv_lqr_on_predicted_state"
+
+
+@dataclass(frozen=True)
+class GainDesign:
+    """Diagonal LQR weights by kind of state component, and the command delay (steps) the gains are for.
+
+    dynamic_configuration : the dynamic configurations (the arm's joint angles: what the tracking is about;
+        every configuration of a model without drives, e.g. the pendulum or the cart-pole)
+    kinematic_configuration : the drives' positions (carriage, string length)
+    momentum : the dynamic momenta
+    kinematic_velocity : the drives' velocities
+    input : every input (R = input · I)
+    drive_acceleration : w_a, on the drives' acceleration deviation (s⁴/m² per unit of cost); sets the loop's
+        bandwidth against the drives' acceleration limits and the encoder noise (no effect without drives)
+    terminal_scale : Q_f = terminal_scale · Q (the acceleration term has no terminal part)
+    angle_integral : w_i, on the integral of the dynamic configurations' error (1/(rad² s²) per unit of cost;
+        0: no integral action); module docstring
+    delay_steps : the command delay d the controller compensates (ros2_control: 1)
+
+    Every front end sets these by these names (the YAML spec's ``tracking_gains`` section, the optimizer
+    node's ``tracking_gains.*`` parameters); a violated rule raises
+    :class:`~.tracking_problem.ProblemError` with the key ``tracking_gains.<field>``.
+    """
+
+    dynamic_configuration: float = 1.0e3
+    kinematic_configuration: float = 1.0
+    momentum: float = 1.0
+    kinematic_velocity: float = 0.1
+    input: float = 1.0
+    drive_acceleration: float = 2.0e-2
+    terminal_scale: float = 1.0
+    angle_integral: float = 2.5e6
+    delay_steps: int = 1
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.name == "delay_steps":
+                continue
+            key = f"tracking_gains.{f.name}"
+            try:
+                value = check_weight(getattr(self, f.name), f"gain design weight '{f.name}'",
+                                     positive=f.name == "input")
+            except ProblemError as e:
+                raise ProblemError(str(e), key=key) from None
+            object.__setattr__(self, f.name, value)
+        d = self.delay_steps
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise ProblemError(f"gain design delay_steps must be an integer >= 0 (control periods), got {d!r}",
+                               key="tracking_gains.delay_steps")
+        object.__setattr__(self, "delay_steps", int(d))
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> Optional["GainDesign"]:
+        """The design a trajectory's gains were made with (its ``info[GAIN_DESIGN]`` record), None without one (a
+        re-planner designs its windows' gains the same way, :mod:`.mpc`). Raises ProblemError for a record whose
+        fields break a rule."""
+        rec = trajectory.info.get(GAIN_DESIGN)
+        if not isinstance(rec, dict):
+            return None
+        # a record without angle_integral predates integral action: its gains were designed without it
+        return cls(**{"angle_integral": 0.0, **{f.name: rec[f.name] for f in fields(cls) if f.name in rec}})
+
+    def weights(self, model) -> tuple[np.ndarray, np.ndarray]:
+        """(Q (nx,), R (nU,)) diagonals for ``model``."""
+        Q = np.r_[np.full(model.nd, self.dynamic_configuration), np.full(model.nk, self.kinematic_configuration),
+                  np.full(model.nd, self.momentum), np.full(model.nk, self.kinematic_velocity)]
+        return Q, np.full(model.nU, self.input)
+
+
+@dataclass(frozen=True, eq=False)
+class TrackingGains:
+    """Gains K (N, nU, nx) and the record that travels with them (``Trajectory.info[GAIN_DESIGN]``); K_z
+    (N, nU, nd) the gains on the angle error's integral (None without integral action), which the controller
+    recomputes from the record (module docstring)."""
+
+    K: np.ndarray
+    info: dict
+    K_z: Optional[np.ndarray] = None
+
+    def attach(self, trajectory: Trajectory) -> Trajectory:
+        """A copy of ``trajectory`` carrying these gains and their record."""
+        info = dict(trajectory.info)
+        info[GAIN_DESIGN] = self.info
+        return Trajectory(dt=trajectory.dt, X=trajectory.X, U=trajectory.U, state_names=trajectory.state_names,
+                          input_names=trajectory.input_names, model_name=trajectory.model_name,
+                          model_hash=trajectory.model_hash, K=self.K, t0=trajectory.t0, info=info)
+
+
+def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign()) -> TrackingGains:
+    """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights, with integral action when
+    ``design.angle_integral`` > 0 (module docstring)."""
+    model = system.model
+    nx, nd = model.nx, model.nd
+    Q, R = design.weights(model)
+    A, B = (np.asarray(a) for a in system.linearize_trajectory(X, U))
+    Qm, Rm, Qf = np.diag(Q), np.diag(R), np.diag(design.terminal_scale * Q)
+    S = None
+    if design.drive_acceleration > 0 and model.nk:
+        # δa = Mx δx + Mu δu; the cost w |δa|² adds Mxᵀ w Mx, Mxᵀ w Mu, Muᵀ w Mu
+        Mx, Mu = drive_acceleration(model, system.dt)
+        w = design.drive_acceleration
+        Qm, Rm, S = Qm + w * Mx.T @ Mx, Rm + w * Mu.T @ Mu, w * Mx.T @ Mu
+    K_z = None
+    wi = design.angle_integral
+    if wi > 0:  # the augmented system [δx; z], z_{k+1} = z_k + Δt C δx_k
+        N, n = A.shape[0], nx + nd
+        Aa = np.zeros((N, n, n))
+        Aa[:, :nx, :nx] = A
+        Aa[:, nx:, :nd] = system.dt * np.eye(nd)
+        Aa[:, nx:, nx:] = np.eye(nd)
+        Ba = np.zeros((N, n, B.shape[2]))
+        Ba[:, :nx] = B
+        A, B = Aa, Ba
+        Qm, Qf = block_diag(Qm, wi * np.eye(nd)), block_diag(Qf, design.terminal_scale * wi * np.eye(nd))
+        S = np.zeros((n, B.shape[2])) if S is None else np.vstack([S, np.zeros((nd, S.shape[1]))])
+        # terminal cost: the stationary cost-to-go at the last step, so that the gains do not fade out over the last
+        # steps (a fading angle feedback with the integral's gains still on ends as an integral-only loop)
+        M = TERMINAL_STEPS
+        Qf = tv_lq(np.broadcast_to(A[-1], (M, n, n)), np.broadcast_to(B[-1], (M,) + B.shape[1:]), Qm, S, Rm,
+                   None, None, Qf, None, full_P=False).P[0]
+    if S is not None:
+        K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False).K)
+    else:
+        K = np.asarray(tv_lqr(A, B, Qm, Rm, Qf, full_P=False).K)
+    if wi > 0:
+        K, K_z = K[:, :, :nx], K[:, :, nx:]
+    info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
+    return TrackingGains(np.ascontiguousarray(K), info, None if K_z is None else np.ascontiguousarray(K_z))
+
+
+#: steps of the last step's dynamics over which the integral design's terminal cost-to-go is settled (30 s at 0.01 s)
+TERMINAL_STEPS = 3000
+
+
+def block_diag(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[[a, 0], [0, b]] of two square matrices."""
+    out = np.zeros((a.shape[0] + b.shape[0],) * 2)
+    out[:a.shape[0], :a.shape[0]] = a
+    out[a.shape[0]:, a.shape[0]:] = b
+    return out
+
+
+def integral_gains(system, trajectory: Trajectory, rtol: float = 1e-6) -> Optional[np.ndarray]:
+    """K_z (N, nU, nd) of a trajectory whose design record asks for integral action (``angle_integral`` > 0), None
+    when it does not or has no record: :func:`design_gains` again with the record's design (module docstring).
+
+    Raises ValueError when the record does not reproduce the trajectory's K (to ``rtol`` of its largest entry):
+    the gains were not designed as the record says, so integral gains designed from it would not fit them.
+    """
+    design = GainDesign.of(trajectory)
+    if design is None or design.angle_integral == 0 or trajectory.K is None:
+        return None
+    gains = design_gains(system, trajectory.X, trajectory.U, design)
+    K = np.asarray(trajectory.K)
+    off = float(np.max(np.abs(gains.K - K)))
+    if off > rtol * max(float(np.max(np.abs(K))), 1e-300):
+        raise ValueError(f"the trajectory's gains K are not those of their design record (angle_integral "
+                         f"{design.angle_integral:g}, ...): they differ by up to {off:.3g} from the design "
+                         "recomputed here; recompute them with marionette_control.lq.gains.design_gains")
+    return gains.K_z
+
+
+def gain_delay(trajectory: Trajectory) -> Optional[int]:
+    """The command delay (steps) the trajectory's gains were designed for; None when they carry no record."""
+    rec = trajectory.info.get(GAIN_DESIGN)
+    if not isinstance(rec, dict):
+        return None
+    d = rec.get("delay_steps")
+    if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+        raise ValueError(f"the trajectory's gain design record has an invalid delay_steps {d!r}")
+    return d
+
+
+def check_gains(trajectory: Trajectory, delay_steps: int) -> Optional[str]:
+    """Raises ValueError when the trajectory's gains were designed for another command delay.
+
+    Returns a warning text for gains without a design record (older trajectory files and tools:
+    they are used as they are), else None.
+    """
+    d = gain_delay(trajectory)
+    if d is None:
+        return (f"the trajectory's gains carry no design record ({GAIN_DESIGN}); they are used as they are for "
+                f"a command delay of {delay_steps} step(s)")
+    if d != delay_steps:
+        raise ValueError(f"the trajectory's gains were designed for a command delay of {d} step(s), but this "
+                         f"controller compensates {delay_steps} (command_delay_steps): recompute them with "
+                         f"marionette_control.lq.gains.design_gains(..., GainDesign(delay_steps={delay_steps}))")
+    return None

@@ -1,0 +1,865 @@
+"""Optimization specs: a YAML file that says what to optimize and how, and the run it describes.
+
+A spec names a model, a desired motion, the time step, the cost weights (per state and input
+name), how to find the initial trajectory, the optimizer's method schedule and stopping rules
+and the design of the tracking gains computed afterwards. :func:`load_spec` reads and checks
+it (every error names the file and the key, e.g. ``wave.yaml: weights.state.shouldr: matches no
+state name (...)``); :func:`solve` runs it and returns a :class:`~.trajectory.Trajectory` with
+the tracking gains K and the optimizer's statistics in its ``info``.
+
+Format (``config/optimize/*.yaml`` are worked examples; only ``model``, ``dt`` and ``motion``
+are required)::
+
+    model: cart_pendulum            # registry name, or {name: ..., params: {...}}, or {file: model.yaml}
+    dt: 0.01                        # time step, s
+    motion:                         # the desired motion; exactly one of
+      name: wave                    #   a motion file config/motions/<name>.yaml
+      # file: my_motion.yaml        #   a motion file (path relative to the spec)
+      # trajectory: desired.npz     #   a trajectory file of this model (its X, U are the desired ones)
+      # keyframes: [[0, 0], [3, 0], [5, 130], [7, 0], [10, 0]]   # inline: rows [t, value per joint]
+      # joints: [theta]             #   with inline keyframes: the configurations of the columns
+      # angle_unit: deg             #   with inline keyframes: deg or rad (default rad)
+      # interpolation: cosine       #   with inline keyframes: clamped (C2 spline, default), natural,
+      #                             #   not-a-knot, linear, or cosine (eased, zero velocity at every key)
+      momenta: zero                 # desired momenta and kinematic velocities: zero (thesis §6.7.2) or
+                                    # legendre (from consecutive desired configurations)
+    initial_state:                  # x(0); default: the desired configurations at t = 0, made
+                                    # consistent, at the discrete rest [q0; D2Ld(q0, q0); 0]
+      configs: {carriage: 0.1}      #   overrides of q(0)
+      consistent: [string_length]   #   configurations adjusted so that h(q(0)) = 0 (default: the
+                                    #   kinematic ones the motion does not name, then any unnamed)
+      equilibrium: false            #   true: first solve the 'consistent' configurations for a
+                                    #   static equilibrium (the arm held at rest by its string)
+    initial_trajectory:             # how the first feasible trajectory is found
+      method: simulate              #   simulate (constant inputs), desired (the desired trajectory
+                                    #   projected with LQR feedback), embedding (§6.6.1),
+                                    #   relaxation (strings as forces, §6.6.2), penalty (closed
+                                    #   chains as the cost 1/2 w |h|^2, §6.6.2), file (warm start)
+      inputs: {cart_next: 0.0}      #   simulate, embedding: constant inputs (default 0 forces,
+                                    #   kinematic configurations held at x(0))
+      file: previous.npz            #   file: a trajectory of this model
+      embedding:                    #   embedding (and relaxation with embedding: true)
+        weights: [1.0e-2, 1.0e+2, 1.0e+6]   # fictitious-force weights, rising
+        unused_tolerance: 1.0e-3    #   forces below this are unused
+        start: simulate             #   first round from: simulate (constant inputs) or desired
+                                    #   (the desired trajectory projected with LQR feedback)
+        max_iterations: 40          #   per round
+        schedule: [[quasi_newton, 4], [newton, null]]
+      relaxation:                   #   relaxation
+        strings: [string]           #   default: every string
+        force_weight: 1.0e-2        #   weight of the replacing force inputs
+        embedding: false            #   embed the relaxed system too
+        max_iterations: 40
+      penalty:                      #   penalty
+        constraints: [rod]          #   the constraints relaxed (required)
+        weights: [1.0e+2, 1.0e+4, 1.0e+6]   # penalty weights, rising round after round
+        error_tolerance: 1.0e-6     #   max |h| counted as negligible
+        max_iterations: 40          #   per round
+    weights:                        # cost weights (diagonal), by name; glob patterns allowed;
+      state: {default: 0.01, theta: 100}   # 'default' for every entry not named (without it: the
+      input: {default: 0.01}               # defaults by kind, tracking_problem.py); exact names
+                                           # override patterns; input weights must be > 0
+      terminal: {}                  #   overrides of the state weights at the final step
+      terminal_velocity: {theta: 1.0e+5}   # weights on the final velocities of dynamic configurations
+                                    #   (replace the momenta's terminal weights by M^-1 W M^-1 at the
+                                    #   desired final configuration; seed004_cartpole.yaml)
+    optimizer:                      # defaults: tracking_problem.py (ProblemDefaults)
+      schedule: [[quasi_newton, 4], [newton, null]]   # (method, iterations); null = until convergence
+      tolerance: 1.0e-6             # stop when |Dh o dxi| < tolerance (thesis §6.7.1)
+      max_iterations: 100           #   (default 200)
+      deadline: 600                 # s for the whole run (initial trajectory included); null = none
+      armijo: {beta: 0.7, alpha: 1.0e-5, max_steps: 30}
+      projection: {state: 1.0, input: 1.0}   # Q = R weights of the projection's LQR (thesis §6.3.1)
+    constraints:                    # inequality constraints (ocp/problem.py, ConstraintOptions)
+      enabled: true                 #   default true: the model file's limits are enforced
+      families: [range, speed, acceleration, tension]   # (default) also: configuration, force
+      min_tension: 0.5              #   N, every string (or {string: N}); default: the model file's
+      margins: {speed: 0.1, acceleration: 0.1}   # fractions of the drive limits kept in reserve
+      joint_limits: {shoulder: [-0.5, 2.6]}      # with family configuration (default: the URDF's)
+      force_bounds: {torque: [-2, 2]}            # with family force
+      barrier_weight: 1.0e-3        #   final barrier weight μ (per constraint and second)
+      tolerance: 1.0e-6             #   feasibility tolerance on normalized margins
+    method: projection              # projection (thesis ch. 6, default) or dmocc (direct transcription
+                                    # solved by IPOPT, seed 002 §3; ocp/dmocc.py, docs/dmocc.md),
+                                    # started from the same initial trajectory
+    dmocc:                          # with method dmocc (DmoccOptions): IPOPT tolerance, constraint
+      final: free                   #   tolerance, max_iterations, hessian (exact, limited_memory),
+      tolerance: 1.0e-8             #   print_level, ipopt (further IPOPT options); final: free,
+                                    #   configuration, state or rest (x^N = the desired final state)
+    tracking_gains:                 # the controller's LQR gains (lq/gains.py, GainDesign; defaults:
+      dynamic_configuration: 1000   #   designed for the arm, docs/tracking.md): weights by kind of component
+      kinematic_configuration: 1    #   (without drives, dynamic_configuration weights every configuration),
+      momentum: 1                   #   input (> 0), drive_acceleration (on the drives' acceleration),
+      kinematic_velocity: 0.1       #   terminal_scale, angle_integral (on the angle error's integral: LQI;
+      input: 1                      #   0: none), and the controller's command delay in steps
+      drive_acceleration: 2.0e-2
+      terminal_scale: 1
+      angle_integral: 2.5e6
+      delay_steps: 1
+    output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
+
+Numbers may be written ``1e-3``; unknown keys are errors. The steps and defaults shared with
+optimization requests (desired trajectory, weights by kind, optimizer options, initial state and
+trajectory, tracking gains) are documented in :mod:`.tracking_problem`; the problem the spec
+becomes is :class:`~.problem.Problem`, whose rules (constraints included) are checked there.
+
+The trajectory :func:`solve` returns (and ``marionette-optimize`` saves) carries K (the tracking
+gains, time-varying LQR along the optimum designed by ``tracking_gains``) and in its ``info``:
+``gain_design`` (the design record the controller checks: method, the GainDesign fields, the
+diagonals ``state_weights`` and ``input_weights``);
+``cost``, ``iterations``, ``converged``, ``reason``, ``elapsed``; ``history`` (one record per
+iteration of the final optimization: iteration, cost, descent_norm, step_length, method,
+elapsed, barrier, barrier_weight, violation); ``stages`` (each initial-trajectory optimization:
+stage, iterations, cost, reason, extra_weight, max_extra_input, history); ``summary`` (also
+initial_cost, tracking_errors (RMS and max per prescribed configuration), input_ranges,
+constraints_satisfied, max_violation, final_state_error = max |x_N − x_d(N)|; with DMOCC del_residual,
+final_error); ``constraints`` (feasible, violation, the constraint
+set with its limits, and every constraint row's worst margin, where and where active:
+:func:`~.problem.constraint_report`); ``weights`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
+ones); ``config_units``; ``optimizer`` (schedule, tolerance, limits); ``spec`` (path and
+content); ``model_source`` (how to rebuild the model: registry name and params, or model file).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from marionette_control import _core
+from marionette_control.ocp.embedding import (
+    EmbeddingError,
+    EmbeddingOptions,
+    PenaltyOptions,
+    RelaxationOptions,
+    desired_projection,
+    embed,
+    relax_strings,
+    run_constraint_penalty,
+    run_dynamic_embedding,
+    run_string_relaxation,
+)
+from marionette_control.ocp.dmocc import OPTIMIZATION_METHODS, DmoccOptions, solve_problem as solve_dmocc
+from marionette_control.lq.gains import GainDesign
+from marionette_control.ocp.projection import (
+    IterationRecord,
+    OptionError,
+    OptimizationResult,
+    OptimizerOptions,
+    ProjectionOptimizer,
+)
+from marionette_control.ocp.problem import ConstraintOptions, Problem, build, config_units, result_info
+from marionette_control.ocp.tracking_problem import (
+    INTERPOLATIONS,
+    MOMENTA,
+    ProblemDefaults,
+    ProblemError,
+    UnknownWeightName,
+    check_weight,
+    configuration_trajectory,
+    consistent_configuration,
+    cost_weights,
+    desired_trajectory,
+    find_motion,
+    free_configurations,
+    hold_inputs,
+    initial_trajectory as simulated_trajectory,
+    motion_names,
+    rest_state,
+    sample_keyframes,
+    static_equilibrium,
+    terminal_velocity_weight,
+)
+from marionette_control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.limits import load_limits
+from marionette_control.model.motion import MotionError
+from marionette_control.model.yaml_model import Checker, read_yaml
+from marionette_control.model.library.source import ModelSource
+
+INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "penalty", "file")
+_TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
+        "tracking_gains", "output", "description", "method", "dmocc")
+DEFAULTS = ProblemDefaults()
+
+
+class SpecError(ValueError):
+    """An invalid optimization spec; the message is ``<file>: <key>: <problem>``."""
+
+
+# --------------------------------------------------------------------------------------------- spec data
+
+
+@dataclass
+class MotionSpec:
+    kind: str                           # name | file | trajectory | keyframes
+    path: str = ""                      # motion file or trajectory file
+    joints: tuple = ()
+    times: np.ndarray = None
+    values: np.ndarray = None
+    interpolation: str = "clamped"
+    momenta: str = "zero"
+
+
+@dataclass
+class InitialSpec:
+    method: str = "simulate"
+    inputs: dict = field(default_factory=dict)
+    file: str = ""
+    embedding: Optional[EmbeddingOptions] = None
+    relaxation: Optional[RelaxationOptions] = None
+    relax_strings: Optional[list] = None
+    penalty: Optional[PenaltyOptions] = None
+    penalty_constraints: Optional[list] = None
+
+
+@dataclass
+class OptimizationSpec:
+    """A checked spec (see the module docstring); ``raw`` is the file's content after overrides."""
+
+    path: str
+    raw: dict
+    model: ModelSource
+    dt: float
+    motion: MotionSpec
+    initial_configs: dict
+    consistent: Optional[list]
+    equilibrium: bool
+    initial: InitialSpec
+    weights: dict
+    optimizer: OptimizerOptions
+    deadline: Optional[float]
+    gains: GainDesign
+    output: Optional[str]
+    constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
+    method: str = "projection"
+    dmocc: DmoccOptions = field(default_factory=DmoccOptions)
+
+    def fail(self, key: str, problem: str):
+        raise SpecError(f"{self.path}: {key}: {problem}")
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+def _set_dotted(data: dict, dotted: str, value) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        if not isinstance(node.get(k), dict):
+            node[k] = {}
+        node = node[k]
+    node[keys[-1]] = value
+
+
+def _resolve(base: str, p: str) -> str:
+    return p if os.path.isabs(p) else os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base)), p))
+
+
+def _schedule(c: Checker, value, key: str):
+    """A schedule's YAML shape ([method, iterations] or {method, iterations} entries); its rules are
+    OptimizerOptions' (checked when the options are built)."""
+    entries = []
+    for i, e in enumerate(c.list(value, key)):
+        k = f"{key}[{i}]"
+        if isinstance(e, dict):
+            c.mapping(e, k, required=("method",), optional=("iterations",))
+            entries.append((e["method"], e.get("iterations")))
+        elif isinstance(e, list) and len(e) in (1, 2):
+            entries.append((e[0], e[1] if len(e) == 2 else None))
+        else:
+            c.fail(k, f"expected [method, iterations] or {{method: ..., iterations: ...}}, got {e!r}")
+    return tuple(entries)
+
+
+#: Spec keys (below an optimizer section) of the OptimizerOptions fields that have another name.
+_OPTION_KEYS = {"armijo_beta": "armijo.beta", "armijo_alpha": "armijo.alpha", "armijo_max_steps": "armijo.max_steps",
+                "projection_Q": "projection.state", "projection_R": "projection.input"}
+
+
+def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
+                       allowed: tuple = ("schedule", "tolerance", "max_iterations")) -> OptimizerOptions:
+    """The options of an optimizer section: the YAML shape here, the rules OptimizerOptions' (its OptionError's
+    option worded as this section's key)."""
+    kw = {}
+    if "schedule" in data:
+        kw["schedule"] = _schedule(c, data["schedule"], f"{key}.schedule")
+    for name in ("tolerance", "max_iterations", "deadline"):
+        if data.get(name) is not None and (name in allowed or name != "deadline"):
+            kw[name] = c.number(data[name], f"{key}.{name}")
+    if "armijo" in data and "armijo" in allowed:
+        a = c.mapping(data["armijo"], f"{key}.armijo", optional=("beta", "alpha", "max_steps"))
+        for name in ("beta", "alpha", "max_steps"):
+            if name in a:
+                kw[f"armijo_{name}"] = c.number(a[name], f"{key}.armijo.{name}")
+    if "projection" in data and "projection" in allowed:
+        p = c.mapping(data["projection"], f"{key}.projection", optional=("state", "input"))
+        for name, attr in (("state", "projection_Q"), ("input", "projection_R")):
+            if name in p:
+                kw[attr] = c.number(p[name], f"{key}.projection.{name}")
+    try:
+        return dataclasses.replace(base, **kw)
+    except OptionError as e:
+        option = f"schedule[{e.entry}]" if e.entry is not None else _OPTION_KEYS.get(e.option, e.option)
+        c.fail(f"{key}.{option}", e.message)      # (a schedule entry is one [method, iterations] item)
+
+
+def _weights_map(c: Checker, value, key: str, positive: bool = False) -> dict:
+    """{name or pattern: weight}; each weight checked by :func:`~.tracking_problem.check_weight` (> 0 with
+    ``positive``: input weights)."""
+    m = c.mapping(value if value is not None else {}, key, optional=tuple(value or {}))
+    out = {}
+    for name, w in m.items():
+        if not isinstance(name, str):
+            c.fail(key, f"weight keys are names or patterns, got {name!r}")
+        try:
+            out[name] = check_weight(w, "the weight", positive)
+        except ProblemError as e:
+            c.fail(f"{key}.{name}", str(e))
+    return out
+
+
+def _motion(c: Checker, path: str, data) -> MotionSpec:
+    key = "motion"
+    m = c.mapping(data, key, optional=("name", "file", "trajectory", "keyframes", "joints", "angle_unit",
+                                       "interpolation", "momenta"))
+    kinds = [k for k in ("name", "file", "trajectory", "keyframes") if k in m]
+    if len(kinds) != 1:
+        c.fail(key, "give exactly one of name, file, trajectory, keyframes" + (f" (got {', '.join(kinds)})" if kinds
+                                                                                else ""))
+    kind = kinds[0]
+    momenta = m.get("momenta", "zero")
+    if momenta not in MOMENTA:
+        c.fail(f"{key}.momenta", f"expected one of {', '.join(MOMENTA)}, got {momenta!r}")
+    inline_only = [k for k in ("joints", "angle_unit", "interpolation") if k in m]
+    if kind != "keyframes" and inline_only:
+        c.fail(f"{key}.{inline_only[0]}", "only used with inline keyframes")
+    if kind == "name":
+        name = c.name(m["name"], f"{key}.name")
+        p = find_motion(name, DEFAULTS.motion_library())
+        if p is None:
+            avail = motion_names(DEFAULTS.motion_library())
+            c.fail(f"{key}.name", f"no motion named '{name}' (config/motions has: {', '.join(avail) or 'none'})")
+        return MotionSpec("file", path=str(p), momenta=momenta)
+    if kind in ("file", "trajectory"):
+        p = _resolve(path, c.name(m[kind], f"{key}.{kind}"))
+        if not os.path.isfile(p):
+            c.fail(f"{key}.{kind}", f"no such file: {p}")
+        return MotionSpec(kind, path=p, momenta=momenta)
+    if "joints" not in m:
+        c.fail(key, "inline keyframes need 'joints' (the configurations of the value columns)")
+    joints = [c.name(j, f"{key}.joints[{i}]") for i, j in enumerate(c.list(m["joints"], f"{key}.joints"))]
+    if not joints or len(set(joints)) != len(joints):
+        c.fail(f"{key}.joints", f"expected distinct configuration names, got {joints}")
+    unit = m.get("angle_unit", "rad")
+    if unit not in ("deg", "rad"):
+        c.fail(f"{key}.angle_unit", f"expected deg or rad, got {unit!r}")
+    interp = m.get("interpolation", "clamped")
+    if interp not in INTERPOLATIONS:
+        c.fail(f"{key}.interpolation", f"expected one of {', '.join(INTERPOLATIONS)}, got {interp!r}")
+    rows = c.list(m["keyframes"], f"{key}.keyframes")
+    if len(rows) < 2:
+        c.fail(f"{key}.keyframes", f"at least 2 keyframes are needed, got {len(rows)}")
+    times, values = [], []
+    for i, row in enumerate(rows):
+        k = f"{key}.keyframes[{i}]"
+        if not isinstance(row, list) or len(row) != len(joints) + 1:
+            c.fail(k, f"expected [t, {', '.join(joints)}], got {row!r}")
+        times.append(c.number(row[0], f"{k}[0]", minimum=0.0))
+        values.append([c.number(v, f"{k}[{j + 1}]") for j, v in enumerate(row[1:])])
+        if i and times[-1] <= times[-2]:
+            c.fail(f"{k}[0]", f"times must increase strictly: {times[-1]} after {times[-2]}")
+    scale = math.pi / 180.0 if unit == "deg" else 1.0
+    t = np.array(times)
+    return MotionSpec("keyframes", joints=tuple(joints), times=t - t[0], values=np.array(values) * scale,
+                      interpolation=interp, momenta=momenta)
+
+
+def _model_source(c: Checker, path: str, value) -> ModelSource:
+    if isinstance(value, str):
+        return ModelSource.registered(c.name(value, "model"))
+    m = c.mapping(value, "model", optional=("name", "params", "file"))
+    if ("name" in m) == ("file" in m):
+        c.fail("model", "give either name (a registered model, with optional params) or file (a YAML model file)")
+    if "file" in m:
+        if "params" in m:
+            c.fail("model.params", "params go with a registered model name, not a file")
+        p = _resolve(path, c.name(m["file"], "model.file"))
+        if not os.path.isfile(p):
+            c.fail("model.file", f"no such file: {p}")
+        return ModelSource.file(p)
+    params = m.get("params") or {}
+    c.mapping(params, "model.params", optional=tuple(params))
+    return ModelSource.registered(c.name(m["name"], "model.name"), **params)
+
+
+def load_spec(path, overrides: Optional[dict] = None) -> OptimizationSpec:
+    """Reads and checks a spec file. ``overrides`` maps dotted keys (``optimizer.max_iterations``) to values
+    that replace the file's before checking (command-line ``--set``)."""
+    path = os.fspath(path)
+    data = read_yaml(path, SpecError)
+    if data is None:
+        data = {}
+    c = Checker(path, SpecError)
+    if not isinstance(data, dict):
+        c.fail("", f"the file must contain a mapping, got {type(data).__name__}")
+    data = copy.deepcopy(data)
+    for k, v in (overrides or {}).items():
+        _set_dotted(data, k, v)
+    return parse_spec(data, path)
+
+
+def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
+    """Checks a spec given as a mapping (see :func:`load_spec`); ``path`` names it in errors and resolves
+    relative file names."""
+    c = Checker(path, SpecError)
+    c.mapping(data, "", required=("model", "dt", "motion"), optional=_TOP)
+    if "description" in data and not isinstance(data["description"], str):
+        c.fail("description", "expected text")
+    source = _model_source(c, path, data["model"])
+    dt = c.number(data["dt"], "dt", positive=True)
+    motion = _motion(c, path, data["motion"])
+
+    ist = c.mapping(data.get("initial_state") or {}, "initial_state", optional=("configs", "consistent",
+                                                                                "equilibrium"))
+    configs = c.mapping(ist.get("configs") or {}, "initial_state.configs", optional=tuple(ist.get("configs") or {}))
+    configs = {k: c.number(v, f"initial_state.configs.{k}") for k, v in configs.items()}
+    consistent = None
+    if "consistent" in ist:
+        consistent = [c.name(n, f"initial_state.consistent[{i}]")
+                      for i, n in enumerate(c.list(ist["consistent"], "initial_state.consistent"))]
+    equilibrium = c.boolean(ist.get("equilibrium", False), "initial_state.equilibrium")
+
+    it = c.mapping(data.get("initial_trajectory") or {}, "initial_trajectory",
+                   optional=("method", "inputs", "file", "embedding", "relaxation", "penalty"))
+    it = {k: v for k, v in it.items() if v is not None}       # null = absent (handy with --set)
+    method = it.get("method", "simulate")
+    if method not in INITIAL_METHODS:
+        c.fail("initial_trajectory.method", f"expected one of {', '.join(INITIAL_METHODS)}, got {method!r}")
+    for k in ("inputs", "file", "embedding", "relaxation", "penalty"):
+        users = {"inputs": ("simulate", "embedding"), "file": ("file",), "embedding": ("embedding", "relaxation"),
+                 "relaxation": ("relaxation",), "penalty": ("penalty",)}[k]
+        if k in it and method not in users:
+            c.fail(f"initial_trajectory.{k}", f"only used with method {' or '.join(users)} (method is {method})")
+    init = InitialSpec(method)
+    if "inputs" in it:
+        inp = c.mapping(it["inputs"], "initial_trajectory.inputs", optional=tuple(it["inputs"] or {}))
+        init.inputs = {k: c.number(v, f"initial_trajectory.inputs.{k}") for k, v in inp.items()}
+    if method == "file":
+        if "file" not in it:
+            c.fail("initial_trajectory", "method file needs 'file'")
+        init.file = _resolve(path, c.name(it["file"], "initial_trajectory.file"))
+        if not os.path.isfile(init.file):
+            c.fail("initial_trajectory.file", f"no such file: {init.file}")
+    relax = it.get("relaxation") or {}
+    if method == "relaxation":
+        c.mapping(relax, "initial_trajectory.relaxation",
+                  optional=("strings", "force_weight", "embedding", "max_iterations", "schedule", "tolerance"))
+    if method == "embedding" or (method == "relaxation" and relax.get("embedding") is True):
+        init.embedding = _embedding_options(c, it.get("embedding") or {}, "initial_trajectory.embedding")
+    if method == "relaxation":
+        r = relax
+        if "strings" in r:
+            init.relax_strings = [c.name(s, f"initial_trajectory.relaxation.strings[{i}]")
+                                  for i, s in enumerate(c.list(r["strings"], "initial_trajectory.relaxation.strings"))]
+        c.boolean(r.get("embedding", False), "initial_trajectory.relaxation.embedding")
+        opts = _optimizer_options(c, r, "initial_trajectory.relaxation", OptimizerOptions(max_iterations=40))
+        fw = c.number(r.get("force_weight", 1e-2), "initial_trajectory.relaxation.force_weight", positive=True)
+        init.relaxation = RelaxationOptions(force_weight=fw, optimizer=opts, embedding=init.embedding)
+    if method == "penalty":
+        key = "initial_trajectory.penalty"
+        pen = c.mapping(it.get("penalty") or {}, key, required=("constraints",),
+                        optional=("constraints", "weights", "error_tolerance", "max_iterations", "schedule",
+                                  "tolerance"))
+        init.penalty_constraints = [c.name(n, f"{key}.constraints[{i}]")
+                                    for i, n in enumerate(c.list(pen["constraints"], f"{key}.constraints"))]
+        kw = {"optimizer": _optimizer_options(c, pen, key, OptimizerOptions(max_iterations=40))}
+        if "weights" in pen:
+            kw["weights"] = [c.number(v, f"{key}.weights[{i}]", positive=True)
+                             for i, v in enumerate(c.list(pen["weights"], f"{key}.weights"))]
+        if "error_tolerance" in pen:
+            kw["tolerance"] = c.number(pen["error_tolerance"], f"{key}.error_tolerance", positive=True)
+        try:
+            init.penalty = PenaltyOptions(**kw)
+        except ValueError as err:
+            c.fail(key, str(err))
+    if "embedding" in it and method == "relaxation" and init.embedding is None:
+        c.fail("initial_trajectory.embedding", "set relaxation.embedding: true to embed the relaxed system")
+
+    w = c.mapping(data.get("weights") or {}, "weights", optional=("state", "input", "terminal", "terminal_velocity"))
+    weights = {k: _weights_map(c, w.get(k), f"weights.{k}", k == "input") for k in ("state", "input")}
+    weights["terminal"] = _weights_map(c, w["terminal"], "weights.terminal") if "terminal" in w else None
+    weights["terminal_velocity"] = (_weights_map(c, w["terminal_velocity"], "weights.terminal_velocity")
+                                    if "terminal_velocity" in w else None)
+
+    o = c.mapping(data.get("optimizer") or {}, "optimizer",
+                  optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
+    options = _optimizer_options(c, o, "optimizer", DEFAULTS.optimizer_options(),
+                                 allowed=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
+    deadline, options = options.deadline, dataclasses.replace(options, deadline=None)   # the final optimization's
+
+    gains = _gain_design(c, data.get("tracking_gains"))
+
+    output = None
+    if data.get("output") is not None:
+        output = c.name(data["output"], "output")
+    constraints = _constraint_options(c, data.get("constraints"))
+    method = data.get("method", "projection")
+    if method not in OPTIMIZATION_METHODS:
+        c.fail("method", f"expected one of {', '.join(OPTIMIZATION_METHODS)}, got {method!r}")
+    if data.get("dmocc") is not None and method != "dmocc":
+        c.fail("dmocc", f"only used with method dmocc (method is {method})")
+    try:
+        dmocc = DmoccOptions.from_mapping(data.get("dmocc"))
+    except ValueError as e:
+        raise SpecError(f"{path}: {e}") from None
+    return OptimizationSpec(path, data, source, dt, motion, configs, consistent, equilibrium, init, weights,
+                            options, deadline, gains, output, constraints, method, dmocc)
+
+
+def _constraint_options(c: Checker, value) -> ConstraintOptions:
+    """The ``constraints`` section (its shape here; its rules in :class:`~.problem.ConstraintOptions`)."""
+    keys = ("enabled", "families", "min_tension", "margins", "joint_limits", "force_bounds", "barrier_weight",
+            "tolerance")
+    m = c.mapping(value if value is not None else {}, "constraints", optional=keys)
+    kw = {k: v for k, v in m.items() if v is not None}
+    if "families" in kw:
+        kw["families"] = [c.name(f, f"constraints.families[{i}]")
+                          for i, f in enumerate(c.list(kw["families"], "constraints.families"))]
+    for k in ("margins", "joint_limits", "force_bounds"):
+        if k in kw:
+            c.mapping(kw[k], f"constraints.{k}", optional=tuple(kw[k] or {}))
+    if isinstance(kw.get("min_tension"), dict):
+        c.mapping(kw["min_tension"], "constraints.min_tension", optional=tuple(kw["min_tension"]))
+    try:
+        return ConstraintOptions(**kw)
+    except ProblemError as e:
+        c.fail(e.key or "constraints", str(e))
+
+
+def _gain_design(c: Checker, value) -> GainDesign:
+    """The ``tracking_gains`` section: GainDesign's fields by name (its shape here; its rules GainDesign's)."""
+    names = tuple(f.name for f in dataclasses.fields(GainDesign))
+    m = c.mapping(value if value is not None else {}, "tracking_gains", optional=names)
+    try:
+        return GainDesign(**{k: v for k, v in m.items() if v is not None})
+    except ProblemError as e:
+        c.fail(e.key, str(e))
+
+
+def _embedding_options(c: Checker, e, key: str) -> EmbeddingOptions:
+    c.mapping(e, key, optional=("weights", "unused_tolerance", "start", "max_iterations", "schedule", "tolerance"))
+    kw = {}
+    if "weights" in e:
+        kw["weights"] = [c.number(v, f"{key}.weights[{i}]", positive=True)
+                         for i, v in enumerate(c.list(e["weights"], f"{key}.weights"))]
+    if "unused_tolerance" in e:
+        kw["unused_tolerance"] = c.number(e["unused_tolerance"], f"{key}.unused_tolerance", positive=True)
+    if "start" in e:
+        starts = {"simulate": "given", "desired": "desired"}
+        if e["start"] not in starts:
+            c.fail(f"{key}.start", f"expected simulate or desired, got {e['start']!r}")
+        kw["start"] = starts[e["start"]]
+    kw["optimizer"] = _optimizer_options(c, e, key, OptimizerOptions(max_iterations=40))
+    try:
+        return EmbeddingOptions(**kw)
+    except ValueError as err:
+        c.fail(key, str(err))
+
+
+# --------------------------------------------------------------------------------------------- problem
+
+
+def _unknown_weight(spec: OptimizationSpec, e: UnknownWeightName):
+    spec.fail(f"{e.group}.{e.key}", f"matches no name (names: {', '.join(e.names)})")
+
+
+def desired_configurations(spec: OptimizationSpec, model) -> tuple:
+    """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion; unprescribed configurations are 0."""
+    m = spec.motion
+    if m.kind == "trajectory":
+        try:
+            tr = Trajectory.load(m.path, model)
+        except TrajectoryError as e:
+            spec.fail("motion.trajectory", str(e))
+        if abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
+            spec.fail("motion.trajectory", f"the trajectory's dt is {tr.dt}, the spec's dt is {spec.dt}")
+        return tr.t - tr.t0, tr.X[:, :model.nq].copy(), list(model.config_names)
+    if m.kind == "file":
+        from marionette_control.model.motion import load_motion
+
+        try:
+            motion = load_motion(m.path)
+            t, values = motion.sample(spec.dt)
+        except MotionError as e:
+            spec.fail("motion", str(e))
+        joints = list(motion.joints)
+    else:
+        joints = list(m.joints)
+        try:
+            t, values = sample_keyframes(m.times, m.values, spec.dt, m.interpolation)
+        except MotionError as e:
+            spec.fail("motion.keyframes", str(e))
+    for j in joints:
+        if j not in model.config_names:
+            spec.fail("motion", f"'{j}' is not a configuration of model '{model.name}' (configurations: "
+                                f"{', '.join(model.config_names)})")
+    return t, configuration_trajectory(model, joints, values), joints
+
+
+def _config_indices(spec: OptimizationSpec, model, key: str, names: list) -> list:
+    for i, name in enumerate(names):
+        if name not in model.config_names:
+            spec.fail(f"{key}[{i}]", f"not a configuration of model '{model.name}'")
+    return [model.config_index(n) for n in names]
+
+
+def initial_configuration(spec: OptimizationSpec, model, Qd: np.ndarray, joints: list) -> np.ndarray:
+    """q(0) (nq,): the desired one with the spec's overrides, optionally at a static equilibrium, consistent."""
+    q0 = Qd[0].copy()
+    for name, v in spec.initial_configs.items():
+        if name not in model.config_names:
+            spec.fail(f"initial_state.configs.{name}", f"not a configuration of model '{model.name}' "
+                                                       f"(configurations: {', '.join(model.config_names)})")
+        q0[model.config_index(name)] = v
+    free = None if spec.consistent is None else _config_indices(spec, model, "initial_state.consistent",
+                                                                 spec.consistent)
+    if spec.equilibrium:
+        try:
+            q0 = static_equilibrium(model, q0, free_configurations(model, joints) if free is None else free)
+        except ProblemError as e:
+            spec.fail("initial_state.equilibrium", f"{e} (name the configurations to move in initial_state."
+                                                   "consistent)")
+    try:
+        return consistent_configuration(model, q0, joints, free)
+    except ProblemError as e:
+        spec.fail("initial_state.consistent", str(e))
+
+
+def build_problem(spec: OptimizationSpec, model=None) -> Problem:
+    """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains."""
+    if model is None:
+        try:
+            model = spec.model.build()
+        except (KeyError, ValueError, OSError) as e:
+            spec.fail("model", e.args[0] if isinstance(e, KeyError) and e.args else str(e))
+    system = _core.DiscreteSystem(model, spec.dt)
+    t, Qd, joints = desired_configurations(spec, model)
+    if spec.motion.kind == "trajectory":
+        tr = Trajectory.load(spec.motion.path, model)
+        Xd, Ud = tr.X.copy(), tr.U.copy()
+    else:
+        Xd, Ud = desired_trajectory(system, Qd, spec.motion.momenta)
+    x0 = rest_state(system, initial_configuration(spec, model, Qd, joints))
+
+    w = spec.weights
+    try:
+        Q, R, Qf = cost_weights(model, joints, DEFAULTS.weights, w["state"], w["input"], w["terminal"], "weights.")
+    except UnknownWeightName as e:
+        _unknown_weight(spec, e)
+    if w["terminal_velocity"] is not None:
+        try:
+            Qf = terminal_velocity_weight(model, Xd[-1], w["terminal_velocity"], Qf, "weights.terminal_velocity")
+        except UnknownWeightName as e:
+            _unknown_weight(spec, e)
+    try:
+        limits = load_limits(spec.model)
+    except (ValueError, OSError) as e:
+        spec.fail("model", f"its limits cannot be read: {e}")
+    options = spec.optimizer if spec.deadline is None else dataclasses.replace(spec.optimizer, deadline=spec.deadline)
+    try:
+        problem = build(model, spec.dt, t, Xd, Ud, x0, Q, R, Qf, joints, spec.constraints, limits, options,
+                        spec.gains, spec.motion.kind, system)
+    except ProblemError as e:
+        spec.fail(e.key or "constraints", str(e))
+    return problem
+
+
+@dataclass
+class SolveResult:
+    """Outcome of :func:`solve`: the saved trajectory, the final optimization and the stages before it."""
+
+    trajectory: Trajectory
+    result: OptimizationResult
+    problem: Problem
+    stages: list
+    initial_cost: float
+
+    @property
+    def summary(self) -> dict:
+        return self.trajectory.info["summary"]
+
+
+def _constant_inputs(spec: OptimizationSpec, problem: Problem) -> np.ndarray:
+    model = problem.model
+    names = list(model.discrete_input_names)
+    for name in spec.initial.inputs:
+        if name not in names:
+            spec.fail(f"initial_trajectory.inputs.{name}", f"not an input of model '{model.name}' "
+                                                           f"(inputs: {', '.join(names)})")
+    return hold_inputs(model, problem.x0, problem.N, spec.initial.inputs)
+
+
+def initial_trajectory(spec: OptimizationSpec, problem: Problem, callback=None, should_stop=None, deadline=None,
+                       log=None):
+    """(X, U, stages): the spec's initial trajectory of the original model (feasible for the dynamics; the
+    inequality constraints are the final optimization's)."""
+    model, system = problem.model, problem.system
+    method = spec.initial.method
+    say = log or (lambda msg: None)
+    try:
+        if method == "simulate":
+            U = _constant_inputs(spec, problem)
+            return simulated_trajectory(system, problem.x0, U), U, []
+        if method == "desired":
+            X, U = desired_projection(system, problem.x0, problem.Xd, problem.Ud)
+            return X, U, []
+        if method == "file":
+            try:
+                tr = Trajectory.load(spec.initial.file, model)
+            except TrajectoryError as e:
+                spec.fail("initial_trajectory.file", str(e))
+            if tr.N != problem.N or abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
+                spec.fail("initial_trajectory.file", f"the trajectory has {tr.N} steps of {tr.dt} s; the problem "
+                                                     f"has {problem.N} of {spec.dt} s")
+            return simulated_trajectory(system, problem.x0, tr.U), tr.U.copy(), []
+        if method == "embedding":
+            emb = embed(model)
+            say(f"dynamic embedding: fictitious inputs {', '.join(emb.fictitious_inputs)}")
+            U0 = _constant_inputs(spec, problem)
+            init = run_dynamic_embedding(emb, spec.dt, problem.cost, problem.x0, spec.initial.embedding, U=U0,
+                                         callback=callback, should_stop=should_stop, deadline=deadline)
+            say(f"dynamic embedding: {init.reason}; forces removed and projected onto '{model.name}'")
+            return init.X, init.U, init.stages
+        if method == "penalty":
+            names = spec.initial.penalty_constraints
+            say(f"constraint penalty: {', '.join(names)} replaced by the cost 1/2 w |h|^2")
+            init = run_constraint_penalty(model, names, spec.dt, problem.cost, problem.x0, spec.initial.penalty,
+                                          callback, should_stop, deadline)
+            say(f"constraint penalty: {init.reason}; projected onto '{model.name}'")
+            return init.X, init.U, init.stages
+        # relaxation
+        rel = relax_strings(model, spec.initial.relax_strings)
+        say(f"string relaxation: {', '.join(s.name for s in rel.strings)} replaced by forces "
+            f"{', '.join(rel.extra_inputs)}")
+        opts = spec.initial.relaxation
+        lim = problem.limits
+        ranges = {c: (lo, hi) for c, lo, hi in zip(lim.kinematic, lim.lower, lim.upper)
+                  if np.isfinite(lo) and np.isfinite(hi)}
+        if ranges and not opts.bounds:   # keep the restored carriages within the drives' ranges
+            opts = dataclasses.replace(opts, bounds=ranges)
+        init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, callback, should_stop, deadline)
+        return init.X, init.U, init.stages
+    except (EmbeddingError, ProblemError) as e:
+        spec.fail(f"initial_trajectory ({method})", str(e))
+    except _core.StepError as e:
+        spec.fail(f"initial_trajectory ({method})", f"the initial trajectory cannot be simulated: {e}")
+
+
+def record_dict(r: IterationRecord) -> dict:
+    """An iteration record as stored in a trajectory file's ``history``."""
+    d = {"iteration": int(r.iteration), "cost": float(r.cost), "descent_norm": float(r.descent_norm),
+         "step_length": float(r.step_length), "method": r.method, "elapsed": float(r.elapsed)}
+    requested = getattr(r, "requested", "")
+    if requested:
+        d["requested"] = requested
+    if r.barrier_weight:
+        d.update(barrier=float(r.barrier), barrier_weight=float(r.barrier_weight), violation=float(r.violation))
+    return d
+
+
+def input_ranges(model, U: np.ndarray) -> dict:
+    return {n: [float(U[:, i].min()), float(U[:, i].max())] for i, n in enumerate(model.discrete_input_names)}
+
+
+def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRecord], None]] = None,
+          should_stop: Optional[Callable[[], bool]] = None, log: Optional[Callable[[str], None]] = None,
+          model=None) -> SolveResult:
+    """Runs a spec: initial trajectory, optimization, tracking gains; returns the trajectory with its info.
+
+    ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
+    receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
+    the whole run; on a deadline or cancel the best trajectory so far is returned (one that satisfies the
+    constraints when the start or an iterate did, :mod:`.optimizer`; ``summary['constraints_satisfied']``
+    says whether it does).
+    """
+    t_start = time.perf_counter()
+    say = log or (lambda msg: None)
+    problem = build_problem(spec, model)
+    model, system = problem.model, problem.system
+    rows = sum(len(c) for c in problem.constraints)
+    say(f"model '{model.name}': {model.nx} states, {model.nU} inputs; {problem.N} steps of {spec.dt} s; initial "
+        f"trajectory by {spec.initial.method}; "
+        + (f"{rows} constraints ({', '.join(sorted({r.family for c in problem.constraints for r in c.rows}))})"
+           if rows else "no inequality constraints"))
+
+    def remaining():
+        return None if spec.deadline is None else spec.deadline - (time.perf_counter() - t_start)
+
+    X, U, stages = initial_trajectory(spec, problem, callback, should_stop, remaining(), say)
+    opt = ProjectionOptimizer(system, problem.cost, problem.options)
+    initial_cost, violation = opt.evaluate(X, U)
+    say(f"initial trajectory cost {initial_cost:.6g}" + (f", largest constraint violation {violation:.3g}"
+                                                         if rows else ""))
+    rem = remaining()
+    if rem is not None:
+        opt.options = dataclasses.replace(problem.options, deadline=max(rem, 1e-3))
+    cb = None if callback is None else (lambda rec: callback("optimization", rec))
+    if spec.method == "dmocc":
+        say(f"DMOCC (IPOPT), final condition {spec.dmocc.final}")
+        result = solve_dmocc(problem, X, U, dataclasses.replace(spec.dmocc, deadline=None if rem is None else max(rem, 1e-3)), cb, should_stop)
+    else:
+        result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
+    traj = problem.with_gains(result.X, result.U)
+    elapsed = time.perf_counter() - t_start
+
+    constraints = result_info(problem, result)
+    summary = {
+        "cost": float(result.cost), "initial_cost": initial_cost, "iterations": result.iterations,
+        "converged": bool(result.converged), "reason": result.reason, "elapsed": elapsed,
+        "optimization_elapsed": float(result.elapsed),
+        "iterations_total": result.iterations + sum(s.result.iterations for s in stages),
+        "tracking_errors": problem.tracking_errors(result.X),
+        "input_ranges": input_ranges(model, result.U),
+        "constraints_satisfied": bool(result.feasible), "max_violation": float(result.violation),
+        "final_state_error": float(np.abs(result.X[-1] - problem.Xd[-1]).max()),
+    }
+    info = {
+        "summary": summary,
+        "cost": summary["cost"], "iterations": result.iterations, "converged": summary["converged"],
+        "reason": result.reason, "elapsed": elapsed,
+        "history": [record_dict(r) for r in result.history],
+        "stages": [dict(s.summary(), history=[record_dict(r) for r in s.result.history]) for s in stages],
+        "weights": {"state": problem.Q.tolist(), "input": problem.R.tolist(), "terminal": problem.Qf.tolist()},
+        "desired": {"configs": list(model.config_names), "q": problem.Xd[:, :model.nq].tolist(),
+                    "tracked": problem.tracked},
+        "config_units": config_units(model),
+        "constraints": constraints,
+        "spec": {"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
+        "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
+                      "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},
+        "model_source": spec.model.to_dict(),
+        "method": spec.method,
+    }
+    if spec.method == "dmocc":
+        info["dmocc"] = result.info()
+        summary.update(del_residual=result.del_residual, final_error=result.final_error)
+    traj.info.update(info)
+    return SolveResult(traj, result, problem, stages, initial_cost)
+
+
+def _jsonable(x: Any):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x

@@ -1,0 +1,251 @@
+"""The controller in closed loop with the simulated arm, offline: tuning and evaluation without a ROS graph.
+
+:func:`run_loop` runs the tick logic the ``marionette_controller`` node runs
+(:class:`~.controller_core.ControllerCore`, built by :func:`~.controller_core.make_core` from the
+same model file) against the hardware stand-in the ``marionette_simulator`` node runs
+(:class:`~.simulated_hardware.SimulatedArm` with a :class:`~.simulated_hardware.HardwareProfile`:
+plant model, command delay, drives, encoders), cycle by cycle in the order of ros2_control's
+loop::
+
+    q_meas = arm.measure()                                    # joint state of cycle c, stamped t_c
+    result = core.on_joint_state(q_meas, t_c, t_c)            # the controller's tick
+    arm.receive_command(result.command)                       # if it sent one: received during cycle c
+    arm.step()                                                # x_{c+1} = f(x_c, u_c) on the plant
+
+Only the transport is missing: in the node graph a joint state reaches the controller and its
+command the simulator within the same cycle (both run at Δt, the controller answers in well
+under a millisecond), so the cross-process runs see the same sequence of commands unless the
+machine delays a message by a whole cycle (then the simulator applies the command a step later,
+as ``command_jitter`` models). The errors are those of the plant's *true* state against the
+trajectory, x(c_0 + k) − x_d(k) for the k-th tick, c_0 the cycle of tick 0.
+
+The arm rests at its initial pose for ``settle_cycles`` cycles (the controller idle, receiving
+joint states), then tracking starts and runs N + ``hold_cycles`` ticks. ``feedback=False`` in the
+options gives the feed-forward-only run (the same commands u_d(k+d) without K): "open loop".
+
+Scripted pushes (:class:`Push`: ``SimulatedArm.disturb`` at a tick) and receding-horizon
+re-planning (``mpc``: a :class:`~.mpc.RecedingHorizon`) compose into the same cycle. With
+``mpc``, every ``period`` ticks, right after tick k, an update predicts the estimate x̂_k to the
+step j = k + d + ``latency_steps`` its plan starts at (:func:`~.mpc.predict_start`: the commands
+in flight, then the controller's law) and re-optimizes; the plan arrives ``latency_steps`` cycles
+later, before the sample of tick k + ``latency_steps``, whose command is the first for step j, and
+is offered to the controller (:meth:`~.controller_core.ControllerCore.offer_plan`) — as a planner
+in another process that answers within its deadline::
+
+    [plans due] → core.offer_plan(plan)                        # arrived during the previous cycle
+    q_meas = arm.measure(); result = core.on_joint_state(...)  # tick k (a plan due takes over)
+    [push due at tick k] → arm.disturb(...)
+    [update due at tick k] → plan from x̂_k, due at cycle + latency_steps
+    arm.receive_command(...); arm.step()
+
+The plan's arrival is simulated time, so a run is reproducible; the update itself runs in wall
+clock under its own deadline (``MPCOptions.deadline``; None: an iteration budget only, what the
+tests use), and an update that overran it is not delivered (``deadline_missed``).
+
+``python -m marionette_control.cli.track_offline`` runs it from the command line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
+from marionette_control.ocp.mpc import RecedingHorizon
+from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.trajectory import Trajectory
+
+NS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Push:
+    """A scripted push: ``SimulatedArm.disturb(body, profile, force, duration, impulse)`` right after tick
+    ``tick`` (it acts from that tick's step on)."""
+
+    tick: int
+    body: str = "forearm_inertial"
+    profile: str = "half_sine"
+    force: tuple = (0.0, 0.0, 0.0)
+    duration: float = 0.1
+    impulse: tuple = (0.0, 0.0, 0.0)
+
+    def apply(self, arm: SimulatedArm) -> None:
+        arm.disturb(self.body, self.profile, force=self.force, duration=self.duration, impulse=self.impulse)
+
+
+def scripted_push(t: float, dt: float, force: float = 0.6) -> Push:
+    """The push of docs/mpc.md at ``t`` seconds into the motion (tick round(t/dt)): a 0.1 s half sine of ``force``
+    N on the forearm's centre of mass, in the arm's plane (+y). 0.6 N: the LQR alone does not bring the wave back
+    from it at 5.6 s, receding-horizon plans do in about 0.35 s; 0.5 N is about the largest it recovers from."""
+    return Push(int(round(t / dt)), "forearm_inertial", "half_sine", force=(0.0, float(force), 0.0), duration=0.1)
+
+
+def recovery_time(k: np.ndarray, errors: np.ndarray, tick: int, N: int, dt: float,
+                  bound: float = math.radians(1.0)) -> Optional[float]:
+    """Seconds from ``tick`` until every error stays within ``bound`` up to the motion's end N (0: it never left;
+    None: not back by the end): the recovery time of a push at ``tick``. k (n,) ticks (increasing; missing ticks
+    are unknown, not within bound), errors (n, m) the angle errors at them [rad] against the motion."""
+    k = np.asarray(k)
+    sel = (k >= tick) & (k <= N)
+    ks = k[sel]
+    out = np.any(np.abs(np.asarray(errors)[sel]) > bound, axis=1)
+    if ks.size == 0 or ks[-1] < N:
+        return None
+    if not out.any():
+        return 0.0
+    last = int(ks[np.flatnonzero(out)[-1]])
+    return None if last >= N else (last + 1 - tick) * dt
+
+
+@dataclass
+class LoopResult:
+    """One offline run (arrays over the ticks k = 0 … n−1 of the run).
+
+    k : (n,) tick index; X_true : (n, nx) the plant's true state at each tick's measurement;
+    X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
+    commands : (n, nU) the commands sent at the ticks; fault_counts, status : the core's at the end;
+    profile : the hardware profile; options : the controller options; dynamic_names : names of the
+    dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
+    dt : the time step; X_motion : (n, nx) the tracked trajectory's x_d(k); with re-planning X_ref is the
+    reference of the plan in effect (without: X_motion); ``tension`` (n, strings) the plant's string tension
+    over each tick's step [N] (``SimulatedArm.tension``); ``mpc``: with re-planning, ``updates`` (each
+    update's ``Update.to_dict``), the core's plan counts (``offered``, ``switched``, ``rejected`` by reason)
+    and its ``last_rejection``.
+    """
+
+    k: np.ndarray
+    X_true: np.ndarray
+    X_hat: np.ndarray
+    X_ref: np.ndarray
+    commands: np.ndarray
+    fault_counts: dict
+    status: tuple
+    profile: HardwareProfile
+    options: ControllerOptions
+    dynamic_names: list
+    N: int
+    aborted: bool
+    dt: float
+    X_motion: np.ndarray
+    tension: np.ndarray
+    mpc: dict = field(default_factory=dict)
+
+    def angle_errors(self, upto_end: bool = True) -> np.ndarray:
+        """(n, nd) true dynamic configurations minus the tracked trajectory's, x_d(k) (rad; the final state past N);
+        over k <= N when ``upto_end``."""
+        nd = len(self.dynamic_names)
+        sel = self.k <= self.N if upto_end else slice(None)
+        return self.X_true[sel, :nd] - self.X_motion[sel, :nd]
+
+    def recovery_time(self, tick: int, bound: float = math.radians(1.0)) -> Optional[float]:
+        """:func:`recovery_time` of this run's true angles from ``tick`` (None as well when tracking aborted)."""
+        if self.aborted:
+            return None
+        return recovery_time(self.k, self.angle_errors(upto_end=False), tick, self.N, self.dt, bound)
+
+    def estimator_errors(self) -> np.ndarray:
+        """(n, nx) x̂_k − x_k: the estimate against the plant's true state."""
+        return self.X_hat - self.X_true
+
+    def summary(self) -> dict:
+        """{name: {rms_deg, max_deg}} of every dynamic configuration over the trajectory (k <= N)."""
+        e = np.degrees(self.angle_errors())
+        return {n: {"rms_deg": float(np.sqrt(np.mean(e[:, i] ** 2))), "max_deg": float(np.max(np.abs(e[:, i])))}
+                for i, n in enumerate(self.dynamic_names)}
+
+
+def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
+             desc=None, settle_cycles: int = 20, hold_cycles: int = 50, core: Optional[ControllerCore] = None,
+             q0: Optional[np.ndarray] = None, pushes: Sequence[Push] = (),
+             mpc: Optional[RecedingHorizon] = None) -> LoopResult:
+    """Tracks ``trajectory`` on the simulated arm of ``profile`` with the controller of ``options``.
+
+    desc : the nominal model description (default: ``config/marionette_arm.yaml``); the controller and the
+        trajectory use its model, the arm's plant is the profile's.
+    core : a ready ControllerCore (trajectory loaded, idle) instead of one built from ``options``.
+    q0 : the arm's initial configuration (default: the trajectory's first one, settled on the plant).
+    pushes : scripted disturbances (module docstring).
+    mpc : re-plan with this receding horizon (its motion must be ``trajectory``; module docstring); the plans'
+        switch tolerance is ``options.switch_tolerance``.
+    Raises RuntimeError when the controller refuses to start (the message says why).
+    """
+    from marionette_control.model.library import marionette_arm as arm
+
+    desc = desc if desc is not None else arm.load_description()
+    options = options or ControllerOptions()
+    if core is None:
+        core = make_core(desc, options)
+        core.load_trajectory(trajectory, "offline")
+    model = desc.model
+    nq, nu = model.nq, model.nu
+    sim = SimulatedArm(profile, trajectory.dt, nominal=desc,
+                       q0=trajectory.X[0, :nq] if q0 is None else q0)
+    dt_ns = int(round(trajectory.dt * NS))
+    stamp = NS  # the clocks' origin is arbitrary; 1 s keeps stamps positive
+    pushes = {p.tick: p for p in pushes}
+    d = core.delay
+    if mpc is not None:
+        if mpc.motion.X.shape != trajectory.X.shape or not np.array_equal(mpc.motion.X, trajectory.X):
+            raise ValueError("the receding horizon re-plans another motion than the trajectory tracked")
+        mpc.options.check_timing(trajectory.dt)
+    latency = mpc.options.latency_steps if mpc is not None else 0
+    in_transit: list = []   # (cycle at which it arrives, plan)
+    updates = []
+    cycles = 0
+
+    def replan(k: int, x_hat: np.ndarray) -> None:
+        tr = core.tracking
+        up = mpc.update(k, x_hat, tr.history, tr.law, core.run, tr.limits, core.pending_plan)
+        updates.append(up.to_dict())
+        if up.plan is not None:
+            in_transit.append((cycles + latency, up.plan))
+
+    def cycle():
+        nonlocal stamp, cycles
+        while in_transit and in_transit[0][0] <= cycles:
+            core.offer_plan(in_transit.pop(0)[1])
+        q = sim.measure()
+        x_true = sim.true_state()
+        res = core.on_joint_state(q, stamp, stamp)
+        if res.kind == "tick":
+            if res.k in pushes:
+                pushes[res.k].apply(sim)
+            if mpc is not None and res.k % mpc.period == 0 and res.k + d + latency < trajectory.N:
+                replan(res.k, res.x_hat)
+        if res.command is not None:
+            sim.receive_command(res.command[nu:])
+        sim.step()
+        stamp += dt_ns
+        cycles += 1
+        return res, x_true, sim.tension()
+
+    for _ in range(settle_cycles):
+        cycle()
+    ok, message = core.start()
+    if not ok:
+        raise RuntimeError(f"the controller did not start: {message}")
+    rows = []
+    n_ticks = trajectory.N + 1 + hold_cycles
+    while len(rows) < n_ticks:
+        res, x_true, tension = cycle()
+        if res.kind == "tick":
+            ref = trajectory.X[min(res.k, trajectory.N)]
+            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension))
+        elif not core.running:
+            break  # aborted (a tolerance): the status says why
+        elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
+            break  # holding on a fault that does not clear
+    if not rows:
+        raise RuntimeError(f"no tick was computed: {core.status()[1]}")
+    k, X_true, X_hat, X_ref, U, X_motion, T = (np.array(a) for a in zip(*rows))
+    record = {}
+    if mpc is not None:
+        record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
+                  "last_rejection": core.plan_rejection, "options": mpc.options}
+    return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
+                      options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
+                      X_motion, T, record)
