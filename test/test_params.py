@@ -4,7 +4,8 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 
-from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.params import declare
+from marionette_control.parameters import ParameterError, ParamSpec
 from ros_helpers import isolated_ros
 
 

@@ -141,7 +141,8 @@ from marionette_control.nodes.convert import (JointStateParser, JointStateReader
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
-from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.params import declare
+from marionette_control.parameters import ParameterError, ParamSpec
 
 NODE_NAME = "marionette_controller"
 NS = 1_000_000_000

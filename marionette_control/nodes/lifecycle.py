@@ -21,7 +21,7 @@ import traceback
 
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
-from marionette_control.nodes.params import ParameterError
+from marionette_control.parameters import ParameterError
 
 SUCCESS, FAILURE, ERROR = (TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE,
                            TransitionCallbackReturn.ERROR)

@@ -83,7 +83,8 @@ from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
 from marionette_control.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
-from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.params import declare
+from marionette_control.parameters import ParameterError, ParamSpec
 
 NODE_NAME = "marionette_mpc"
 NS = 1_000_000_000

@@ -129,7 +129,8 @@ from marionette_control.ocp.request import (
 )
 from marionette_control.ocp.tracking_problem import ProblemDefaults, ProblemError, WeightDefaults
 from marionette_control.nodes.convert import trajectory_to_msg
-from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.params import declare
+from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.nodes.process import StopFlag, run_node
 from marionette_control.save_path import SavePathError, SavePolicy, SaveTarget, write_file
 

@@ -16,68 +16,28 @@ its model) always run before anything acts on the value.
 
 from __future__ import annotations
 
-import array
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from rclpy.exceptions import InvalidParameterValueException
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.parameter import Parameter
 
-
-class ParameterError(ValueError):
-    """A parameter value is invalid; the message names the parameter."""
+from marionette_control.parameters import ParameterError, ParamSpec
 
 
-@dataclass
-class ParamSpec:
-    """One parameter: name, default (its type fixes the parameter's type), description.
-
-    check : optional callable(value) -> str | None returning an error text for an invalid value.
-    minimum/maximum : numeric range (inclusive), also published in the descriptor.
-    read_only : may only be set at start-up.
-    """
-
-    name: str
-    default: Any
-    description: str
-    check: Optional[Callable[[Any], Optional[str]]] = None
-    minimum: Optional[float] = None
-    maximum: Optional[float] = None
-    read_only: bool = False
-    extra: dict = field(default_factory=dict)
-
-    def descriptor(self) -> ParameterDescriptor:
-        d = ParameterDescriptor(description=self.description, read_only=self.read_only)
-        if isinstance(self.default, bool):
-            return d
-        if isinstance(self.default, int) and (self.minimum is not None or self.maximum is not None):
-            d.integer_range = [IntegerRange(from_value=int(self.minimum if self.minimum is not None else -2**31),
-                                            to_value=int(self.maximum if self.maximum is not None else 2**31 - 1),
-                                            step=0)]
-        elif isinstance(self.default, float) and self.minimum is not None and self.maximum is not None:
-            d.floating_point_range = [FloatingPointRange(from_value=float(self.minimum),
-                                                         to_value=float(self.maximum), step=0.0)]
+def descriptor(spec: ParamSpec) -> ParameterDescriptor:
+    """The ParameterDescriptor of ``spec``: its description, read-only flag and numeric range."""
+    d = ParameterDescriptor(description=spec.description, read_only=spec.read_only)
+    if isinstance(spec.default, bool):
         return d
-
-    def validate(self, value) -> Optional[str]:
-        """Error text for an invalid value, or None."""
-        if isinstance(self.default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if type(value) is not type(self.default) and not (
-                isinstance(self.default, list) and isinstance(value, (list, tuple, array.array))):
-            return f"parameter '{self.name}' must be of type {type(self.default).__name__}, got {value!r}"
-        if isinstance(value, float) and value != value:
-            return f"parameter '{self.name}' must not be NaN"
-        if self.minimum is not None and value < self.minimum:
-            return f"parameter '{self.name}' must be >= {self.minimum}, got {value}"
-        if self.maximum is not None and value > self.maximum:
-            return f"parameter '{self.name}' must be <= {self.maximum}, got {value}"
-        if self.check is not None:
-            msg = self.check(value)
-            if msg:
-                return f"parameter '{self.name}': {msg}"
-        return None
+    if isinstance(spec.default, int) and (spec.minimum is not None or spec.maximum is not None):
+        d.integer_range = [IntegerRange(from_value=int(spec.minimum if spec.minimum is not None else -2**31),
+                                        to_value=int(spec.maximum if spec.maximum is not None else 2**31 - 1),
+                                        step=0)]
+    elif isinstance(spec.default, float) and spec.minimum is not None and spec.maximum is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=float(spec.minimum),
+                                                     to_value=float(spec.maximum), step=0.0)]
+    return d
 
 
 def declare(node, specs: list[ParamSpec], on_change: Optional[Callable[[str, Any], None]] = None) -> dict:
@@ -97,18 +57,18 @@ def declare(node, specs: list[ParamSpec], on_change: Optional[Callable[[str, Any
                 # rclpy cannot infer a type from an empty list: empty defaults are string arrays,
                 # declared by type and initialized to [] unless an override gave a value (which a
                 # read-only descriptor would refuse, so read-only is applied after that).
-                descriptor = s.descriptor()
-                descriptor.read_only = False
-                param = node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, descriptor)
+                first = descriptor(s)
+                first.read_only = False
+                param = node.declare_parameter(s.name, Parameter.Type.STRING_ARRAY, first)
                 if param.type_ == Parameter.Type.NOT_SET:
                     node.set_parameters([Parameter(s.name, Parameter.Type.STRING_ARRAY, [])])
                 if s.read_only:
-                    final = s.descriptor()
-                    final.type = descriptor.type
+                    final = descriptor(s)
+                    final.type = first.type
                     node.set_descriptor(s.name, final)
                 value = list(node.get_parameter(s.name).value)
             else:
-                value = node.declare_parameter(s.name, default, s.descriptor()).value
+                value = node.declare_parameter(s.name, default, descriptor(s)).value
         except InvalidParameterValueException as e:  # outside the descriptor's range
             raise ParameterError(f"parameter '{s.name}': {e}") from None
         if isinstance(s.default, float) and isinstance(value, int):

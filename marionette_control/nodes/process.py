@@ -77,7 +77,7 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    from marionette_control.nodes.params import ParameterError
+    from marionette_control.parameters import ParameterError
 
     stop = StopFlag()
     node = executor = None

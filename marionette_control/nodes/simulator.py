@@ -127,7 +127,8 @@ from marionette_control.model.yaml_model import ModelDescription, load_model_fil
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.nodes.lifecycle import ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
-from marionette_control.nodes.params import ParameterError, ParamSpec, declare
+from marionette_control.nodes.params import declare
+from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.nodes.process import run_node
 from marionette_control.resources import config_file
 
