@@ -3,7 +3,8 @@
 Search order, first match wins (:func:`config_dirs`):
 
 1. the source tree, ``<repository>/config`` (editable installs, ``./run``, ``colcon build --symlink-install``);
-2. the ament share directory of an installed package (``ros2 pkg prefix marionette_control``/share/…);
+2. the share directory of an installed package under each prefix of ``AMENT_PREFIX_PATH`` that has the package in
+   its ament resource index (what ``ros2 pkg prefix marionette_control`` finds), ``<prefix>/share/marionette_control/config``;
 3. the install prefix derived from this file (``<prefix>/lib/pythonX.Y/site-packages/marionette_control/``
    → ``<prefix>/share/marionette_control/config``, where ``setup.py`` installs it);
 4. ``<sys.prefix>/share/marionette_control/config`` (a virtual environment's prefix).
@@ -26,12 +27,10 @@ def config_dirs() -> list[Path]:
     """The candidate ``config/`` directories in lookup order (module docstring); existing or not."""
     here = Path(__file__).resolve()
     dirs = [here.parents[1] / "config"]
-    try:
-        from ament_index_python.packages import get_package_share_directory  # optional: a ROS install
-
-        dirs.append(Path(get_package_share_directory(PACKAGE)) / "config")
-    except (ImportError, LookupError, OSError):  # no ament index, not in it, or AMENT_PREFIX_PATH unset
-        pass
+    for prefix in filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
+        if (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE).is_file():
+            dirs.append(Path(prefix) / "share" / PACKAGE / "config")
+            break
     if len(here.parents) > 4:
         dirs.append(here.parents[4] / "share" / PACKAGE / "config")
     dirs.append(Path(sys.prefix) / "share" / PACKAGE / "config")

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from marionette_control.model.urdf import parse_urdf
 from marionette_control.resources import PACKAGE, config_file
 
 VARIANTS = ("hardware", "sim")
@@ -300,7 +301,6 @@ def node_set(variant: str = "sim", *, namespace: str = "", use_sim_time: bool = 
 
 def _urdf_root() -> str:
     """The URDF's root link: the frame the model's world coincides with (RViz's fixed frame)."""
-    from marionette_control.model.urdf import parse_urdf
 
     return parse_urdf(config_file(URDF_FILE)).root
 
@@ -406,9 +406,10 @@ def generate_launch_description(variant: str):
     The launch files call this; the node list comes from :func:`node_set` at launch time,
     after the launch arguments are known.
     """
-    from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
     from launch.substitutions import LaunchConfiguration
+
+    from launch import LaunchDescription
 
     declared = [DeclareLaunchArgument(a.name, default_value=a.default, description=a.description)
                 for a in arguments(variant)]

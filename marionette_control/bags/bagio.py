@@ -46,6 +46,21 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional, Sequence
 
 import yaml
+from mcap.exceptions import EndOfFile
+from mcap.records import Channel, Chunk, Message, Schema
+from mcap.stream_reader import StreamReader, breakup_chunk
+from rosbags.interfaces import (
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from rosbags.rosbag2.metadata import parse_qos as _parse
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.base import Nodetype
 
 #: Infinite duration as rmw writes it in QoS profiles (RMW_DURATION_INFINITE: sec, nsec).
 INFINITE_DURATION = (9223372036, 854775807)
@@ -74,7 +89,6 @@ def _share_dirs() -> list[Path]:
 
 def _referenced_types(fields) -> set[str]:
     """Message types a rosbags field list refers to (nested in arrays and sequences too)."""
-    from rosbags.typesys.base import Nodetype
 
     out = set()
 
@@ -98,8 +112,6 @@ class MessageTypes:
     """
 
     def __init__(self, share_dirs: Optional[Sequence[Path]] = None):
-        from rosbags.typesys import Stores, get_typestore
-
         self.store = get_typestore(Stores.ROS2_KILTED)
         self.share_dirs = list(share_dirs) if share_dirs is not None else _share_dirs()
         self._local: set[str] = set()
@@ -116,7 +128,6 @@ class MessageTypes:
         """Registers ``msgtype`` (``pkg/msg/Name``) and its dependencies; BagError when unknown."""
         if msgtype.count("/") != 2:
             raise BagError(f"message type '{msgtype}' is not of the form package/msg/Name")
-        from rosbags.typesys import get_types_from_msg
 
         todo, found = [msgtype], {}
         while todo:
@@ -144,7 +155,6 @@ class MessageTypes:
 
     def register_definition(self, msgtype: str, msgdef: str) -> None:
         """Registers ``msgtype`` from a bag's own ``ros2msg`` definition (with its dependencies)."""
-        from rosbags.typesys import get_types_from_msg
 
         if msgtype in self._local or not msgdef:
             return
@@ -194,7 +204,6 @@ def qos_from_values(history: int, depth: int, reliability: int, durability: int,
     The rmw enums (rmw/types.h) and rosbags' enums share their integer values; a duration of
     2**63 - 1 ns or more (rclpy's Infinite) is stored as RMW_DURATION_INFINITE.
     """
-    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 
     def dur(ns):
         ns = int(ns)
@@ -215,7 +224,6 @@ def qos_from_values(history: int, depth: int, reliability: int, durability: int,
 
 def parse_qos(text_or_list) -> list:
     """rosbags Qos list from metadata (a YAML string or list of mappings, rosbag2 version 8 or 9)."""
-    from rosbags.rosbag2.metadata import parse_qos as _parse
 
     if not text_or_list:
         return []
@@ -242,8 +250,6 @@ class BagWriter:
 
     def __init__(self, path, flush_interval: float = 1.0, fsync: bool = False,
                  types: Optional[MessageTypes] = None, custom_data: Optional[dict] = None):
-        from rosbags.rosbag2 import StoragePlugin, Writer
-
         if not flush_interval > 0:
             raise BagError(f"flush_interval must be > 0 seconds, got {flush_interval}")
         self.path = Path(path)
@@ -424,8 +430,6 @@ def _check_bag_dir(path: Path) -> None:
 
 
 def _open_reader(path: Path):
-    from rosbags.rosbag2 import Reader
-
     _check_bag_dir(path)
     try:
         reader = Reader(path)
@@ -506,8 +510,6 @@ MCAP_MAGIC = b"\x89MCAP0\r\n"
 
 def _parse_record(data: bytes) -> list:
     """The mcap records of one complete top-level record (opcode, length, body), chunks not broken up."""
-    from mcap.exceptions import EndOfFile
-    from mcap.stream_reader import StreamReader
 
     out = []
     it = StreamReader(BytesIO(data), skip_magic=True, emit_chunks=True).records
@@ -529,8 +531,6 @@ def repair(path, keep_backup: bool = True) -> RepairReport:
     unless ``keep_backup`` is False. A bag that already has metadata.yaml and a readable MCAP is
     left alone (``finalized`` True).
     """
-    from mcap.records import Channel, Chunk, Message, Schema
-    from mcap.stream_reader import breakup_chunk
 
     path = Path(path)
     if not path.is_dir():

@@ -23,6 +23,8 @@ from typing import Optional
 import numpy as np
 
 from marionette_control.bags.bagio import NS, MessageTypes, bag_info, read_bag
+from marionette_control.bags.replay import TRACKING, first_tick_stamp, recorded_ticks
+from marionette_control.trajectory import Trajectory
 
 
 @dataclasses.dataclass
@@ -177,9 +179,6 @@ def plot_joint_trajectories(bag, out, trajectory=None, align_stamp: Optional[flo
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from marionette_control.bags.replay import TRACKING, first_tick_stamp, recorded_ticks
-    from marionette_control.trajectory import Trajectory
 
     info = bag_info(bag)
     t, pos = joint_state_arrays(bag)

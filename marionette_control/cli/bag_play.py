@@ -18,7 +18,9 @@ import argparse
 import sys
 from decimal import Decimal, InvalidOperation
 
+from marionette_control.bags.bagio import BagError
 from marionette_control.cli.common import split_ros_args
+from marionette_control.nodes.bag_player import parse_remap, run_player
 
 
 def _seconds_to_ns(text: str) -> int:
@@ -55,8 +57,6 @@ def main(argv=None) -> int:
     argv, ros_args = split_ros_args(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from marionette_control.bags.bagio import BagError
-    from marionette_control.nodes.bag_player import parse_remap, run_player
 
     try:
         remap = parse_remap(args.remap)

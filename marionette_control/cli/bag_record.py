@@ -21,7 +21,9 @@ import re
 import sys
 import time
 
+from marionette_control.bags.bagio import BagError, repair
 from marionette_control.cli.common import split_ros_args
+from marionette_control.nodes.bag_recorder import run_recorder
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +51,6 @@ def main(argv=None) -> int:
     argv, ros_args = split_ros_args(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    from marionette_control.bags.bagio import BagError, repair
 
     if args.repair:
         if args.topics or args.all or args.regex:
@@ -80,7 +81,6 @@ def main(argv=None) -> int:
             parser.error(f"--custom expects KEY=VALUE, got {item!r}")
         custom[k] = v
     out = args.output or time.strftime("rosbag2_%Y_%m_%d-%H_%M_%S")
-    from marionette_control.nodes.bag_recorder import run_recorder
 
     def log(text):
         print(f"[bag_record] {text}", flush=True)

@@ -23,6 +23,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from marionette_control.bags.bagio import BagError, bag_info
+from marionette_control.bags.replay import (
+    COMMANDS,
+    ReplayConfig,
+    compare_commands,
+    recorded_commands,
+    replay_bag,
+)
+from marionette_control.trajectory import TrajectoryError
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marionette-bag-replay", description=__doc__.split("\n\n")[0],
@@ -47,10 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from marionette_control.bags.bagio import BagError, bag_info
-    from marionette_control.bags.replay import (COMMANDS, ReplayConfig, compare_commands, recorded_commands,
-                                                replay_bag)
-    from marionette_control.trajectory import TrajectoryError
 
     if args.start in ("auto", "first"):
         start = None if args.start == "auto" else "first"

@@ -32,6 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from marionette_control import _core
+from marionette_control.cli.simulate import load_simulation
+from marionette_control.model import library
+from marionette_control.model.library.source import ModelSource
+from marionette_control.model.strings import string_constraints
+from marionette_control.trajectory import Trajectory, TrajectoryError
+
 FIGURES = ("convergence", "configurations", "inputs", "drives", "tension", "error")
 
 
@@ -205,8 +212,6 @@ def plot_drives(traj, path: Path) -> Path:
 
 def string_tensions(traj, model=None) -> dict:
     """{string: tension (N,) [N]}: T_k = 2 L_k λ_k / Δt of every step (the core's constraint forces)."""
-    from marionette_control import _core
-    from marionette_control.model.strings import string_constraints
 
     model = model or _trajectory_model(traj)
     traj.check_model(model)
@@ -218,9 +223,6 @@ def string_tensions(traj, model=None) -> dict:
 
 
 def _trajectory_model(traj):
-    from marionette_control.model import library
-    from marionette_control.model.library.source import ModelSource
-
     source = traj.info.get("model_source")
     if source:
         return ModelSource.from_dict(source).build()
@@ -254,8 +256,6 @@ def plot_tension(traj, path: Path, model=None) -> Path:
 
 
 def plot_error(sim_path, path: Path) -> Path:
-    from marionette_control.cli.simulate import load_simulation
-
     plt = _pyplot()
     data, meta = load_simulation(sim_path)
     t = data["t"]
@@ -312,8 +312,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from marionette_control.trajectory import Trajectory, TrajectoryError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     which = list(FIGURES)

@@ -17,19 +17,20 @@ from typing import Callable
 import numpy as np
 
 from marionette_control import _core
+from marionette_control.model.library import (
+    available,
+    get,
+    humanoid_marionette,
+    marionette_arm,
+)
 from marionette_control.model.plot import save_model_png
-from marionette_control.model.library import available, get
 
 
 def _arm_pose(model: _core.Model) -> np.ndarray:
-    from marionette_control.model.library import marionette_arm
-
     return marionette_arm.static_equilibrium(model, *marionette_arm.RAISED).q
 
 
 def _humanoid_pose(model: _core.Model) -> np.ndarray:
-    from marionette_control.model.library import humanoid_marionette
-
     return humanoid_marionette.initial_configuration(model)
 
 

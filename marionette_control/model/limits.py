@@ -33,6 +33,7 @@ import numpy as np
 
 from marionette_control import _core
 from marionette_control.model.strings import string_constraints
+from marionette_control.model.urdf import joint_limits
 
 #: Minimum string tension [N] where a model file does not state one.
 DEFAULT_MIN_TENSION = 0.5
@@ -188,7 +189,6 @@ def from_description(desc) -> ModelLimits:
     """
     joints, velocities = {}, {}
     if desc.urdf is not None:
-        from marionette_control.model.urdf import joint_limits
 
         rename = ((desc.raw.get("urdf") or {}).get("rename") or {})
         for joint, lim in joint_limits(desc.urdf).items():

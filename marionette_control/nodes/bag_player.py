@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional
 
 import numpy as np
+from rosbags.interfaces import QosDurability, QosReliability
+from rosgraph_msgs.msg import Clock
 
 from marionette_control.bags.bagio import NS, BagError, MessageTypes, bag_info, read_bag
 from marionette_control.nodes.bag_recorder import message_class
@@ -49,7 +51,6 @@ NODE_NAME = "marionette_bag_player"
 def publisher_qos(offers, depth: int):
     """rclpy QoSProfile for replaying a topic recorded with these offered profiles (rosbags Qos list)."""
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-    from rosbags.interfaces import QosDurability, QosReliability
 
     reliable = not offers or all(o.reliability == QosReliability.RELIABLE for o in offers)
     transient = bool(offers) and all(o.durability == QosDurability.TRANSIENT_LOCAL for o in offers)
@@ -160,7 +161,6 @@ class Player:
         self._clock_pub = None
         if clock_hz is not None:
             from rclpy.qos import QoSProfile, ReliabilityPolicy
-            from rosgraph_msgs.msg import Clock
 
             self._Clock = Clock
             self._clock_pub = node.create_publisher(Clock, "/clock",

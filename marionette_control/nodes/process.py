@@ -24,6 +24,8 @@ import signal
 import sys
 from typing import Callable, Optional
 
+from marionette_control.parameters import ParameterError
+
 #: Longest a stop request waits for the spin loop to notice it (s).
 SPIN_SLICE = 0.1
 
@@ -76,8 +78,6 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
-
-    from marionette_control.parameters import ParameterError
 
     stop = StopFlag()
     node = executor = None

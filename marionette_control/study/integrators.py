@@ -73,6 +73,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.model.library.humanoid_marionette import initial_configuration
 
 
 class ContinuousDynamics:
@@ -395,7 +397,6 @@ def observed_order(dts, errors) -> float:
 def double_pendulum_case(q0=(2.0, -1.0), v0=(0.0, 0.0)):
     """Unforced point-mass double pendulum (``library.get('double_pendulum')``, m = l = 1, g = 9.8),
     released from rest at ``q0`` [rad]: (dynamics, q0, v0)."""
-    from marionette_control.model import library
 
     return ContinuousDynamics(library.get("double_pendulum")), np.array(q0, float), np.array(v0, float)
 
@@ -412,8 +413,6 @@ def humanoid_case(baumgarte: float = 0.0, kick: bool = True):
     at the seed 001 §VIII-B start (each control point above its hook, h(q0) = 0), started in that
     pose with the rates of ``HUMANOID_KICK`` projected onto A qdot = 0 (``kick``; else from rest):
     (dynamics, q0_d, v0_d)."""
-    from marionette_control.model import library
-    from marionette_control.model.library.humanoid_marionette import initial_configuration
 
     model = library.get("humanoid_marionette", damping=0.0)
     q0 = initial_configuration(model)

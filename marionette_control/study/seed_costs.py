@@ -17,6 +17,7 @@ published numbers from their own discretizations.
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import minimize
 
 #: Seed 004 §8.3's control weights γ = (1, 0.5).
 TWO_LINK_GAMMA = np.diag([1.0, 0.5])
@@ -63,7 +64,6 @@ def director_turn_effort(inertia: float, angle: float, N: int, h: float) -> tupl
     directors' midpoint L_d = J(1 − cos Δθ)/h (isotropic body, E_I = J/2, (4.2)–(4.3)), momentum
     D₂L_d = J sin Δθ / h, forces split over both nodes (3.10), momentum conditions (3.21). Returns (effort,
     θ (N+1,)). SLSQP from the uniform turn."""
-    from scipy.optimize import minimize
 
     def split(z):
         return np.r_[0.0, z[:N - 1], angle], z[N - 1:]

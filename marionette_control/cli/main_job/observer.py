@@ -15,8 +15,16 @@ import time
 from typing import Callable, Optional
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 
 from marionette_control.cli.main_job.analysis import RunData, latencies
+from marionette_interfaces.msg import TrackingState
+from marionette_interfaces.srv import Disturb, OptimizeTrajectory
 
 NS = 1_000_000_000
 SIMULATOR = "marionette_simulator"
@@ -44,16 +52,8 @@ class Observer:
 
     def __init__(self, controllers: list[str], alive: Callable[[], Optional[str]] = lambda: None):
         import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from lifecycle_msgs.srv import ChangeState
         from rclpy.node import Node
         from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-        from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
-        from std_srvs.srv import Trigger
-
-        from marionette_interfaces.msg import TrackingState
-        from marionette_interfaces.srv import Disturb, OptimizeTrajectory
 
         self.rclpy = rclpy
         self.alive = alive
@@ -130,15 +130,11 @@ class Observer:
         return future.result()
 
     def trigger(self, client, what: str):
-        from std_srvs.srv import Trigger
-
         return self.call(client, Trigger.Request(), 10.0, what)
 
     def transition(self, controller: str, name: str) -> None:
         """Lifecycle transition ``name`` (configure, cleanup) of a controller; MainJobError with its reason if
         refused."""
-        from lifecycle_msgs.msg import Transition
-        from lifecycle_msgs.srv import ChangeState
 
         req = ChangeState.Request(transition=Transition(id=getattr(Transition, f"TRANSITION_{name.upper()}")))
         if not self.call(self.change_state[controller], req, 30.0, f"{controller} {name}").success:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from marionette_control import _core
+from marionette_control.model import library
+from marionette_control.model.yaml_model import load_model, load_model_file
 
 KINDS = ("registry", "file")
 
@@ -67,7 +69,6 @@ class ModelSource:
         not change what the file says).
         """
         if self.kind == "file":
-            from marionette_control.model.yaml_model import load_model_file
 
             return load_model_file(self.path)
         import importlib
@@ -82,9 +83,7 @@ class ModelSource:
     def build(self) -> _core.Model:
         """The model (KeyError for an unknown registry name, ValueError/OSError for a bad model file)."""
         if self.kind == "registry":
-            from marionette_control.model import library
 
             return library.get(self.name, **self.params)
-        from marionette_control.model.yaml_model import load_model
 
         return load_model(self.path)
