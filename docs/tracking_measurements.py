@@ -39,7 +39,8 @@ from marionette_control.sim.offline_loop import run_loop  # noqa: E402
 from marionette_control.ocp.projection import ProjectionOptimizer  # noqa: E402
 from marionette_control.tracking.prediction import CommandHistory  # noqa: E402
 from marionette_control.lq.riccati import tv_lq  # noqa: E402
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm  # noqa: E402
+from marionette_control.sim.profile import HardwareProfile  # noqa: E402
+from marionette_control.sim.simulator import SimulatedArm  # noqa: E402
 from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.model.limits import from_description  # noqa: E402
 from marionette_control.model.library import marionette_arm as arm  # noqa: E402
