@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from marionette_control import _core  # noqa: E402
 from marionette_control.model import library  # noqa: E402
-from marionette_control.control import request as P  # noqa: E402
+from marionette_control.ocp import request as P  # noqa: E402
 from marionette_control.tracking.controller import ControllerOptions  # noqa: E402
 from marionette_control.tracking.estimation import KalmanEstimator  # noqa: E402
 from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
