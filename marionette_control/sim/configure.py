@@ -20,7 +20,7 @@ from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import ModelDescription, load_model_file
 from marionette_control.parameters import ParameterError
 from marionette_control.resources import config_file
-from marionette_control.sim.options import disturbance_limits, hardware_profile, steps_per_period
+from marionette_control.sim.options import disturbance_limits, hardware_profile
 from marionette_control.sim.plant import load_plant
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import NANOSECONDS
@@ -39,6 +39,15 @@ class SimulatorConfig:
     command_index: np.ndarray          # command data[i] -> kinematic index command_index[i]
     publish_every: int
     marker_every: int                  # 0: no markers
+
+
+def steps_per_period(rate: float, dt: float) -> int:
+    """Integer n with n·dt = 1/rate; raises ValueError when 1/rate is not a whole number of steps."""
+    n = 1.0 / (rate * dt)
+    k = round(n)
+    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
+        raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of integration steps dt = {dt:g} s")
+    return int(k)
 
 
 def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:

@@ -167,15 +167,6 @@ def parameters(profile: str = "realistic") -> list[ParamSpec]:
 PARAMETERS = parameters()
 
 
-def steps_per_period(rate: float, dt: float) -> int:
-    """Integer n with n·dt = 1/rate; raises ValueError when 1/rate is not a whole number of steps."""
-    n = 1.0 / (rate * dt)
-    k = round(n)
-    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
-        raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of integration steps dt = {dt:g} s")
-    return int(k)
-
-
 def hardware_profile(values: dict) -> HardwareProfile:
     """The :class:`HardwareProfile` the parameter values describe ('custom' when they differ from ``profile``'s)."""
     return HardwareProfile.named(values["profile"], **{name: values[name] for name in PROFILE_FIELDS})
