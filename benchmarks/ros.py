@@ -276,7 +276,7 @@ class Rig:
 
 def tick_compute(steps: int, sweeps: int) -> list[float]:
     """Seconds per ControllerCore.on_joint_state call, every sample a tick, GC paused."""
-    from marionette_control.nodes.controller import core_from_description
+    from marionette_control.tracking.controller import core_from_description
 
     desc, _, traj = arm_trajectory(0.01, steps)
     msgs = [joint_state(measured(traj, i), 0) for i in range(steps + 1)]
@@ -447,7 +447,7 @@ def rate_run(rig: Rig, rate: float, seconds: float, traj) -> dict:
 
 def set_priority(priority: int) -> None:
     """SCHED_FIFO at ``priority`` (0: back to the default scheduler) for every thread of this process."""
-    from marionette_control.nodes.controller import set_realtime_priority
+    from marionette_control.nodes.process import set_realtime_priority
 
     if priority:
         error = set_realtime_priority(priority)

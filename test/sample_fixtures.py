@@ -11,7 +11,8 @@ import pytest
 
 from marionette_control.model.limits import from_description
 from marionette_control.model.library import marionette_arm as ma
-from marionette_control.nodes.convert import JointStateReader
+from marionette_control.model.joint_map import JointMap
+from marionette_control.tracking.joint_states import JointStateReader
 
 NS = 1_000_000_000
 
@@ -43,4 +44,4 @@ def arm():
     """The marionette arm: desc, model, limits and its hardware joint names (model order)."""
     desc = ma.load_description()
     return SimpleNamespace(desc=desc, model=desc.model, limits=from_description(desc),
-                           names=list(JointStateReader(desc.model.config_names, desc.hardware_joints).hardware_names))
+                           names=list(JointStateReader(JointMap.of(desc.model, desc.hardware_joints)).hardware_names))

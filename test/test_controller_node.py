@@ -28,9 +28,10 @@ from marionette_control.tracking.prediction import CommandHistory, DelayPredicto
 from marionette_control.tracking.sample_checks import SampleChecks
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory, TrajectoryError
+from marionette_control.model.joint_map import JointMap
 from marionette_control.model.limits import from_description
 from marionette_control.model.library import marionette_arm as ma
-from marionette_control.nodes.convert import JointStateReader
+from marionette_control.tracking.joint_states import JointStateReader
 
 from arm_helpers import bump_trajectory
 
@@ -100,7 +101,7 @@ def make_core(arm, traj=None, delay: int = 0, estimator: str = "legendre", **kw)
     ``delay``) loaded."""
     options = ControllerOptions(command_delay_steps=delay, estimator=estimator, **kw)
     checks = SampleChecks(arm.model, from_description(arm.desc), options.plausibility)
-    core = ControllerCore(arm.model, JointStateReader(arm.model.config_names, arm.desc.hardware_joints).read,
+    core = ControllerCore(arm.model, JointStateReader(JointMap.of(arm.model, arm.desc.hardware_joints)).read,
                           arm.limits, checks, options)
     core.load_trajectory(traj if traj is not None else (arm.traj1 if delay else arm.traj), "test")
     return core
@@ -413,7 +414,7 @@ def test_reader_short_path_agrees_with_the_lookup_by_name(arm):
     q = measured(arm.traj, 3)
 
     def fresh():
-        return JointStateReader(arm.model.config_names, arm.desc.hardware_joints)
+        return JointStateReader(JointMap.of(arm.model, arm.desc.hardware_joints))
 
     reader = fresh()
     order = [3, 0, 2, 1]
@@ -467,7 +468,7 @@ def test_joint_state_parser_reads_what_rclpy_deserializes():
 
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from marionette_control.nodes.convert import JointStateParser
+    from marionette_control.tracking.joint_states import JointStateParser
 
     parser = JointStateParser(lambda data: deserialize_message(data, JointState))
     rng = random.Random(5)
@@ -599,7 +600,7 @@ def test_node_time_reads_the_nodes_ros_clock():
 
 @pytest.mark.ros
 def test_command_order_follows_command_joints(arm):
-    from marionette_control.nodes.controller import command_permutation
+    from marionette_control.tracking.options import command_permutation
     from marionette_control.nodes.params import ParameterError
 
     hw = arm.desc.hardware_joints

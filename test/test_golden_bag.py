@@ -35,7 +35,7 @@ from marionette_control.bags.bagio import bag_info, read_bag
 from marionette_control.bags.replay import (COMMANDS, JOINT_STATES, TRACKING, ReplayConfig, compare_commands,
                                             first_tick_stamp, make_core, recorded_commands, recorded_ticks,
                                             replay_bag, trajectory_of_bag)
-from marionette_control.tracking import controller as controller_core
+from marionette_control.tracking import tick as controller_core
 from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory

@@ -2,7 +2,7 @@
 
 The gate reads a serialized JointState (plain little-endian CDR), maps it by joint name and applies
 the plausibility checks in one call; anything it does not pass goes the Python way
-(``nodes.convert.JointStateParser`` → ``JointStateReader`` → ``control.sample_checks.SampleChecks``),
+(``tracking.joint_states.JointStateParser`` → ``JointStateReader`` → ``tracking.sample_checks.SampleChecks``),
 which decides and explains. What must hold, and is checked here without ROS (the messages are
 written by rosbags' CDR serializer, an encoder independent of both readers):
 
@@ -26,7 +26,8 @@ import pytest
 
 from marionette_control.tracking.sample_checks import SampleChecks
 from marionette_control.model.library import marionette_arm as ma
-from marionette_control.nodes.convert import JointStateParser, JointStateReader
+from marionette_control.model.joint_map import JointMap
+from marionette_control.tracking.joint_states import JointStateParser, JointStateReader
 
 NS = 1_000_000_000
 DT_NS = 10_000_000
@@ -34,7 +35,7 @@ DT_NS = 10_000_000
 
 def reference(arm, cdr, hardware_joints=None):
     """The Python path: parser (fallback: rosbags' deserializer), reader, checks."""
-    reader = JointStateReader(arm.model.config_names, hardware_joints or arm.desc.hardware_joints)
+    reader = JointStateReader(JointMap.of(arm.model, hardware_joints or arm.desc.hardware_joints))
     return JointStateParser(cdr.deserialize), reader, SampleChecks(arm.model, arm.limits)
 
 

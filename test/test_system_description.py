@@ -205,7 +205,7 @@ def test_rviz_configuration_shows_the_urdf_tf_and_the_simulators_markers():
 
 def test_ros2_controllers_example_matches_the_controller_the_simulator_and_the_urdf():
     from marionette_control.model.urdf import parse_urdf
-    from marionette_control.nodes.controller import PARAMS
+    from marionette_control.tracking.options import PARAMS
 
     data = yaml.safe_load((ROOT / "config" / "ros2_controllers.yaml").read_text())
     manager = data["/**/controller_manager"]["ros__parameters"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marionette_control.tracking.controller import ControllerOptions, make_core, make_tolerances
+from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.tracking.estimation import KalmanEstimator
 from marionette_control.tracking.native_tick import make_kernel, set_plan
 from marionette_control.lq.gains import GAIN_DESIGN, integral_gains
@@ -33,6 +33,7 @@ from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.tracking.law import TrackingLaw
+from marionette_control.tracking.tolerances import make_tolerances
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.limits import from_description
 from marionette_control.model.library import marionette_arm as ma
@@ -269,7 +270,7 @@ import ctypes, json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 from arm_helpers import bump_trajectory
-from marionette_control.tracking.controller import make_tolerances
+from marionette_control.tracking.tolerances import make_tolerances
 from marionette_control.tracking.estimation import KalmanEstimator
 from marionette_control.tracking.native_tick import make_kernel
 from marionette_control.lq.gains import integral_gains

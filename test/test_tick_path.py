@@ -26,7 +26,8 @@ from marionette_control import _core
 from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
-from marionette_control.nodes.convert import JointStateParser, JointStateReader
+from marionette_control.model.joint_map import JointMap
+from marionette_control.tracking.joint_states import JointStateParser, JointStateReader
 
 from arm_helpers import bump_trajectory
 
@@ -132,7 +133,7 @@ def closed_loop(arm, cdr, options, *, per_step=1, fault_rate=0.0, lost=(), seed=
     (fields exactly, commands and estimates bit for bit). Returns (core with the path, core without, counts,
     faults injected, the outcome of the path at each result whose fault was new)."""
     _, traj = bump_trajectory(0.01, 200, arm.model, options.command_delay_steps)
-    reader = JointStateReader(arm.model.config_names, arm.desc.hardware_joints)
+    reader = JointStateReader(JointMap.of(arm.model, arm.desc.hardware_joints))
     pathed, plain = make_core(arm.desc, options, reader), make_core(arm.desc, options, reader)
     plain.tick_path = None
     pathed.tick_path = counted = Counted(pathed.tick_path)
@@ -214,7 +215,7 @@ def test_tick_path_refuses_parts_that_do_not_fit(arm):
     """A buffer of another size of q, a kernel without its history: ValueError naming what does not fit; the sample
     must be bytes, and bytes too short to be a JointState are refused (None: the reference path explains)."""
     options = ControllerOptions(command_delay_steps=1)
-    core = make_core(arm.desc, options, JointStateReader(arm.model.config_names, arm.desc.hardware_joints))
+    core = make_core(arm.desc, options, JointStateReader(JointMap.of(arm.model, arm.desc.hardware_joints)))
     core.load_trajectory(bump_trajectory(0.01, 50, arm.model, 1)[1], "bump")
     gate, kernel = core.checks.gate(arm.names), core.tracking.kernel
     with pytest.raises(ValueError, match="reads 4 configurations, the buffer holds 3"):

@@ -39,6 +39,8 @@ from typing import Iterable, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from marionette_control.bags.bagio import NS, BagError, bag_info, read_bag
+from marionette_control.tracking.controller import core_from_description
+from marionette_control.tracking.options import command_permutation, controller_param_defaults, load_model_description
 from marionette_control.trajectory import Trajectory
 
 JOINT_STATES = "/joint_states"
@@ -57,7 +59,7 @@ class ReplayConfig:
 
     ``parameters`` : the other parameters that shape the core's commands ({name: value}, e.g.
     ``command_delay_steps``, ``estimator``, ``constraints.shoulder.trajectory``;
-    ``nodes.controller.core_values``); missing ones take the node's defaults.
+    ``tracking.options.core_values``); missing ones take the node's defaults.
     """
 
     model_file: str = "marionette_arm.yaml"
@@ -103,14 +105,12 @@ class ReplayConfig:
         return out
 
     def core_values(self) -> dict:
-        """The node parameter values the core is built from (``nodes.controller.core_from_description``)."""
+        """The node parameter values the core is built from (``tracking.controller.core_from_description``)."""
         return {**self.parameters, "state_timeout": self.state_timeout, "stamp_tolerance": self.stamp_tolerance}
 
 
 def _typed_parameters(texts: dict, model_file: str) -> dict:
     """{name: value} of parameter texts, typed as the node declares them (bool, int, float, text)."""
-    from marionette_control.nodes.controller import controller_param_defaults, load_model_description
-
     defaults = controller_param_defaults(load_model_description(model_file))
     out = {}
     for name, text in texts.items():
@@ -190,8 +190,6 @@ def _stamp_ns(msg) -> int:
 
 def make_core(trajectory: Trajectory, config: ReplayConfig, source: str = "replay"):
     """(ControllerCore, command permutation) built like the node builds them."""
-    from marionette_control.nodes.controller import command_permutation, core_from_description, load_model_description
-
     desc = load_model_description(config.model_file)
     core = core_from_description(desc, config.core_values())
     core.load_trajectory(trajectory, source)

@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from marionette_control.bags.bagio import BagError
     from marionette_control.bags.summary import format_summary, plot_joint_trajectories, summarize
+    from marionette_control.tracking.options import load_model_description
 
     try:
         s = summarize(args.bag, args.gap_factor, args.min_gap)
@@ -62,8 +63,6 @@ def main(argv=None) -> int:
                     traj, _ = trajectory_of_bag(args.bag, args.trajectory)
             mapping = None
             try:
-                from marionette_control.nodes.controller import load_model_description
-
                 mapping = dict(load_model_description(args.model_file).hardware_joints)
             except (OSError, ValueError):
                 pass  # plot by joint name

@@ -40,6 +40,7 @@ from marionette_control import _core
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
 from marionette_control.sim.offline_loop import LoopResult, run_loop
 from marionette_control.sim.profile import PROFILES, HardwareProfile
+from marionette_control.tracking.options import controller_options, controller_param_defaults, core_values
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
 
@@ -81,8 +82,6 @@ def build_profile(name: str, changes: dict) -> HardwareProfile:
 
 def controller_values(params: dict, desc, profile: HardwareProfile) -> dict:
     """Typed controller parameter values: the node's names and types; command_delay_steps from the profile."""
-    from marionette_control.nodes.controller import controller_param_defaults, core_values
-
     defaults = controller_param_defaults(desc)
     values = {"command_delay_steps": profile.command_delay_steps}
     for k, v in params.items():
@@ -115,7 +114,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from marionette_control.model.library import marionette_arm as arm
-    from marionette_control.nodes.controller import controller_options
 
     try:
         desc = arm.load_description()

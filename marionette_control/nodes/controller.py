@@ -65,8 +65,8 @@ subscribes
     mapped onto the model by *name* (``hardware.joint_names`` of the model file), so the
     order of names in a message does not matter; taken serialized, and only the stamp, names and
     positions are read: a plain sample in one native call with its plausibility checks, and an
-    ordinary tick with it (the core's tick path, ``control.controller_core``), any other by
-    :class:`~marionette_control.nodes.convert.JointStateParser` and the Python checks (rclpy's
+    ordinary tick with it (the core's tick path, :mod:`marionette_control.tracking.controller`), any other by
+    :class:`~marionette_control.tracking.joint_states.JointStateParser` and the Python checks (rclpy's
     conversion into a message object cost more than the tracking law);
     ``trajectory_topic`` (marionette_interfaces/TrackedTrajectory, reliable + transient local,
     depth 1) — the optimizer's result; ``plan_topic`` (marionette_interfaces/Plan, reliable, depth 10) —
@@ -105,8 +105,9 @@ activating move everything allocated so far out of the garbage collector's reach
 (``gc.freeze``) so a collection during a tick stays short. The process stops on SIGINT/SIGTERM
 with status 0 (:mod:`marionette_control.nodes.process`).
 
-Parameters are listed in :data:`PARAMS` and :func:`tolerance_params` (each with its description)
-and in ``config/controller.yaml``. They are validated when set (a ``trajectory_file`` that would be
+Parameters are listed in :data:`marionette_control.tracking.options.PARAMS` and
+:func:`~marionette_control.tracking.options.tolerance_params` (each with its description) and in
+``config/controller.yaml``. They are validated when set (a ``trajectory_file`` that would be
 refused is refused as a parameter, with the reason) and act only once accepted (post-set callback).
 """
 
@@ -123,6 +124,8 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
@@ -131,221 +134,22 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from marionette_interfaces.msg import Plan, TrackedTrajectory, TrackingState
-from marionette_control.tracking.controller import (ERROR, OK, WARN, ControllerCore, ControllerOptions,
-                                                        TickResult, default_tolerances, make_core)
-from marionette_control.tracking.estimation import ESTIMATORS, EstimatorNoise
-from marionette_control.tracking.sample_checks import PlausibilityOptions
-from marionette_control.trajectory import Trajectory, TrajectoryError
-from marionette_control.nodes.convert import (JointStateParser, JointStateReader, multi_array_bytes, plan_from_msg,
-                                              trajectory_from_msg)
+from marionette_control.model.joint_map import JointMap
+from marionette_control.nodes.convert import multi_array_bytes, plan_from_msg, trajectory_from_msg
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import declare
-from marionette_control.parameters import ParameterError, ParamSpec
+from marionette_control.nodes.process import run_node, set_realtime_priority
+from marionette_control.parameters import ParameterError
+from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, TickResult, core_from_description
+from marionette_control.tracking.joint_states import NS, JointStateParser
+from marionette_control.tracking.options import (PARAMS, command_permutation, core_values, load_model_description,
+                                                 tolerance_params)
+from marionette_control.trajectory import Trajectory, TrajectoryError
 
 NODE_NAME = "marionette_controller"
-NS = 1_000_000_000
 DIAGNOSTICS_MIN_INTERVAL = 0.1  # s between event-driven diagnostics messages
-
-
-def _choice(*options):
-    def check(value):
-        return None if value in options else f"must be one of {', '.join(options)}"
-    return check
-
-
-PARAMS = [
-    ParamSpec("model_file", "marionette_arm.yaml", "YAML model file (a file under config/ or an absolute path; "
-              "format of config/marionette_arm.yaml): the model, the /joint_states names (hardware.joint_names), "
-              "the actuator limits (actuators) and, from its URDF, the joint limits the plausibility checks use; the "
-              "same file the simulator's nominal model is", read_only=True),
-    ParamSpec("trajectory_file", "", "Trajectory file (.npz, Trajectory.save) loaded at start-up and whenever the "
-              "parameter is set; refused (and reported) when made for another model, without gains or with gains "
-              "designed for another command delay; empty = none"),
-    # topic names are relative: a namespaced node (two arms on one graph) finds its own optimizer and hardware
-    ParamSpec("trajectory_topic", "marionette_optimizer/trajectory",
-              "TrackedTrajectory topic of the optimizer (reliable, transient local)", read_only=True),
-    ParamSpec("plan_topic", "marionette_mpc/plan", "marionette_interfaces/Plan topic of a receding-horizon planner "
-              "(marionette_mpc): windows of the trajectory being tracked, taken at their first step (docs/mpc.md); "
-              "empty: no plans", read_only=True),
-    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState topic (sensor-data QoS)",
-              read_only=True),
-    ParamSpec("command_topic", "forward_position_controller/commands",
-              "std_msgs/Float64MultiArray command topic (ros2_control forward position controller)", read_only=True),
-    ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
-              "configurations in the order of the command's data (the forward position controller's 'joints')",
-              read_only=True),
-    ParamSpec("command_delay_steps", 1, "Control periods between a joint state and the step its command moves the "
-              "drives: 1 with ros2_control (the forward position controller writes a command at its next update), 0 "
-              "when the driver applies a command within the cycle it arrives; the controller predicts the state "
-              "through the commands in flight and refuses gains designed for another delay", minimum=0, maximum=10,
-              read_only=True),
-    ParamSpec("estimator", "kalman", "State estimate from the measured configurations: 'kalman' (time-varying "
-              "Kalman filter on the exact linearization along the trajectory) or 'legendre' (the discrete Legendre "
-              "transform of two samples: exact on exact data, differentiates encoder noise)",
-              check=lambda v: None if v in ESTIMATORS else f"must be one of {', '.join(ESTIMATORS)}", read_only=True),
-    ParamSpec("estimator_noise.measurement", EstimatorNoise.measurement, "Kalman filter: standard deviation of a "
-              "measured configuration [rad or m] (encoder noise and quantization, and what the model cannot "
-              "explain)", minimum=1e-9, maximum=1.0, read_only=True),
-    ParamSpec("estimator_noise.momentum", EstimatorNoise.momentum, "Kalman filter: standard deviation per step of a "
-              "dynamic momentum [N m s] (model error: masses, damping, geometry)", minimum=1e-9, maximum=10.0,
-              read_only=True),
-    ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
-              "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
-    ParamSpec("feedback", True, "false: feed-forward only (u = u_d(k + command_delay_steps), the gains unused), to "
-              "measure what the feedback adds; checks, limits and tolerances stay", read_only=True),
-    ParamSpec("plausibility.limit_margin", PlausibilityOptions.limit_margin, "A joint state outside a joint's "
-              "URDF limits or a drive's range by more than this [rad or m] is implausible: hold and report",
-              minimum=0.0, maximum=10.0, read_only=True),
-    ParamSpec("plausibility.velocity_factor", PlausibilityOptions.velocity_factor, "A change since the last "
-              "accepted joint state larger than velocity_factor x the joint's velocity limit x the time between them "
-              "(+ jump_margin) is implausible", minimum=1.0, maximum=100.0, read_only=True),
-    ParamSpec("plausibility.jump_margin", PlausibilityOptions.jump_margin, "Allowance of the jump check for "
-              "encoder noise and quantization [rad or m]", minimum=0.0, maximum=10.0, read_only=True),
-    ParamSpec("plausibility.chain_tolerance", PlausibilityOptions.chain_tolerance, "A joint state whose distance "
-              "from the closed chain's constraint surface (|h|/|Dh|; for the string about its slack or stretch in m) "
-              "exceeds this is implausible", minimum=1e-6, maximum=10.0, read_only=True),
-    ParamSpec("constraints.goal_time", ControllerOptions.goal_time, "Time [s] after the trajectory's end within "
-              "which every configuration must be within its goal tolerance (else goal_tolerance is reported)",
-              minimum=0.0, maximum=3600.0, read_only=True),
-    ParamSpec("state_timeout", 0.05, "A joint state older than this (s, on the node's clock) is stale: hold and "
-              "report", minimum=1e-4, maximum=60.0),
-    ParamSpec("stamp_tolerance", 0.1, "Tolerance of the spacing of the two samples of a tick around dt, as a "
-              "fraction of dt (< 0.5; below half the sample period when sampling faster than 1/dt)",
-              minimum=0.0, maximum=0.49),
-    ParamSpec("watchdog_period", 0.01, "Period (s, ROS time) of the stale-data check; while stale and running the "
-              "hold command is repeated at this period", minimum=1e-3, maximum=1.0, read_only=True),
-    ParamSpec("diagnostics_period", 0.5, "Period (s, steady clock) of /diagnostics messages (every active fault "
-              "kind with its count)", minimum=0.01, maximum=60.0, read_only=True),
-    ParamSpec("autostart", False, "Configure and activate (start tracking) at start-up, and activate whenever a "
-              "trajectory is taken while inactive (e.g. the optimizer's first result); false: the node starts "
-              "unconfigured and waits for the lifecycle transitions or ~/start"),
-    ParamSpec("publish_tracking", True, "Publish ~/tracking (marionette_interfaces/TrackingState, one per tick)"),
-    ParamSpec("fault_log_throttle", 1.0, "Minimum interval (s) between log lines about the same fault kind",
-              minimum=0.0, maximum=3600.0),
-    ParamSpec("realtime_priority", 0, "SCHED_FIFO priority (1-99) for every thread of the node's process that "
-              "exists after start-up (DDS receive threads, executor), for a short, steady joint-state-to-command "
-              "latency on a busy machine; 0 = the default scheduler (the default: an explicit choice on the robot's "
-              "computer, not implied by permission, since containers and CI run as root). Needs CAP_SYS_NICE or an "
-              "rtprio limit; when refused the node warns and runs without", minimum=0, maximum=99, read_only=True),
-    ParamSpec("executor", "events", "rclpy executor: 'events' (rclpy.experimental.EventsExecutor, lower "
-              "overhead per message) or 'single_threaded'", check=_choice("events", "single_threaded"),
-              read_only=True),
-]
-
-#: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
-CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
-               "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "plausibility.limit_margin",
-               "plausibility.velocity_factor", "plausibility.jump_margin", "plausibility.chain_tolerance",
-               "constraints.goal_time"}
-
-#: per joint tolerances, joint_trajectory_controller style: constraints.<hardware joint>.<name> -> tolerance kind
-TOLERANCE_PARAMS = {"start": "start", "trajectory": "path", "goal": "goal"}
-
-
-def core_values(values: dict) -> dict:
-    """The entries of parameter values that shape the core's commands (:data:`CORE_PARAMS`, tolerances)."""
-    return {k: v for k, v in values.items() if k in CORE_PARAMS or k.startswith("constraints.")}
-
-
-def tolerance_params(desc) -> list[ParamSpec]:
-    """``constraints.<joint>.{start,trajectory,goal}`` of every hardware joint of the model file (defaults:
-    ``controller_core.default_tolerances``; 0 = unchecked)."""
-    defaults = default_tolerances(desc.model)
-    specs = []
-    for hw, cfg in desc.hardware_joints.items():
-        unit = "rad" if desc.model.config_names.index(cfg) < desc.model.nd else "m"
-        for name, kind in TOLERANCE_PARAMS.items():
-            what = {"start": "tracking starts only with the joint within this of the trajectory's start",
-                    "trajectory": "a tracking error beyond this aborts tracking (hold and report)",
-                    "goal": "within constraints.goal_time after the end the error must be within this"}[name]
-            specs.append(ParamSpec(f"constraints.{hw}.{name}", float(defaults[kind][cfg]),
-                                   f"{what} [{unit}]; 0 = unchecked", minimum=0.0, maximum=100.0, read_only=True))
-    return specs
-
-
-def controller_param_defaults(desc) -> dict:
-    """{name: default} of every parameter of the node for a model description."""
-    return {s.name: s.default for s in PARAMS + tolerance_params(desc)}
-
-
-def controller_options(values: dict, desc) -> ControllerOptions:
-    """The ControllerOptions of parameter values {name: value} (missing ones: the declared defaults)."""
-    defaults = controller_param_defaults(desc)
-    unknown = set(values) - set(defaults)
-    if unknown:
-        raise ParameterError(f"unknown controller parameter(s) {', '.join(sorted(unknown))}")
-    v = {**defaults, **values}
-    tolerances: dict = {}
-    for hw, cfg in desc.hardware_joints.items():
-        for name, kind in TOLERANCE_PARAMS.items():
-            tolerances.setdefault(kind, {})[cfg] = float(v[f"constraints.{hw}.{name}"])
-    try:
-        return ControllerOptions(
-            state_timeout=float(v["state_timeout"]), stamp_tolerance=float(v["stamp_tolerance"]),
-            command_delay_steps=int(v["command_delay_steps"]), estimator=v["estimator"],
-            noise=EstimatorNoise(float(v["estimator_noise.measurement"]), float(v["estimator_noise.momentum"]),
-                                 float(v["estimator_noise.actuator"])),
-            feedback=bool(v["feedback"]),
-            plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (
-                "limit_margin", "velocity_factor", "jump_margin", "chain_tolerance"))),
-            tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))
-    except ValueError as e:
-        raise ParameterError(str(e)) from None
-
-
-def load_model_description(model_file: str):
-    """ModelDescription of ``model_file`` (relative names are looked up under config/, as the simulator does)."""
-    from marionette_control.model.yaml_model import load_model_file
-    from marionette_control.resources import config_file
-
-    return load_model_file(config_file(model_file))
-
-
-def core_from_description(desc, values: Optional[dict] = None) -> ControllerCore:
-    """The ControllerCore the node runs for a model description and parameter values (also for replaying
-    recorded joint states: feed ``core.on_joint_state(msg, stamp_ns, receive_ns)`` and ``core.on_watchdog(now_ns)``
-    in time order)."""
-    reader = JointStateReader(desc.model.config_names, desc.hardware_joints)
-    return make_core(desc, controller_options(values or {}, desc), reader)
-
-
-def command_permutation(model, hardware_joints: dict, command_joints: list) -> np.ndarray:
-    """Indices into u (nU,) giving the command's data in ``command_joints`` order.
-
-    hardware_joints : {hardware name: configuration name}; command_joints : hardware names of the
-    kinematic configurations, each once. Raises ParameterError naming what is wrong.
-    """
-    if model.nu:
-        raise ParameterError(f"model '{model.name}' has {model.nu} force input(s); the position command "
-                             "interface carries only kinematic configurations")
-    kin = list(model.config_names[model.nd:])
-    to_hw = {c: h for h, c in hardware_joints.items()}
-    wanted = sorted(to_hw[c] for c in kin)
-    if sorted(command_joints) != wanted:
-        raise ParameterError(f"parameter 'command_joints' must list each kinematic joint once ({', '.join(wanted)}), "
-                             f"got {list(command_joints)}")
-    return np.array([model.nu + kin.index(hardware_joints[h]) for h in command_joints])
-
-
-def set_realtime_priority(priority: int) -> Optional[str]:
-    """Puts every thread of this process under SCHED_FIFO at ``priority``; returns an error text or None.
-
-    Threads created later keep the default scheduler (call after the executor has spun once).
-    """
-    failed = []
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
-        except ProcessLookupError:
-            continue  # the thread ended meanwhile
-        except OSError as e:
-            failed.append(f"thread {tid}: {e.strerror}")
-    if failed:
-        return (f"could not set SCHED_FIFO priority {priority} ({'; '.join(failed[:2])}"
-                f"{', ...' if len(failed) > 2 else ''}): needs CAP_SYS_NICE or an rtprio limit (ulimit -r)")
-    return None
 
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -415,12 +219,12 @@ class ControllerNode(ManagedNode):
         except (OSError, ValueError) as e:
             raise ParameterError(f"parameter 'model_file': {e}") from None
         self.model = desc.model
-        self.hardware_joints = dict(desc.hardware_joints)
+        self.joints = JointMap.of(desc.model, desc.hardware_joints)
         new = [spec for spec in tolerance_params(desc) if not self.has_parameter(spec.name)]
         if new:  # (read-only: declared once, at the first configure, from the model file's hardware joints)
             p.update(declare(self, new))
         core = core_from_description(desc, core_values(p))
-        self._perm = command_permutation(self.model, self.hardware_joints, list(p["command_joints"]))
+        self._perm = command_permutation(self.model, desc.hardware_joints, list(p["command_joints"]))
         # the command's data is u itself when command_joints lists the inputs in model order (the default)
         self._perm_is_identity = self._perm.tolist() == list(range(self.model.nU))
         self.core = core
@@ -769,18 +573,13 @@ class ControllerNode(ManagedNode):
 
     def command_joint_names(self) -> list[str]:
         """Hardware names of the command's data entries, in order."""
-        to_hw = {c: h for h, c in self.hardware_joints.items()}
-        m = self.model
-        return [to_hw[m.config_names[m.nd + int(i) - m.nu]] for i in self._perm]
+        kin = self.joints.kinematic_hardware_names
+        return [kin[int(i) - self.model.nu] for i in self._perm]
 
 
 def make_executor(node):
     """The executor of the ``executor`` parameter."""
-    if node.p["executor"] == "events":
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
-    from rclpy.executors import SingleThreadedExecutor
-    return SingleThreadedExecutor()
+    return EventsExecutor() if node.p["executor"] == "events" else SingleThreadedExecutor()
 
 
 def make_node() -> ControllerNode:
@@ -811,8 +610,6 @@ def apply_realtime_priority(node, executor) -> None:
 
 def main(args=None) -> int:
     """Runs the node until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`)."""
-    from marionette_control.nodes.process import run_node
-
     return run_node(NODE_NAME, make_node, make_executor, args, started=apply_realtime_priority, cleanup=shutdown)
 
 

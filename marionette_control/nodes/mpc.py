@@ -77,6 +77,7 @@ from marionette_control.ocp.mpc import Deadline, MPCOptions, RecedingHorizon, Up
 from marionette_control.tracking.plan_switch import PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.tracking.law import TrackingLaw
+from marionette_control.tracking.options import load_model_description
 from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
@@ -164,8 +165,6 @@ def build_problem(values: dict, model_file: str):
     try:
         if values["problem_spec"]:
             return spec_problem(load_spec(config_file(values["problem_spec"])))
-        from marionette_control.nodes.controller import load_model_description
-
         model = load_model_description(model_file).model
         return request.build_problem(model, motion_name=values["motion"])
     except (SpecError, ProblemError, OSError, ValueError) as e:
@@ -196,8 +195,6 @@ class MPCNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.p = p = declare(self, PARAMS)
         self.options = mpc_options(p)
-        from marionette_control.nodes.controller import load_model_description
-
         try:
             desc = load_model_description(p["model_file"])
         except (OSError, ValueError) as e:

@@ -16,10 +16,14 @@ a signal during start-up is recorded too), initializes rclpy without its handler
 recorded or the context was shut down; only then are the executor, the node and the context
 shut down, from the main thread, in that order. A stop therefore ends with status 0 and no
 traceback wherever the signal lands.
+
+:func:`set_realtime_priority` puts a node's process under the real-time scheduler (the controller's
+``realtime_priority``).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Callable, Optional
@@ -112,3 +116,22 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
             rclpy.try_shutdown()
         finally:
             stop.restore()
+
+
+def set_realtime_priority(priority: int) -> Optional[str]:
+    """Puts every thread of this process under SCHED_FIFO at ``priority``; returns an error text or None.
+
+    Threads created later keep the default scheduler (call after the executor has spun once).
+    """
+    failed = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+        except ProcessLookupError:
+            continue  # the thread ended meanwhile
+        except OSError as e:
+            failed.append(f"thread {tid}: {e.strerror}")
+    if failed:
+        return (f"could not set SCHED_FIFO priority {priority} ({'; '.join(failed[:2])}"
+                f"{', ...' if len(failed) > 2 else ''}): needs CAP_SYS_NICE or an rtprio limit (ulimit -r)")
+    return None

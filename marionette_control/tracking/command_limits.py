@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.model.limits import ModelLimits
 
 
@@ -76,8 +77,7 @@ class CommandLimits:
             raise ValueError("actuator speed and acceleration limits must be > 0")
         nk = self.rate.size
         self._nu = self.lower.size - nk
-        if not (np.isfinite(self.dt) and self.dt >= 0):
-            raise ValueError(f"the time step of actuator limits must be finite and >= 0, got {self.dt}")
+        self.dt = validation.nonnegative(self.dt, "the time step of actuator limits")
         # per-step bounds of clamp: a_max dt², ±v_max dt (dt = 0: not for clamping, see for_dt)
         with np.errstate(invalid="ignore"):
             self._a_step_list = (self.acceleration * self.dt ** 2).tolist()

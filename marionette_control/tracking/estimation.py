@@ -46,12 +46,12 @@ Shapes: q (nq,), x (nx,), L (N+1, nx, nd).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.trajectory import Trajectory
 
 #: name of each estimator (the controller's ``estimator`` parameter)
@@ -74,9 +74,7 @@ class EstimatorNoise:
 
     def __post_init__(self):
         for name in ("measurement", "momentum", "actuator"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"estimator noise '{name}' must be a finite number > 0, got {v!r}")
+            validation.positive(getattr(self, name), f"estimator noise '{name}'")
 
 
 class LegendreEstimator:
@@ -117,11 +115,9 @@ class KalmanEstimator:
 
     def __init__(self, system, trajectory: Trajectory, noise: EstimatorNoise = EstimatorNoise(),
                  max_gap_steps: int = 5):
-        if max_gap_steps < 1:
-            raise ValueError(f"max_gap_steps must be >= 1, got {max_gap_steps}")
         self.system = system
         self.noise = noise
-        self.max_gap_steps = int(max_gap_steps)
+        self.max_gap_steps = validation.integer(max_gap_steps, "max_gap_steps", minimum=1)
         m = system.model
         self.nd, self.nq, self.nu = m.nd, m.nq, m.nu
         A, B = system.linearize_trajectory(trajectory.X, trajectory.U)

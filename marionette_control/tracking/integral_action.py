@@ -9,7 +9,7 @@ their error against the reference,
 
     z ← z + Δt (q_d,k − q_d,ref(k))          at every tick k ≤ N (q_d: the dynamic configurations, measured)
 
-and the command for step j = k + d gets the integral's term of the LQI law (:mod:`.gains`),
+and the command for step j = k + d gets the integral's term of the LQI law (:mod:`marionette_control.lq.gains`),
 
     u(j) = u_law(j) − K_z(j) z,    j < N
 
@@ -23,12 +23,12 @@ command is handed over from the last one of the trajectory, ρ_e, to the law's h
     ρ(N + i) = ρ_h + (1 − min(1, (i + 1)/n)) (ρ_e − ρ_h)          (the string stays taut: 0.7 N at least)
 
 K_z (N, nU, nd) is designed together with the trajectory's K from its design record
-(:func:`~.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
+(:func:`~marionette_control.lq.gains.integral_gains`). After tick k, z is the design's z_{k+1} (the integral up to
 the last measurement), the state the command of step k + 1 acts on: exact for the d = 1 of
 ros2_control; for d > 1 the d − 1 predicted errors in between are left out. z starts at 0 with a
 run; a switch to another trajectory keeps it (the model's offset is the arm's, not the trajectory's),
 as the commands in flight are kept, so switching to the remainder of the same trajectory changes no
-command. While a re-planned window (:mod:`.mpc`) is in effect the integral is suspended (neither
+command. While a re-planned window (:mod:`marionette_control.ocp.mpc`) is in effect the integral is suspended (neither
 integrated nor applied): a plan's gains are the LQR without integral, designed for its window, and a
 planner in another process does not know z. The integral is not part of the feed-forward-only mode
 (``feedback=False``). A perfect model tracks exactly without it and leaves z at 0, so the term does

@@ -8,7 +8,7 @@ j = k + d on the predicted state x̂_{k+d} (:mod:`.prediction`). Past the end of
 trajectory the final configuration is held. Without feedback (``feedback=False``, the
 feed-forward-only mode used to measure what the feedback adds) u(j) = u_d(j).
 
-The law knows nothing of limits, estimates or timing: :class:`~.controller_core.ControllerCore`
+The law knows nothing of limits, estimates or timing: :class:`~.controller.ControllerCore`
 composes it with those parts.
 """
 

@@ -1,4 +1,4 @@
-"""The controller's tick in one call of the compiled core: the parts of :mod:`.controller_core` fused.
+"""The controller's tick in one call of the compiled core: the parts of :mod:`.tick` fused.
 
 For the Kalman estimator (the default) one tick k of the controller is, with d the command delay
 (thesis §6.7.2, (4.36); the modules named hold each rule in its readable form)::
@@ -6,14 +6,14 @@ For the Kalman estimator (the default) one tick k of the controller is, with d t
     x̂⁻_k    = f(…f(x̂_{k'}, u_{k'})…, [u_{k−1} forces; ρ measured])    filter prediction  (.estimation)
     x̂_k     = x̂⁻_k + L(k) (q_dyn,k − x̂⁻_dyn,k)                          measurement update (.estimation)
     x̂_{k+d} = f(…f(x̂_k, clamp(u_k))…, clamp(u_{k+d−1}))               commands in flight (.prediction)
-    u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.tracking,
+    u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.law,
                                                                          .plan_switch)
     z       += Δt (q_dyn,k − x_d,dyn(k));  u −= K_z(k+d) z               integral action (.integral_action;
                                                                          past the end the hand-over)
-    u        = clamp(u, ρ_{k+d}, v_{k+d})                               the command stream (.limits)
+    u        = clamp(u, ρ_{k+d}, v_{k+d})                               the command stream (.command_limits)
 
 and whether u and x̂_k are finite. ``_core.TickKernel`` does all of it in one native call, without
-the GIL, allocating nothing but its three output arrays; :class:`.controller_core.ControllerCore`
+the GIL, allocating nothing but its three output arrays; :class:`.controller.ControllerCore`
 uses it whenever the estimator is the Kalman filter and keeps the Python parts (which the Legendre
 estimator, the planner's predictions and the tests use) as the reference it must agree with
 (``test/test_tick_kernel.py``: to 1e-12 over whole closed-loop runs on the realistic stand-in, with
@@ -34,7 +34,7 @@ An ordinary tick of a serialized sample is one native call from the bytes on: ``
 aligns it to the tick grid (``_core.TickAlignment``), runs this kernel and records the command in the
 history (``_core.CommandHistory``, which the kernel reads the commands in flight from). It completes
 only a tick with nothing to decide; any other sample it leaves untouched (the filter's state restored
-when the kernel ran) to :class:`.controller_core.ControllerCore`, which stays the reference: a run's
+when the kernel ran) to :class:`.controller.ControllerCore`, which stays the reference: a run's
 first tick, faults and recoveries, ticks past the end, a switch or a plan (a tick where a plan is due
 uses the kernel's two halves, ``estimate_predict`` and ``command``, with
 :func:`~.plan_switch.off_state` in between; while a plan is in effect the reference x_d(k) is the
@@ -43,7 +43,7 @@ law's), and a tick whose estimate leaves its tolerance or whose command is not f
 
 The integral action is the kernel's ``TickKernel::integral`` (``cpp/src/tick_kernel.cpp``) after the
 law and before the clamp, its reference :class:`~.integral_action.AngleIntegral` as
-:meth:`.controller_core.Tracking.command` calls it (suspended while a plan covers the step); z lives
+:meth:`.tick.Tracking.command` calls it (suspended while a plan covers the step); z lives
 in the kernel (``reset_integral`` at a run's start, ``carry_integral`` on a switch).
 """
 

@@ -1,10 +1,10 @@
 """Plans: re-optimized windows of the tracked motion, the rules a plan must meet, and the law over plans.
 
-A receding-horizon planner (:mod:`.mpc`) sends the controller a :class:`Plan`: a window of
+A receding-horizon planner (:mod:`marionette_control.ocp.mpc`) sends the controller a :class:`Plan`: a window of
 trajectory with its gains, (X (n+1, nx), U (n, nU), K (n, nU, nx)), for the steps
 ``start`` … ``start`` + n of the tracked motion (the tick index of the controller's run), made
 for one model and one run. The controller core schedules and takes plans with the same
-mechanism that switches trajectories (:meth:`~.controller_core.ControllerCore.offer_plan`: one
+mechanism that switches trajectories (:meth:`~.controller.ControllerCore.offer_plan`: one
 pending switch, taken at its tick or refused there); this module holds what is particular to
 plans:
 
@@ -24,7 +24,7 @@ plans:
 
 At the switch the command is the plan's u(s) on the state it was made for: the planner's window
 starts at the predicted state with the drives' position and velocity, and its acceleration
-constraint includes that first step (:mod:`.constraints`), so the command stream continues within
+constraint includes that first step (:mod:`marionette_control.ocp.constraints`), so the command stream continues within
 the drives' limits without a jump (``test/test_plan_switch.py``).
 """
 
@@ -36,6 +36,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from marionette_control import validation
+from marionette_control.model.state_layout import STATE_KINDS, state_by_kind
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory
 
@@ -93,16 +95,12 @@ class SwitchTolerance:
     kinematic_velocity: float = 0.1
 
     def __post_init__(self):
-        for name in ("dynamic_configuration", "kinematic_configuration", "momentum", "kinematic_velocity"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"switch tolerance '{name}' must be a finite number > 0, got {v!r}")
+        for name in STATE_KINDS:
+            validation.positive(getattr(self, name), f"switch tolerance '{name}'")
 
     def vector(self, model) -> np.ndarray:
         """The tolerance of every state component (nx,), in the state layout [q_dyn; q_kin; p; v]."""
-        return np.r_[np.full(model.nd, float(self.dynamic_configuration)),
-                     np.full(model.nk, float(self.kinematic_configuration)),
-                     np.full(model.nd, float(self.momentum)), np.full(model.nk, float(self.kinematic_velocity))]
+        return state_by_kind(model, **{name: getattr(self, name) for name in STATE_KINDS})
 
 
 def check_plan(plan: Plan, motion: Trajectory) -> None:
@@ -133,7 +131,7 @@ def off_state(plan: Plan, x: np.ndarray, tolerance: np.ndarray, names) -> Option
 
 class PlannedLaw:
     """The tracking law over the motion and the plan in effect (module docstring); the interface of
-    :class:`~.tracking.TrackingLaw` (``N``, ``trajectory``, ``feedback``, ``reference(k)``, ``command(j, x)``).
+    :class:`~.law.TrackingLaw` (``N``, ``trajectory``, ``feedback``, ``reference(k)``, ``command(j, x)``).
 
     Parameters
     ----------
@@ -184,7 +182,7 @@ class PlannedLaw:
 
     def preview(self, pending: Optional[Plan]) -> Callable[[int, np.ndarray], np.ndarray]:
         """u(j, x) as the law will give it once ``pending`` (None: none) is in effect: a planner's prediction of
-        the commands the controller sends before its next plan takes over (:func:`~.mpc.predict_start`)."""
+        the commands the controller sends before its next plan takes over (:func:`~marionette_control.ocp.mpc.predict_start`)."""
         if pending is None:
             return self.command
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 
 
 #: The commands sent, by tick slot, and the input in effect over each step (compiled: the fused tick of
-#: :mod:`.fused_tick` reads the commands in flight from it). A command sent at slot s (the tick index of the
+#: :mod:`.native_tick` reads the commands in flight from it). A command sent at slot s (the tick index of the
 #: sample it answered, or the slot a hold command fell in) is the input from step s + d on, until a later one
 #: replaces it (the forward position controller keeps its last command); before the first command of a run the
 #: drives hold ``start``'s input. ``CommandHistory(nU, nk, delay_steps, size=32)``; ``start(hold)``,
@@ -35,7 +35,7 @@ class DelayPredictor:
 
     The drives are taken to follow each command as far as their limits allow from where they are:
     u_j is the command in effect clamped from the predicted drive state (ρ_j, v_j)
-    (:meth:`~.limits.CommandLimits.clamp`), so a drive that lags its commands (a command that
+    (:meth:`~.command_limits.CommandLimits.clamp`), so a drive that lags its commands (a command that
     arrived a cycle late, a trajectory at the acceleration limit) is predicted lagging.
 
     ``system`` : _core.DiscreteSystem (the model the trajectory and gains are for); ``delay_steps`` = d;
@@ -43,10 +43,8 @@ class DelayPredictor:
     """
 
     def __init__(self, system, delay_steps: int, limits):
-        if delay_steps < 0:
-            raise ValueError(f"command delay must be >= 0 steps, got {delay_steps}")
         self.system = system
-        self.delay = int(delay_steps)
+        self.delay = validation.integer(delay_steps, "command delay (steps)", minimum=0)
         self.limits = limits
         m = system.model
         self._nd, self._nq = m.nd, m.nq

@@ -1,6 +1,6 @@
 """Plausibility checks of a measured configuration before it reaches the state estimate.
 
-A joint-state sample that is well formed (finite, every joint named; ``nodes.convert``) can
+A joint-state sample that is well formed (finite, every joint named; :mod:`.joint_states`) can
 still be impossible for the arm. :class:`SampleChecks` rejects, with a specific fault kind:
 
 ``out_of_limits``
@@ -27,13 +27,12 @@ does not pass comes here, which decides and explains.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.model.limits import ModelLimits
 
 
@@ -47,14 +46,11 @@ class PlausibilityOptions:
     chain_tolerance: float = 0.01
 
     def __post_init__(self):
-        for name in ("limit_margin", "jump_margin"):
+        for name, rule in (("limit_margin", ">= 0"), ("jump_margin", ">= 0"), ("velocity_factor", "> 0"),
+                           ("chain_tolerance", "> 0")):
             v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"plausibility option '{name}' must be finite and >= 0, got {v}")
-        for name in ("velocity_factor", "chain_tolerance"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"plausibility option '{name}' must be finite and > 0, got {v}")
+            if validation.problem(v, minimum=0.0, positive=rule == "> 0"):
+                raise ValueError(f"plausibility option '{name}' must be finite and {rule}, got {v}")
 
 
 class SampleChecks:
@@ -118,7 +114,7 @@ class SampleChecks:
 
     def gate(self, hardware_names) -> "_core.SampleGate":
         """These checks, with the reading of a serialized JointState by ``hardware_names`` (the hardware joint
-        of each configuration, model order: ``nodes.convert.JointStateReader.hardware_names``), in one native
+        of each configuration, model order: ``.joint_states.JointStateReader.hardware_names``), in one native
         call: ``gate.read(data, last_stamp, q_last)`` is (stamp_ns, q) of a plain sample that passes them, else
         None (this class and the reader then decide; ``cpp/include/marionette/sample_gate.hpp``)."""
         return _core.SampleGate(self.model, list(hardware_names), self.lower, self.upper, self.speed,

@@ -13,7 +13,9 @@ tested on their own; the controller core decides what a violation means:
   either way).
 
 A tolerance of 0 leaves that configuration unchecked (joint_trajectory_controller's
-convention). Shapes: error and tolerances (nq,), in model order.
+convention). Shapes: error and tolerances (nq,), in model order. :func:`make_tolerances` sets them
+for a model: :data:`TOLERANCE_DEFAULTS` by kind of configuration, overridden per configuration
+(the controller's ``constraints.<joint>.*`` parameters, :mod:`.options`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
+
+from marionette_control import validation
 
 
 @dataclass(frozen=True)
@@ -82,16 +86,39 @@ class Tolerances:
             v = np.asarray(getattr(self, what), dtype=float)
             if v.shape != (n,):
                 raise ValueError(f"{what} tolerances have shape {v.shape}, expected ({n},) for {', '.join(self.names)}")
-            bad = np.flatnonzero(~np.isfinite(v) | (v < 0))
-            if bad.size:
-                raise ValueError(f"{what} tolerance of {self.names[bad[0]]} must be finite and >= 0 (0: unchecked), "
-                                 f"got {v[bad[0]]}")
+            for name, x in zip(self.names, v.tolist()):
+                if validation.problem(x, minimum=0.0):
+                    raise ValueError(f"{what} tolerance of {name} must be finite and >= 0 (0: unchecked), got {x}")
             setattr(self, what, v)
         self._lists = {what: getattr(self, what).tolist() for what in ("start", "path", "goal")}
-        if not (math.isfinite(self.goal_time) and self.goal_time >= 0):
-            raise ValueError(f"goal_time must be finite and >= 0 s, got {self.goal_time}")
+        self.goal_time = validation.nonnegative(self.goal_time, "goal_time (s)")
 
     def check(self, kind: str, error) -> Optional[Violation]:
         """The worst violation of the ``kind`` ("start", "path" or "goal") tolerances by ``error`` ((nq,) array or
         sequence of floats), or None."""
         return check_tolerance(error, self._lists[kind], self.names)
+
+
+#: Default tolerances by kind of configuration: (dynamic in rad, kinematic in m), 0 = unchecked.
+TOLERANCE_DEFAULTS = {"start": (0.05, 0.02), "path": (0.3, 0.0), "goal": (0.1, 0.0)}
+
+
+def default_tolerances(model) -> dict:
+    """{kind: {configuration name: tolerance}} of :data:`TOLERANCE_DEFAULTS` for ``model``."""
+    names = list(model.config_names)
+    return {kind: {n: (dyn if i < model.nd else kin) for i, n in enumerate(names)}
+            for kind, (dyn, kin) in TOLERANCE_DEFAULTS.items()}
+
+
+def make_tolerances(model, overrides: dict, goal_time: float) -> Tolerances:
+    """Tolerances of ``model``: :func:`default_tolerances` replaced by ``overrides`` ({kind: {name: value}})."""
+    values = default_tolerances(model)
+    names = list(model.config_names)
+    for kind, by_name in overrides.items():
+        for name, v in by_name.items():
+            if name not in names:
+                raise ValueError(f"{kind} tolerance given for '{name}', which is no configuration of "
+                                 f"'{model.name}' ({', '.join(names)})")
+            values[kind][name] = float(v)
+    return Tolerances(*(np.array([values[kind][n] for n in names]) for kind in ("start", "path", "goal")),
+                      goal_time=float(goal_time), names=names)

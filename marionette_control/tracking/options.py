@@ -1,0 +1,240 @@
+"""The controller's options and parameters: :class:`ControllerOptions` and the parameter specs they come from.
+
+A controller parameter lives here and in ``config/controller.yaml`` only: :data:`PARAMS` lists every
+parameter of the ``marionette_controller`` node with its default, description and range
+(:class:`~marionette_control.parameters.ParamSpec`, free of ROS; ``nodes/controller.py`` declares them),
+:func:`tolerance_params` the per-joint tolerances of a model file, and :func:`controller_options` turns
+parameter values into the :class:`ControllerOptions` the core (:mod:`.controller`) is built with — for
+the node, the bag replay and the offline tools alike. :func:`load_model_description` resolves the
+``model_file`` parameter, :func:`command_permutation` the ``command_joints`` one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from marionette_control import validation
+from marionette_control.model.joint_map import JointMap, JointMapError
+from marionette_control.model.yaml_model import ModelDescription, load_model_file
+from marionette_control.parameters import ParameterError, ParamSpec
+from marionette_control.resources import config_file
+from marionette_control.tracking.estimation import ESTIMATORS, EstimatorNoise
+from marionette_control.tracking.plan_switch import SwitchTolerance
+from marionette_control.tracking.sample_checks import PlausibilityOptions
+from marionette_control.tracking.tolerances import default_tolerances
+
+
+#: The longest command delay the controller compensates (steps).
+MAX_DELAY_STEPS = 10
+
+
+@dataclass
+class ControllerOptions:
+    """The controller's policy: timing, delay, estimator, feedback, checks and tolerances.
+
+    state_timeout : s; an older joint state is stale (> 0)
+    stamp_tolerance : fraction of Δt the spacing of a tick's samples may deviate, in [0, 0.5)
+    command_delay_steps : d, steps between a joint state and the step its command moves (ros2_control: 1)
+    estimator : "kalman" or "legendre" (:mod:`.estimation`)
+    noise : EstimatorNoise of the Kalman filter
+    feedback : False: feed-forward only (u = u_d(k+d)), to measure what the feedback adds
+    plausibility : PlausibilityOptions
+    tolerances : {"start"|"path"|"goal": {configuration name: tolerance}} overriding
+        :func:`~.tolerances.default_tolerances` (0 = unchecked); goal_time : s
+    buffer_size : samples kept to find a tick's predecessor (>= 2)
+    stats_window : ticks over which compute-time statistics are reported
+    switch_tolerance : how far a plan's first state may be from the predicted state at its first step
+    """
+
+    state_timeout: float = 0.05
+    stamp_tolerance: float = 0.1
+    command_delay_steps: int = 1
+    estimator: str = "kalman"
+    noise: EstimatorNoise = field(default_factory=EstimatorNoise)
+    feedback: bool = True
+    plausibility: PlausibilityOptions = field(default_factory=PlausibilityOptions)
+    tolerances: dict = field(default_factory=dict)
+    goal_time: float = 1.0
+    buffer_size: int = 64
+    stats_window: int = 2048
+    switch_tolerance: SwitchTolerance = field(default_factory=SwitchTolerance)
+
+    def __post_init__(self):
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        validation.integer(self.command_delay_steps, "command_delay_steps", minimum=0, maximum=MAX_DELAY_STEPS)
+        validation.integer(self.buffer_size, "buffer_size", minimum=2)
+        unknown = set(self.tolerances) - {"start", "path", "goal"}
+        if unknown:
+            raise ValueError(f"tolerances: unknown kind(s) {', '.join(sorted(unknown))} (start, path, goal)")
+
+
+def _choice(*options):
+    """A ParamSpec check: the value is one of ``options``."""
+    def check(value):
+        return None if value in options else f"must be one of {', '.join(options)}"
+    return check
+
+
+PARAMS = [
+    ParamSpec("model_file", "marionette_arm.yaml", "YAML model file (a file under config/ or an absolute path; "
+              "format of config/marionette_arm.yaml): the model, the /joint_states names (hardware.joint_names), "
+              "the actuator limits (actuators) and, from its URDF, the joint limits the plausibility checks use; the "
+              "same file the simulator's nominal model is", read_only=True),
+    ParamSpec("trajectory_file", "", "Trajectory file (.npz, Trajectory.save) loaded at start-up and whenever the "
+              "parameter is set; refused (and reported) when made for another model, without gains or with gains "
+              "designed for another command delay; empty = none"),
+    # topic names are relative: a namespaced node (two arms on one graph) finds its own optimizer and hardware
+    ParamSpec("trajectory_topic", "marionette_optimizer/trajectory",
+              "TrackedTrajectory topic of the optimizer (reliable, transient local)", read_only=True),
+    ParamSpec("plan_topic", "marionette_mpc/plan", "marionette_interfaces/Plan topic of a receding-horizon planner "
+              "(marionette_mpc): windows of the trajectory being tracked, taken at their first step (docs/mpc.md); "
+              "empty: no plans", read_only=True),
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState topic (sensor-data QoS)",
+              read_only=True),
+    ParamSpec("command_topic", "forward_position_controller/commands",
+              "std_msgs/Float64MultiArray command topic (ros2_control forward position controller)", read_only=True),
+    ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
+              "configurations in the order of the command's data (the forward position controller's 'joints')",
+              read_only=True),
+    ParamSpec("command_delay_steps", ControllerOptions.command_delay_steps, "Control periods between a joint state and the step its command moves the "
+              "drives: 1 with ros2_control (the forward position controller writes a command at its next update), 0 "
+              "when the driver applies a command within the cycle it arrives; the controller predicts the state "
+              "through the commands in flight and refuses gains designed for another delay", minimum=0,
+              maximum=MAX_DELAY_STEPS,
+              read_only=True),
+    ParamSpec("estimator", ControllerOptions.estimator, "State estimate from the measured configurations: 'kalman' (time-varying "
+              "Kalman filter on the exact linearization along the trajectory) or 'legendre' (the discrete Legendre "
+              "transform of two samples: exact on exact data, differentiates encoder noise)",
+              check=_choice(*ESTIMATORS), read_only=True),
+    ParamSpec("estimator_noise.measurement", EstimatorNoise.measurement, "Kalman filter: standard deviation of a "
+              "measured configuration [rad or m] (encoder noise and quantization, and what the model cannot "
+              "explain)", minimum=1e-9, maximum=1.0, read_only=True),
+    ParamSpec("estimator_noise.momentum", EstimatorNoise.momentum, "Kalman filter: standard deviation per step of a "
+              "dynamic momentum [N m s] (model error: masses, damping, geometry)", minimum=1e-9, maximum=10.0,
+              read_only=True),
+    ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
+              "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
+    ParamSpec("feedback", ControllerOptions.feedback, "false: feed-forward only (u = u_d(k + command_delay_steps), the gains unused), to "
+              "measure what the feedback adds; checks, limits and tolerances stay", read_only=True),
+    ParamSpec("plausibility.limit_margin", PlausibilityOptions.limit_margin, "A joint state outside a joint's "
+              "URDF limits or a drive's range by more than this [rad or m] is implausible: hold and report",
+              minimum=0.0, maximum=10.0, read_only=True),
+    ParamSpec("plausibility.velocity_factor", PlausibilityOptions.velocity_factor, "A change since the last "
+              "accepted joint state larger than velocity_factor x the joint's velocity limit x the time between them "
+              "(+ jump_margin) is implausible", minimum=1.0, maximum=100.0, read_only=True),
+    ParamSpec("plausibility.jump_margin", PlausibilityOptions.jump_margin, "Allowance of the jump check for "
+              "encoder noise and quantization [rad or m]", minimum=0.0, maximum=10.0, read_only=True),
+    ParamSpec("plausibility.chain_tolerance", PlausibilityOptions.chain_tolerance, "A joint state whose distance "
+              "from the closed chain's constraint surface (|h|/|Dh|; for the string about its slack or stretch in m) "
+              "exceeds this is implausible", minimum=1e-6, maximum=10.0, read_only=True),
+    ParamSpec("constraints.goal_time", ControllerOptions.goal_time, "Time [s] after the trajectory's end within "
+              "which every configuration must be within its goal tolerance (else goal_tolerance is reported)",
+              minimum=0.0, maximum=3600.0, read_only=True),
+    ParamSpec("state_timeout", ControllerOptions.state_timeout, "A joint state older than this (s, on the node's clock) is stale: hold and "
+              "report", minimum=1e-4, maximum=60.0),
+    ParamSpec("stamp_tolerance", ControllerOptions.stamp_tolerance, "Tolerance of the spacing of the two samples of a tick around dt, as a "
+              "fraction of dt (< 0.5; below half the sample period when sampling faster than 1/dt)",
+              minimum=0.0, maximum=0.49),
+    ParamSpec("watchdog_period", 0.01, "Period (s, ROS time) of the stale-data check; while stale and running the "
+              "hold command is repeated at this period", minimum=1e-3, maximum=1.0, read_only=True),
+    ParamSpec("diagnostics_period", 0.5, "Period (s, steady clock) of /diagnostics messages (every active fault "
+              "kind with its count)", minimum=0.01, maximum=60.0, read_only=True),
+    ParamSpec("autostart", False, "Configure and activate (start tracking) at start-up, and activate whenever a "
+              "trajectory is taken while inactive (e.g. the optimizer's first result); false: the node starts "
+              "unconfigured and waits for the lifecycle transitions or ~/start"),
+    ParamSpec("publish_tracking", True, "Publish ~/tracking (marionette_interfaces/TrackingState, one per tick)"),
+    ParamSpec("fault_log_throttle", 1.0, "Minimum interval (s) between log lines about the same fault kind",
+              minimum=0.0, maximum=3600.0),
+    ParamSpec("realtime_priority", 0, "SCHED_FIFO priority (1-99) for every thread of the node's process that "
+              "exists after start-up (DDS receive threads, executor), for a short, steady joint-state-to-command "
+              "latency on a busy machine; 0 = the default scheduler (the default: an explicit choice on the robot's "
+              "computer, not implied by permission, since containers and CI run as root). Needs CAP_SYS_NICE or an "
+              "rtprio limit; when refused the node warns and runs without", minimum=0, maximum=99, read_only=True),
+    ParamSpec("executor", "events", "rclpy executor: 'events' (rclpy.experimental.EventsExecutor, lower "
+              "overhead per message) or 'single_threaded'", check=_choice("events", "single_threaded"),
+              read_only=True),
+]
+
+#: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
+CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
+               "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "plausibility.limit_margin",
+               "plausibility.velocity_factor", "plausibility.jump_margin", "plausibility.chain_tolerance",
+               "constraints.goal_time"}
+
+#: per joint tolerances, joint_trajectory_controller style: constraints.<hardware joint>.<name> -> tolerance kind
+TOLERANCE_PARAMS = {"start": "start", "trajectory": "path", "goal": "goal"}
+
+
+def core_values(values: dict) -> dict:
+    """The entries of parameter values that shape the core's commands (:data:`CORE_PARAMS`, tolerances)."""
+    return {k: v for k, v in values.items() if k in CORE_PARAMS or k.startswith("constraints.")}
+
+
+def tolerance_params(desc: ModelDescription) -> list[ParamSpec]:
+    """``constraints.<joint>.{start,trajectory,goal}`` of every hardware joint of the model file (defaults:
+    :func:`~.tolerances.default_tolerances`; 0 = unchecked)."""
+    defaults = default_tolerances(desc.model)
+    specs = []
+    for hw, cfg in desc.hardware_joints.items():
+        unit = "rad" if desc.model.config_names.index(cfg) < desc.model.nd else "m"
+        for name, kind in TOLERANCE_PARAMS.items():
+            what = {"start": "tracking starts only with the joint within this of the trajectory's start",
+                    "trajectory": "a tracking error beyond this aborts tracking (hold and report)",
+                    "goal": "within constraints.goal_time after the end the error must be within this"}[name]
+            specs.append(ParamSpec(f"constraints.{hw}.{name}", float(defaults[kind][cfg]),
+                                   f"{what} [{unit}]; 0 = unchecked", minimum=0.0, maximum=100.0, read_only=True))
+    return specs
+
+
+def controller_param_defaults(desc: ModelDescription) -> dict:
+    """{name: default} of every parameter of the node for a model description."""
+    return {s.name: s.default for s in PARAMS + tolerance_params(desc)}
+
+
+def controller_options(values: dict, desc: ModelDescription) -> ControllerOptions:
+    """The ControllerOptions of parameter values {name: value} (missing ones: the declared defaults)."""
+    defaults = controller_param_defaults(desc)
+    unknown = set(values) - set(defaults)
+    if unknown:
+        raise ParameterError(f"unknown controller parameter(s) {', '.join(sorted(unknown))}")
+    v = {**defaults, **values}
+    tolerances: dict = {}
+    for hw, cfg in desc.hardware_joints.items():
+        for name, kind in TOLERANCE_PARAMS.items():
+            tolerances.setdefault(kind, {})[cfg] = float(v[f"constraints.{hw}.{name}"])
+    try:
+        return ControllerOptions(
+            state_timeout=float(v["state_timeout"]), stamp_tolerance=float(v["stamp_tolerance"]),
+            command_delay_steps=int(v["command_delay_steps"]), estimator=v["estimator"],
+            noise=EstimatorNoise(float(v["estimator_noise.measurement"]), float(v["estimator_noise.momentum"]),
+                                 float(v["estimator_noise.actuator"])),
+            feedback=bool(v["feedback"]),
+            plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (
+                "limit_margin", "velocity_factor", "jump_margin", "chain_tolerance"))),
+            tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
+
+
+def load_model_description(model_file: str) -> ModelDescription:
+    """ModelDescription of the ``model_file`` parameter (relative names are looked up under config/:
+    :func:`~marionette_control.resources.config_file`)."""
+    return load_model_file(config_file(model_file))
+
+
+def command_permutation(model, hardware_joints: dict, command_joints: list) -> np.ndarray:
+    """Indices into u (nU,) giving the command's data in ``command_joints`` order.
+
+    hardware_joints : {hardware name: configuration name}; command_joints : hardware names of the
+    kinematic configurations, each once. Raises ParameterError naming what is wrong.
+    """
+    if model.nu:
+        raise ParameterError(f"model '{model.name}' has {model.nu} force input(s); the position command "
+                             "interface carries only kinematic configurations")
+    try:
+        return model.nu + JointMap.of(model, hardware_joints).command_order(command_joints)
+    except JointMapError as e:
+        raise ParameterError(f"parameter 'command_joints' {e}") from None

@@ -1,0 +1,256 @@
+"""The controller's tick over one trajectory: the parts that depend on it, composed, and what a call returns.
+
+:class:`Tracking` holds the parts that depend on one trajectory (each tested on its own):
+
+========================  ===========================================================================
+estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
+                          the exact linearization, or the plain discrete Legendre transform)
+integral action           z, the integral of the measured angles' error, and its term −K_z z of the law
+                          (:mod:`.integral_action`; the gains' design record asks for it)
+predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
+control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over the motion and the plans handed
+                          over (:mod:`.law`, :mod:`.plan_switch`)
+limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.command_limits`)
+========================  ===========================================================================
+
+One tick, for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
+
+    x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k
+        → u = clamp(u, the command stream) → tolerance(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
+
+The tolerance of tick k (:mod:`.tolerances`) is the start tolerance at k = 0, the path tolerance for k < N and the
+goal tolerance past the end until the goal is reached (:meth:`Tracking.tolerance_at`); the core decides what a
+violation means (:mod:`.faults`: leaving the start or path tolerance ends the run, missing the goal is reported).
+
+d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
+k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
+from the estimate to the clamped command is one native call (:mod:`.native_tick`; ``fused=False``:
+the parts one by one, the reference it is tested against); a tick where a plan is due calls its two
+halves with the plan's switch rule in between.
+
+On a fault while running the controller sends the **hold command** (:meth:`Tracking.hold_command`):
+force inputs 0 and the kinematic configurations held at the last command sent (where the
+position-controlled actuators are going), or at the last valid measurement when nothing has been sent
+yet — in the actuator range (:meth:`~.command_limits.CommandLimits.hold`); it is remembered as the input
+in effect from its slot on (the estimate predicts through it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from marionette_control import _core
+from marionette_control.lq.gains import integral_gains
+from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.tracking.estimation import KalmanEstimator, LegendreEstimator
+from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.law import TrackingLaw
+from marionette_control.tracking.native_tick import make_kernel, set_plan
+from marionette_control.tracking.options import ControllerOptions
+from marionette_control.tracking.plan_switch import Plan, PlannedLaw
+from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
+from marionette_control.tracking.tolerances import Tolerances, Violation
+from marionette_control.trajectory import Trajectory
+
+
+class TickResult:
+    """What one call of the core produced.
+
+    kind : "tick" (tracking command computed), "hold" (hold command after a fault or gap),
+           "none" (nothing to send: idle, not a tick slot, or no command possible yet).
+    command : ndarray (nU,) [force inputs; ρ_next] in model order, or None.
+    k : tick index of a "tick" (k ≥ N: holding the final state), else -1.
+    x_hat, x_ref : ndarray (nx,) estimate x̂_k and reference x_d(k) of a "tick", else None.
+    fault, fault_message : the fault this call raised, else the latest active one (None when healthy).
+    new_fault : this call raised a fault kind that was not active before (log it).
+    recovered : this call cleared sample faults (log it).
+    missed : tick slots skipped just before this tick.
+    compute_ns : time spent in the call (perf_counter_ns).
+    event : a trajectory event of this call (taken, switched, a switch refused: its message), else "".
+    plan_event : a plan refused at this tick (its message), else "" (switches are counted, not reported).
+    """
+
+    __slots__ = ("kind", "command", "k", "stamp_ns", "x_hat", "x_ref", "fault", "fault_message", "new_fault",
+                 "recovered", "missed", "compute_ns", "event", "plan_event")
+
+    def __init__(self, kind="none", command=None, stamp_ns=0):
+        self.kind = kind
+        self.command = command
+        self.k = -1
+        self.stamp_ns = stamp_ns
+        self.x_hat = None
+        self.x_ref = None
+        self.fault = None
+        self.fault_message = ""
+        self.new_fault = False
+        self.recovered = False
+        self.missed = 0
+        self.compute_ns = 0
+        self.event = ""
+        self.plan_event = ""
+
+
+class Tracking:
+    """The parts that depend on one trajectory (module docstring): law (over it and the plans handed over),
+    estimator, predictor, command history, limits, the tolerances of its ticks, ``integral``
+    (:mod:`.integral_action`, or None: no feedback or no integral in the gains' design); and ``kernel``, the same
+    parts fused into one native call (:mod:`.native_tick`; the integral's z is then ``kernel.z``), or None (the
+    Legendre estimator, or ``fused=False``): the parts are called one by one then. :meth:`build` makes them for a
+    trajectory."""
+
+    def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
+                 tolerances: Tolerances, warning: Optional[str], integral: Optional[AngleIntegral] = None,
+                 kernel=None):
+        self.system = system
+        self.tolerances = tolerances
+        self.integral = integral
+        self.law = law
+        self.estimator = estimator
+        self.predictor = predictor
+        self.history = CommandHistory(system.model.nU, system.model.nk, predictor.delay)
+        self.limits = limits
+        self.warning = warning
+        self.kernel = kernel
+
+    @classmethod
+    def build(cls, model, law: TrackingLaw, warning: Optional[str], options: ControllerOptions,
+              limits: CommandLimits, tolerances: Tolerances, max_gap_steps: int, fused: bool) -> "Tracking":
+        """The parts tracking ``law``'s trajectory needs (the Kalman filter's gains along it: the costly part).
+
+        ``warning`` : the trajectory's gain warning; ``limits`` : the drives' (any dt); ``tolerances`` : the ones its
+        ticks are checked against; ``max_gap_steps`` : the longest gap the Kalman filter bridges; ``fused`` : with the
+        Kalman estimator, the native tick (:mod:`.native_tick`). Raises ValueError or ``_core.StepError`` when the
+        trajectory cannot be tracked here.
+        """
+        trajectory = law.trajectory
+        system = _core.DiscreteSystem(model, trajectory.dt)
+        limits = limits.for_dt(trajectory.dt)
+        delay = int(options.command_delay_steps)
+        if options.estimator == "kalman":
+            estimator = KalmanEstimator(system, trajectory, options.noise, max_gap_steps=max_gap_steps)
+        else:
+            estimator = LegendreEstimator(system)
+        K_z = integral_gains(system, trajectory) if options.feedback else None
+        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, model.nk)
+        kernel = (make_kernel(system, law, estimator, limits, delay, integral, tolerances)
+                  if fused and options.estimator == "kalman" else None)
+        return cls(system, PlannedLaw(law), estimator, DelayPredictor(system, delay, limits), limits, tolerances,
+                   warning, integral, kernel)
+
+    def reset_estimate(self) -> None:
+        """The next estimate initialises the estimator (a new run, a switch, after a failure)."""
+        self.estimator.reset()
+        if self.kernel is not None:
+            self.kernel.reset()
+
+    def start_run(self, hold: np.ndarray) -> None:
+        """A new run (not a switch's): the drives hold ``hold`` (nU,) until the first command, the estimate
+        initialises, the integral starts at 0."""
+        self.history.start(hold)
+        self.reset_estimate()
+        if self.integral is not None:
+            self.integral.reset()
+        if self.kernel is not None:
+            self.kernel.reset_integral()
+
+    def carry_over(self, old: "Tracking", k: int) -> None:
+        """A switch from ``old`` at its tick k: its commands in flight and its integral go on here (the model's
+        offset is the arm's, not the trajectory's); the estimate initialises."""
+        self.history.carry_over(old.history, k)
+        if self.integral is not None and old.integral is not None:
+            self.integral.carry_over(old.integral)
+            if self.kernel is not None and old.kernel is not None:
+                self.kernel.carry_integral(old.kernel)
+        self.reset_estimate()
+
+    def hold_command(self, ticked: bool, measured: Optional[np.ndarray]) -> Optional[np.ndarray]:
+        """The hold command (nU,) (module docstring): at the last command sent when the run has ``ticked``, else at
+        the ``measured`` configurations (nq,); None without either."""
+        model = self.system.model
+        last = self.history.last if ticked else None
+        if last is not None:
+            return self.limits.hold(last[model.nu:])
+        return None if measured is None else self.limits.hold(measured[model.nd:])
+
+    def held(self, slot: int, u: np.ndarray) -> None:
+        """The hold command u (nU,) sent at tick slot ``slot`` is the input from there on (never before the last
+        command sent)."""
+        self.history.sent(max(slot, self.history.last_slot or 0), u)
+
+    def tolerance_at(self, k: int, goal_reached: bool) -> Optional[str]:
+        """The tolerance tick k is checked against: "start" (k = 0), "path" (k < N), "goal" (k ≥ N, until
+        ``goal_reached``) or None."""
+        if k == 0:
+            return "start"
+        if k < self.N:
+            return "path"
+        return None if goal_reached else "goal"
+
+    def violation(self, which: str, x_hat: np.ndarray, x_ref: np.ndarray) -> Optional[Violation]:
+        """The worst violation of the ``which`` tolerance by the configurations of x̂_k − x_d(k) (nx each), or
+        None."""
+        nq = self.system.model.nq
+        err = [a - b for a, b in zip(x_hat.tolist()[:nq], x_ref.tolist())]  # (floats: see check_tolerance)
+        return self.tolerances.check(which, err)
+
+    def tick(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], x_ref: np.ndarray) -> tuple:
+        """(x̂_k, x̂_{k+d}, u, finite, within) of tick k (the module docstring's chain from the estimate to the
+        clamped command; x_ref = x_d(k), the integral's reference); within: True when the fused tick found
+        x̂_k − x_ref within the tolerance of tick k, else None (not checked, or possibly violated: the caller's
+        :mod:`.tolerances` check decides); (None, None, None, False, None) when the estimate needs ``q_prev`` and
+        it is None. Raises ``_core.StepError`` when a model step fails."""
+        if self.kernel is not None:
+            x_hat, x_pred, u, finite, within = self.kernel.tick(k, q, q_prev, self.history, x_ref)
+            return x_hat, x_pred, u, finite, within or None
+        x_hat, x_pred = self.estimate_predict(k, q, q_prev)
+        if x_hat is None:
+            return None, None, None, False, None
+        return (x_hat, x_pred, *self.command(k, q, x_ref, x_pred, x_hat), None)
+
+    def estimate_predict(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray]) -> tuple:
+        """(x̂_k, x̂_{k+d}), or (None, None) when the estimate needs ``q_prev`` and it is None."""
+        if self.kernel is not None:
+            return self.kernel.estimate_predict(k, q, q_prev, self.history)
+        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
+        if x_hat is None:
+            return None, None
+        return x_hat, self.predictor.predict(k, x_hat, self.history)
+
+    def command(self, k: int, q: np.ndarray, x_ref: np.ndarray, x: np.ndarray, x_hat: np.ndarray) -> tuple:
+        """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
+        of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), clamped to continue the
+        command stream; finite: u and x̂_k are."""
+        if self.kernel is not None:
+            return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
+        j = k + self.predictor.delay
+        u = self.law.command(j, x)
+        if self.integral is not None:
+            p = self.law.active
+            if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
+                self.integral.update(k, q, x_ref)
+                self.integral.apply(j, u, self.history.last)
+        self.limits.clamp(u, *self.history.stream_state(j, self.system.dt))
+        return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
+
+    def install_plan(self, plan: Plan) -> None:
+        """``plan`` is in effect from its first step on."""
+        self.law.install(plan)
+        if self.kernel is not None:
+            set_plan(self.kernel, plan)
+
+    def clear_plans(self) -> None:
+        """No plan in effect (a new run)."""
+        self.law.clear()
+        if self.kernel is not None:
+            self.kernel.clear_plan()
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return self.law.trajectory
+
+    @property
+    def N(self) -> int:
+        return self.law.N
