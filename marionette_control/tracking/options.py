@@ -99,15 +99,14 @@ PARAMS = [
     ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
               "configurations in the order of the command's data (the forward position controller's 'joints')",
               read_only=True),
-    ParamSpec("command_delay_steps", ControllerOptions.command_delay_steps, "Control periods between a joint state and the step its command moves the "
-              "drives: 1 with ros2_control (the forward position controller writes a command at its next update), 0 "
-              "when the driver applies a command within the cycle it arrives; the controller predicts the state "
-              "through the commands in flight and refuses gains designed for another delay", minimum=0,
-              maximum=MAX_DELAY_STEPS,
-              read_only=True),
-    ParamSpec("estimator", ControllerOptions.estimator, "State estimate from the measured configurations: 'kalman' (time-varying "
-              "Kalman filter on the exact linearization along the trajectory) or 'legendre' (the discrete Legendre "
-              "transform of two samples: exact on exact data, differentiates encoder noise)",
+    ParamSpec("command_delay_steps", ControllerOptions.command_delay_steps, "Control periods between a joint state "
+              "and the step its command moves the drives: 1 with ros2_control (the forward position controller writes "
+              "a command at its next update), 0 when the driver applies a command within the cycle it arrives; the "
+              "controller predicts the state through the commands in flight and refuses gains designed for another "
+              "delay", minimum=0, maximum=MAX_DELAY_STEPS, read_only=True),
+    ParamSpec("estimator", ControllerOptions.estimator, "State estimate from the measured configurations: 'kalman' "
+              "(time-varying Kalman filter on the exact linearization along the trajectory) or 'legendre' (the "
+              "discrete Legendre transform of two samples: exact on exact data, differentiates encoder noise)",
               check=_choice(*ESTIMATORS), read_only=True),
     ParamSpec("estimator_noise.measurement", EstimatorNoise.measurement, "Kalman filter: standard deviation of a "
               "measured configuration [rad or m] (encoder noise and quantization, and what the model cannot "
@@ -117,8 +116,9 @@ PARAMS = [
               read_only=True),
     ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
               "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
-    ParamSpec("feedback", ControllerOptions.feedback, "false: feed-forward only (u = u_d(k + command_delay_steps), the gains unused), to "
-              "measure what the feedback adds; checks, limits and tolerances stay", read_only=True),
+    ParamSpec("feedback", ControllerOptions.feedback, "false: feed-forward only (u = u_d(k + command_delay_steps), "
+              "the gains unused), to measure what the feedback adds; checks, limits and tolerances stay",
+              read_only=True),
     ParamSpec("plausibility.limit_margin", PlausibilityOptions.limit_margin, "A joint state outside a joint's "
               "URDF limits or a drive's range by more than this [rad or m] is implausible: hold and report",
               minimum=0.0, maximum=10.0, read_only=True),
@@ -133,11 +133,11 @@ PARAMS = [
     ParamSpec("constraints.goal_time", ControllerOptions.goal_time, "Time [s] after the trajectory's end within "
               "which every configuration must be within its goal tolerance (else goal_tolerance is reported)",
               minimum=0.0, maximum=3600.0, read_only=True),
-    ParamSpec("state_timeout", ControllerOptions.state_timeout, "A joint state older than this (s, on the node's clock) is stale: hold and "
-              "report", minimum=1e-4, maximum=60.0),
-    ParamSpec("stamp_tolerance", ControllerOptions.stamp_tolerance, "Tolerance of the spacing of the two samples of a tick around dt, as a "
-              "fraction of dt (< 0.5; below half the sample period when sampling faster than 1/dt)",
-              minimum=0.0, maximum=0.49),
+    ParamSpec("state_timeout", ControllerOptions.state_timeout, "A joint state older than this (s, on the node's "
+              "clock) is stale: hold and report", minimum=1e-4, maximum=60.0),
+    ParamSpec("stamp_tolerance", ControllerOptions.stamp_tolerance, "Tolerance of the spacing of the two samples of "
+              "a tick around dt, as a fraction of dt (< 0.5; below half the sample period when sampling faster than "
+              "1/dt)", minimum=0.0, maximum=0.49),
     ParamSpec("watchdog_period", 0.01, "Period (s, ROS time) of the stale-data check; while stale and running the "
               "hold command is repeated at this period", minimum=1e-3, maximum=1.0, read_only=True),
     ParamSpec("diagnostics_period", 0.5, "Period (s, steady clock) of /diagnostics messages (every active fault "

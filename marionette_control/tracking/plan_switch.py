@@ -182,7 +182,8 @@ class PlannedLaw:
 
     def preview(self, pending: Optional[Plan]) -> Callable[[int, np.ndarray], np.ndarray]:
         """u(j, x) as the law will give it once ``pending`` (None: none) is in effect: a planner's prediction of
-        the commands the controller sends before its next plan takes over (:func:`~marionette_control.ocp.mpc.predict_start`)."""
+        the commands the controller sends before its next plan takes over
+        (:func:`~marionette_control.ocp.mpc.predict_start`)."""
         if pending is None:
             return self.command
 

@@ -13,20 +13,20 @@ control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over t
 limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.command_limits`)
 ========================  ===========================================================================
 
-One tick, for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
+One tick (thesis §6.7.2), for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
 
     x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k
         → u = clamp(u, the command stream) → tolerance(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
-
-The tolerance of tick k (:mod:`.tolerances`) is the start tolerance at k = 0, the path tolerance for k < N and the
-goal tolerance past the end until the goal is reached (:meth:`Tracking.tolerance_at`); the core decides what a
-violation means (:mod:`.faults`: leaving the start or path tolerance ends the run, missing the goal is reported).
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
 from the estimate to the clamped command is one native call (:mod:`.native_tick`; ``fused=False``:
 the parts one by one, the reference it is tested against); a tick where a plan is due calls its two
 halves with the plan's switch rule in between.
+
+The tolerance of tick k (:mod:`.tolerances`) is the start tolerance at k = 0, the path tolerance for k < N and the
+goal tolerance past the end until the goal is reached (:meth:`Tracking.tolerance_at`); the core decides what a
+violation means (:mod:`.faults`: leaving the start or path tolerance ends the run, missing the goal is reported).
 
 On a fault while running the controller sends the **hold command** (:meth:`Tracking.hold_command`):
 force inputs 0 and the kinematic configurations held at the last command sent (where the
