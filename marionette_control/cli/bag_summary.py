@@ -19,6 +19,12 @@ import argparse
 import json
 import sys
 
+from marionette_control.bags.bagio import BagError
+from marionette_control.bags.replay import trajectory_of_bag
+from marionette_control.bags.summary import format_summary, plot_joint_trajectories, summarize
+from marionette_control.tracking.options import load_model_description
+from marionette_control.trajectory import TrajectoryError
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marionette-bag-summary", description=__doc__.split("\n\n")[0],
@@ -39,10 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from marionette_control.bags.bagio import BagError
-    from marionette_control.bags.summary import format_summary, plot_joint_trajectories, summarize
-    from marionette_control.tracking.options import load_model_description
-
     try:
         s = summarize(args.bag, args.gap_factor, args.min_gap)
     except BagError as e:
@@ -53,9 +55,6 @@ def main(argv=None) -> int:
     else:
         print(format_summary(s))
     if args.plot:
-        from marionette_control.bags.replay import trajectory_of_bag
-        from marionette_control.trajectory import TrajectoryError
-
         try:
             traj = None
             if not args.no_trajectory:

@@ -38,6 +38,7 @@ import numpy as np
 
 from marionette_control import _core
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
+from marionette_control.model.library import marionette_arm as arm
 from marionette_control.sim.offline_loop import LoopResult, run_loop
 from marionette_control.sim.profile import PROFILES, HardwareProfile
 from marionette_control.tracking.options import controller_options, controller_param_defaults, core_values
@@ -112,9 +113,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write the errors as JSON")
     ap.add_argument("--csv", metavar="PATH", help="write k, true and estimated states, commands per tick")
     args = ap.parse_args(argv)
-
-    from marionette_control.model.library import marionette_arm as arm
-
     try:
         desc = arm.load_description()
         traj = Trajectory.load(args.trajectory, desc.model)
