@@ -68,12 +68,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from marionette_control.bags.summary import format_summary, summarize
 from marionette_control.cli.common import stop_process_group
-from marionette_control.cli.ros_isolation import ISOLATION_VARIABLES, claim_domain_id, isolated_env
-from marionette_control.sim.offline_loop import scripted_push
+from marionette_control.cli.main_job import analysis as A
+from marionette_control.cli.main_job import figures as F
+from marionette_control.cli.main_job.observer import (
+    COMMANDS,
+    JOINT_STATES,
+    OPTIMIZER,
+    SIMULATOR,
+    TRUE_STATES,
+    MainJobError,
+    Observer,
+)
+from marionette_control.cli.main_job.report import write_report
+from marionette_control.cli.ros_isolation import (
+    ISOLATION_VARIABLES,
+    claim_domain_id,
+    isolated_env,
+)
+from marionette_control.model import library
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.model.limits import from_description
+from marionette_control.model.motion import desired_states, load_motion
+from marionette_control.nodes.convert import disturb_request, trajectory_from_msg
 from marionette_control.resources import config_file
-from marionette_control.cli.main_job.observer import (COMMANDS, JOINT_STATES, OPTIMIZER, SIMULATOR, TRUE_STATES,
-                                                      MainJobError, Observer)
+from marionette_control.sim.offline_loop import recovery_time, scripted_push
+from marionette_control.sim.plant import load_plant
+from marionette_control.sim.profile import HardwareProfile
+from marionette_interfaces.srv import Disturb, OptimizeTrajectory
 
 CLOSED = "marionette_controller"
 FEEDFORWARD = "marionette_controller_feedforward"
@@ -199,8 +222,6 @@ def wait_for_joint_states(obs: Observer) -> None:
 
 def optimize(obs: Observer, motion: str, model, timeout: float):
     """The optimizer's answer (trajectory and statistics) to the motion's request."""
-    from marionette_control.nodes.convert import trajectory_from_msg
-    from marionette_interfaces.srv import OptimizeTrajectory
 
     t0 = time.monotonic()
     req = OptimizeTrajectory.Request(motion_name=motion, model_id=model.name, save_path="trajectory.npz")
@@ -251,8 +272,6 @@ def reset_arm(obs: Observer) -> None:
 def request_push(obs: Observer, stamp0_ns: int, push, dt: float) -> dict:
     """Schedules a scripted push (``offline_loop.Push``) at its tick on the simulator's clock (tick 0 stamped
     ``stamp0_ns``); what it scheduled."""
-    from marionette_control.nodes.convert import disturb_request
-    from marionette_interfaces.srv import Disturb
 
     at = stamp0_ns + push.tick * int(round(dt * 1e9))
     res = obs.call(obs.disturb, disturb_request(push, at, Disturb.Request), 10.0, "push")
@@ -344,9 +363,6 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Op
 
 def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path, report: dict) -> None:
     """Errors, margins, recovery and figures of the runs into ``report`` and ``out``."""
-    from marionette_control.cli.main_job import analysis as A
-    from marionette_control.cli.main_job import figures as F
-    from marionette_control.sim.offline_loop import recovery_time
 
     nd, dt, N = model.nd, traj.dt, traj.N
     names = list(model.config_names[:nd])
@@ -440,14 +456,6 @@ def ros_graph(environ) -> dict:
 
 
 def run(args) -> dict:
-    from marionette_control.model import library
-    from marionette_control.sim.plant import load_plant
-    from marionette_control.sim.profile import HardwareProfile
-    from marionette_control.model.limits import from_description
-    from marionette_control.model.motion import desired_states, load_motion
-    from marionette_control.model.library import marionette_arm as arm
-    from marionette_control.cli.main_job.report import write_report
-
     out = args.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = ros_graph(os.environ)
@@ -495,7 +503,6 @@ def run(args) -> dict:
         report["files"]["bag"] = str(out / "bag")
         report["bag_complete"] = (out / "bag" / "metadata.yaml").exists()
         if report["bag_complete"]:
-            from marionette_control.bags.summary import format_summary, summarize
 
             report["bag_summary"] = format_summary(summarize(out / "bag"))
     write_report(report, out)
