@@ -22,7 +22,7 @@ Usage::
     result = solve_problem(problem, X0, U0, DmoccOptions(final="rest"))
     trajectory = problem.with_gains(result.X, result.U, info=result.info())
 
-``result`` is an :class:`~.optimizer.OptimizationResult` (X, U, cost, converged, reason,
+``result`` is an :class:`~.projection.OptimizationResult` (X, U, cost, converged, reason,
 history, elapsed, feasible, violation, Lam) plus the solver's statistics (:class:`DmoccResult`).
 """
 
@@ -147,7 +147,7 @@ OPTIMIZATION_METHODS = ("projection", "dmocc")
 
 @dataclass
 class DmoccResult(OptimizationResult):
-    """An :class:`~.optimizer.OptimizationResult` with the solver's statistics.
+    """An :class:`~.projection.OptimizationResult` with the solver's statistics.
 
     ``iterations`` (property) counts IPOPT iterations (one history record each: cost = the
     objective, descent_norm = IPOPT's dual infeasibility, step_length = its primal step α,
@@ -172,7 +172,7 @@ class DmoccResult(OptimizationResult):
 
 def _casadi():
     try:
-        import casadi
+        import casadi  # optional dependency (requirements/dmocc.txt): only DMOCC needs it
     except ImportError as e:  # pragma: no cover - exercised only where casadi is missing
         raise DmoccUnavailable("method dmocc needs the casadi package (it bundles IPOPT): pip install -r "
                                "requirements/dmocc.txt") from e
@@ -222,7 +222,7 @@ class DmoccSolver:
               should_stop: Optional[Callable[[], bool]] = None) -> DmoccResult:
         """Solves the NLP from the trajectory (X0 (N+1, nx), U0 (N, nU)) and multipliers Lam0 (N, m)
         (default: the constraint forces of (X0, U0) from the core). ``callback`` receives an
-        :class:`~.optimizer.IterationRecord` per IPOPT iteration (cost, violation = primal
+        :class:`~.projection.IterationRecord` per IPOPT iteration (cost, violation = primal
         infeasibility); ``should_stop()`` is polled there (cancel: reason ``cancelled``)."""
         ca = _casadi()
         nlp, opt = self.nlp, self.options

@@ -61,6 +61,7 @@ from marionette_control.ocp.projection import (
     ProjectionOptimizer,
 )
 from marionette_control.lq.riccati import tv_lqr
+from marionette_control.ocp.terms import ConstraintPenalty, InputTracking
 from marionette_control.ocp.tracking_problem import hold_inputs
 from marionette_control.model.builder import SystemBuilder
 from marionette_control.model.strings import StringConstraint, string_constraints
@@ -131,8 +132,6 @@ class _Variant:
     def variant_cost(self, cost: Cost, extra_weight) -> Cost:
         """The original cost (without its constraint barriers) on the variant, plus
         ½ extra_weight |u_extra|² (term ``extra_inputs``; ``extra_inputs_2`` ... for a variant of a variant)."""
-        from marionette_control.ocp.terms import InputTracking
-
         nU = self.variant.nU
         terms = [t.on_inputs(self._cols, nU) for t in cost.without_barriers().terms]
         R = np.zeros(nU)
@@ -720,8 +719,6 @@ def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt:
     trajectory projected onto it, round after round with w raised (``options.weights``) until
     max |h| ≤ ``options.tolerance``; the result is projected onto ``model`` from ``x0`` (nx,).
     """
-    from marionette_control.ocp.terms import ConstraintPenalty
-
     options = options or PenaltyOptions()
     clock = _Clock(deadline)
     relaxed = remove_constraints(model, constraints)
