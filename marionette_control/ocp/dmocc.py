@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.ocp.projection import IterationRecord, OptimizationResult
 from marionette_control.ocp.transcription import FINAL_CONDITIONS, FinalCondition, Transcription
 
@@ -80,15 +81,13 @@ class DmoccOptions:
 
     def __post_init__(self):
         for name in ("tolerance", "constraint_tolerance"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
-                raise ValueError(f"dmocc {name} must be a finite number > 0, got {v!r}")
+            validation.positive(getattr(self, name), f"dmocc {name}")
         if isinstance(self.max_iterations, bool) or int(self.max_iterations) != self.max_iterations \
                 or self.max_iterations < 0:
             raise ValueError(f"dmocc max_iterations must be an integer >= 0, got {self.max_iterations!r}")
         self.max_iterations = int(self.max_iterations)
-        if self.deadline is not None and not (isinstance(self.deadline, (int, float)) and self.deadline > 0):
-            raise ValueError(f"dmocc deadline must be > 0 seconds or None, got {self.deadline!r}")
+        if self.deadline is not None:
+            validation.scalar(self.deadline, "dmocc deadline", positive=True, reason=" seconds (or None)")
         if self.final not in FINAL_CONDITIONS:
             raise ValueError(f"dmocc final must be one of {', '.join(FINAL_CONDITIONS)}, got {self.final!r}")
         if self.final_state is not None and self.final == "free":

@@ -65,7 +65,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.ocp.constraints import BarrierTerm
 from marionette_control.ocp.cost import Cost
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
@@ -157,23 +157,14 @@ class MPCOptions:
     min_steps: int = 10
 
     def __post_init__(self):
-        if isinstance(self.drive_acceleration, bool) or not (isinstance(self.drive_acceleration, (int, float)) and
-                                                             math.isfinite(self.drive_acceleration) and
-                                                             self.drive_acceleration >= 0):
-            raise ValueError(f"MPC option 'drive_acceleration' must be a finite number >= 0, got "
-                             f"{self.drive_acceleration!r}")
+        validation.nonnegative(self.drive_acceleration, "MPC option 'drive_acceleration'")
         for name in ("horizon", "period", "tolerance"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"MPC option '{name}' must be a finite number > 0, got {v!r}")
-        if self.deadline is not None and (isinstance(self.deadline, bool) or not (
-                isinstance(self.deadline, (int, float)) and math.isfinite(self.deadline) and self.deadline > 0)):
+            validation.positive(getattr(self, name), f"MPC option '{name}'")
+        if self.deadline is not None and validation.problem(self.deadline, positive=True):
             raise ValueError(f"MPC option 'deadline' must be None or a finite number of seconds > 0, got "
                              f"{self.deadline!r}")
         for name, low in (("latency_steps", 0), ("max_iterations", 1), ("min_steps", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"MPC option '{name}' must be an integer >= {low}, got {v!r}")
+            validation.integer(getattr(self, name), f"MPC option '{name}'", minimum=low)
         # the optimizer's own check of the schedule, in its words
         OptimizerOptions(schedule=self.schedule, tolerance=self.tolerance)
 

@@ -42,6 +42,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from marionette_control import validation
+
 
 @dataclass
 class Point:
@@ -332,8 +334,7 @@ class ConstraintPenalty(Term):
         if missing:
             raise ValueError(f"penalty on {', '.join(missing)}: not constraints of model '{model.name}' "
                              f"(constraints: {', '.join(names) or 'none'})")
-        if not (np.isfinite(weight) and weight > 0):
-            raise ValueError(f"the constraint penalty weight must be > 0, got {weight}")
+        validation.positive(weight, "the constraint penalty weight")
         self.model = model
         self.rows = [names.index(c) for c in constraints]
         self.constraints = list(constraints)
