@@ -151,7 +151,7 @@ class Outcome:
     message: str
     trajectory: Optional[TrackedTrajectory] = None
     history: Optional[ConvergenceHistory] = None
-    constraints: Optional[dict] = None       # problem.result_info of the result
+    constraints: Optional[dict] = None       # the result record's constraints (ocp/report.py)
 
 
 @dataclass

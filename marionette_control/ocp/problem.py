@@ -250,7 +250,7 @@ class Problem:
     options : OptimizerOptions;  gains : GainDesign of the tracking gains shipped with a result
     tracked : the configurations the desired motion prescribes;  source : where it came from
     X0 (N+1, nx), U0 (N, nU), initial_cost : the initial trajectory and its cost (without barriers),
-    when the front end builds one (requests do; specs choose among methods in :func:`~.spec.solve`)
+    when the front end builds one (requests do; specs choose among methods in :func:`~.spec_problem.initial_trajectory`)
     """
 
     model: "_core.Model"
