@@ -53,7 +53,7 @@ def mpc(ctx: Context) -> list[Figure]:
     from marionette_control.tracking.controller import ControllerOptions
     from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
     from marionette_control.sim.offline_loop import run_loop
-    from marionette_control.sim.simulator import HardwareProfile
+    from marionette_control.sim.profile import HardwareProfile
     from marionette_control.ocp.spec import load_spec
     from marionette_control.ocp.spec_problem import solve_spec
 

@@ -34,7 +34,7 @@ COLORS = {"explicit_euler": "tab:red", "semi_implicit_euler": "tab:orange", "sto
 ORDERS = {**{name: s.order for name, s in I.SCHEMES.items()}, VI: 2}
 ALL = [*I.SCHEMES, VI]
 
-DT = 0.01                     # step of the long runs (the README's humanoid step)
+DT = 0.01                     # step of the long runs (the humanoid demo's step, cli/demo.py)
 BAUMGARTE_ALPHA = 10.0        # 1/s; alpha dt = 0.1
 WORK_AT = 10.0                # s, time of the energy = string work + own error split (humanoid)
 ORDER_T = {"double_pendulum": 2.0, "humanoid": 1.0}

@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from marionette_control.model import library  # noqa: E402
-from marionette_control.control import request as P  # noqa: E402
+from marionette_control.ocp import request as P  # noqa: E402
 from marionette_control.ocp.projection import ProjectionOptimizer  # noqa: E402
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm  # noqa: E402
+from marionette_control.sim.profile import HardwareProfile  # noqa: E402
+from marionette_control.sim.simulator import SimulatedArm  # noqa: E402
 
 QUIET = dict(noise_std=(0.0,), encoder_resolution=(0.0,))
 VARIANTS = {   # name: profile (noise and counts do not change an open-loop run: they are measurement only)

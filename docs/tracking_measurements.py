@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from marionette_control import _core  # noqa: E402
 from marionette_control.model import library  # noqa: E402
-from marionette_control.control import request as P  # noqa: E402
+from marionette_control.ocp import request as P  # noqa: E402
 from marionette_control.tracking.controller import ControllerOptions  # noqa: E402
 from marionette_control.tracking.estimation import KalmanEstimator  # noqa: E402
 from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
@@ -39,7 +39,8 @@ from marionette_control.sim.offline_loop import run_loop  # noqa: E402
 from marionette_control.ocp.projection import ProjectionOptimizer  # noqa: E402
 from marionette_control.tracking.prediction import CommandHistory  # noqa: E402
 from marionette_control.lq.riccati import tv_lq  # noqa: E402
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm  # noqa: E402
+from marionette_control.sim.profile import HardwareProfile  # noqa: E402
+from marionette_control.sim.simulator import SimulatedArm  # noqa: E402
 from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.model.limits import from_description  # noqa: E402
 from marionette_control.model.library import marionette_arm as arm  # noqa: E402

@@ -44,7 +44,7 @@ from marionette_control.tracking.controller import ControllerOptions  # noqa: E4
 from marionette_control.tracking.estimation import EstimatorNoise  # noqa: E402
 from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
 from marionette_control.sim.offline_loop import run_loop, scripted_push  # noqa: E402
-from marionette_control.sim.simulator import HardwareProfile  # noqa: E402
+from marionette_control.sim.profile import HardwareProfile  # noqa: E402
 from marionette_control.model.library import marionette_arm as arm  # noqa: E402
 
 SEEDS = (0, 1, 2)

@@ -31,7 +31,7 @@ from marionette_control.tracking.controller import ControllerOptions
 from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.ocp.projection import ProjectionOptimizer
-from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.sim.profile import HardwareProfile
 from marionette_control.trajectory import Trajectory
 from ros_helpers import ProbeNode, isolated_ros
 

@@ -424,7 +424,7 @@ def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_ar
     (after its first step, which moves before the first command acts)."""
     from marionette_control.tracking.controller import ControllerOptions
     from marionette_control.sim.offline_loop import run_loop
-    from marionette_control.sim.simulator import HardwareProfile
+    from marionette_control.sim.profile import HardwareProfile
 
     ds, tr = bump_trajectory(DT, 200)
     means, rms = {}, {}

@@ -1,4 +1,4 @@
-"""The interim main job runs end to end and the LQR beats open loop (seed 001 §VIII-B)."""
+"""The core's demonstration on the humanoid marionette runs end to end and the LQR beats open loop (seed 001 §VIII-B)."""
 
 import json
 

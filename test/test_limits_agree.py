@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from marionette_control.tracking.controller import make_core
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.ocp.spec import SpecError, parse_spec
 from marionette_control.ocp.spec_problem import build_problem
 from marionette_control.model.yaml_model import ModelFileError, load_model_file

@@ -1,4 +1,4 @@
-"""The README's main job end to end: bringup --sim, the optimization through the service, the wave tracked closed
+"""The main job (docs/main_job.md) end to end: bringup --sim, the optimization through the service, the wave tracked closed
 loop and feed-forward only on the simulator, a push, the report; the perfect stand-in through a start-up stall;
 a stall that does not end, reported precisely.
 
@@ -9,7 +9,7 @@ the simulator's counters are counted.
 
 Issue 12's targets on the realistic stand-in are closed-loop RMS ≤ 0.5° and max ≤ 2° on both joints, and an
 open-loop RMS at least 3× the closed-loop one on the joint where open loop errs most. The first two are met and
-asserted; the ratio is not (measured 2.4× on the elbow: README "What the main job does", docs/tracking.md), so
+asserted; the ratio is not (measured 2.4× on the elbow: docs/main_job.md, docs/tracking.md), so
 what is asserted of it is what the runs meet reliably — at least 2× — next to the target, not in its place.
 """
 
@@ -145,7 +145,7 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     is back within 1° (at least twice as fast, since the LQR never is), every command and drive inside its limits
     and the string taut. Deterministic under the lock-step: the planner's deadline is the tick its plan is due
     at on the graph's clock (docs/mpc.md), so a loaded machine slows the run down instead of cutting updates short
-    (README, "What the main job does": 0.31–0.34 s in every run measured)."""
+    (docs/main_job.md: 0.31–0.34 s in every run measured)."""
     _, report, _ = realistic
     push = report["push"]
     assert push["time_s"] == pytest.approx(PUSH_T) and push["tick"] == round(PUSH_T / 0.01)

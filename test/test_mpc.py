@@ -25,7 +25,7 @@ from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.ocp.mpc import Deadline, MPCOptions, RecedingHorizon, predict_start, window_cost
 from marionette_control.sim.offline_loop import run_loop, scripted_push
-from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.sim.profile import HardwareProfile
 from marionette_control.ocp.terms import Point
 from marionette_control.trajectory import Trajectory, TrajectoryError
 

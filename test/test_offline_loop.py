@@ -15,7 +15,7 @@ import pytest
 from marionette_control.cli import track_offline
 from marionette_control.tracking.controller import ControllerOptions
 from marionette_control.sim.offline_loop import run_loop
-from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.sim.profile import HardwareProfile
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma
 

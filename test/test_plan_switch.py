@@ -20,7 +20,8 @@ from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.lq.gains import GAIN_DESIGN, GainDesign, design_gains
 from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
 from marionette_control.tracking.plan_switch import REJECTIONS, Plan, PlannedLaw, SwitchTolerance
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma

@@ -1,4 +1,4 @@
-"""The hardware stand-in without ROS (marionette_control.sim.simulator): every effect measured.
+"""The hardware stand-in without ROS (marionette_control.sim): every effect measured.
 
 Delays are counted in cycles, noise and quantization measured statistically with seeded generators,
 drive limits checked at every step of random and structured setpoint streams, the plant checked against
@@ -19,9 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from marionette_control import _core
-from marionette_control.sim import simulator as sh
-from marionette_control.sim.simulator import (
-    Drives, DisturbanceError, HardwareProfile, SimulatedArm, rest_configuration)
+from marionette_control.sim.disturbance import DisturbanceError
+from marionette_control.sim.drives import DRIVE_MODES, Drives
+from marionette_control.sim.plant import _rest_residual, rest_configuration
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.schedule import MeasurementQueue
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import load_model_file
 from marionette_control.model.library import marionette_arm as arm
@@ -285,7 +288,7 @@ def test_a_stream_within_the_limits_is_followed_exactly(limits, seed):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(sh.DRIVE_MODES))
+@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(DRIVE_MODES))
 def test_any_stream_keeps_the_limits(limits, seed, mode):
     rng = np.random.default_rng(seed)
     jumps = rng.normal(0.0, 0.05, (300, 2)) * (rng.random((300, 1)) < 0.2)
@@ -370,7 +373,7 @@ def test_plant_rest_pose_differs_from_the_nominal_as_its_errors_predict(tmp_path
     shift = q_plant - q_nom
     assert np.all(shift[2:] == 0.0), "same actuator positions"
     assert 1e-4 < np.abs(shift[:2]).max() < 0.02, "a visible but moderate shift (rad)"
-    assert sh._rest_residual(plant.model, q_plant) < 1e-11 < sh._rest_residual(plant.model, q_nom)
+    assert _rest_residual(plant.model, q_plant) < 1e-11 < _rest_residual(plant.model, q_nom)
     parts = {k: rest_configuration(plant_variant(tmp_path, k, v).model, q_nom) - q_nom for k, v in PLANT_PARTS.items()}
     # damping changes the motion, never the statics: the nominal rest pose is returned bit for bit
     assert np.all(parts["damping"] == 0.0)
@@ -595,7 +598,7 @@ def test_profile_changes_at_run_time(nominal):
 
 
 def test_measurement_queue():
-    q = sh.MeasurementQueue()
+    q = MeasurementQueue()
     q.push(30, 0, [1.0])
     q.push(40, 10, [2.0])
     assert list(q.pop_due(29)) == []

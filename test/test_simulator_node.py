@@ -22,7 +22,11 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.sim.simulator import HardwareProfile
+from marionette_control.resources import config_file
+from marionette_control.sim import options
+from marionette_control.sim.configure import configure
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.schedule import AnswerGate, StepSchedule
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.nodes.params import ParameterError
 
@@ -39,7 +43,7 @@ CARRIAGE_AMAX = 15.0
 
 def defaults(profile: str = "realistic", **overrides) -> dict:
     values = {p.name: (list(p.default) if isinstance(p.default, list) else p.default)
-              for p in simmod.parameters(profile)}
+              for p in options.parameters(profile)}
     values["profile"] = profile
     values.update(overrides)
     return values
@@ -70,34 +74,34 @@ def arm_system():
 ])
 def test_configuration_errors_name_the_parameter(overrides, match):
     with pytest.raises(ParameterError, match=match):
-        simmod.configure(defaults(**overrides))
+        configure(defaults(**overrides))
     with pytest.raises(ParameterError, match="use_sim_time.*publish_clock"):
-        simmod.configure(defaults(), use_sim_time=True)
+        configure(defaults(), use_sim_time=True)
 
 
 def test_the_profile_sets_the_hardware_parameters():
     for name in ("realistic", "perfect"):
-        cfg = simmod.configure(defaults(name))
+        cfg = configure(defaults(name))
         assert cfg.profile == HardwareProfile.named(name) and cfg.arm.profile.name == name
-    custom = simmod.configure(defaults("perfect", command_delay_steps=1))
+    custom = configure(defaults("perfect", command_delay_steps=1))
     assert custom.profile.name == "custom" and custom.profile.command_delay_steps == 1
     assert custom.profile.drive_mode == "rate_limited"
-    assert simmod.PROFILE_PARAMETER.validate("ideal") == ("parameter 'profile': must be one of realistic, perfect, "
+    assert options.PROFILE_PARAMETER.validate("ideal") == ("parameter 'profile': must be one of realistic, perfect, "
                                                          "got 'ideal'")
-    described = {p.name: p for p in simmod.PARAMETERS}
+    described = {p.name: p for p in options.PARAMETERS}
     assert "realistic: 1, perfect: 0" in described["command_delay_steps"].description
     assert described["plant_model_file"].read_only and not described["noise_std"].read_only
 
 
 def test_custom_initial_angles_start_the_drives_at_the_nominal_equilibrium():
-    cfg = simmod.configure(defaults(initial_pose="custom", initial_configuration=list(arm.RAISED)))
+    cfg = configure(defaults(initial_pose="custom", initial_configuration=list(arm.RAISED)))
     m = cfg.description.model
     nominal = arm.static_equilibrium(m, *arm.RAISED).q
     np.testing.assert_allclose(cfg.q0, nominal)
     np.testing.assert_array_equal(cfg.arm.q[2:], nominal[2:])   # the drives where the nominal pose needs them
     assert 0 < np.abs(cfg.arm.q[:2] - nominal[:2]).max() < 0.02, "the plant rests a little elsewhere"
     assert cfg.joint_names == ["shoulder", "elbow", "carriage", "string_length"]
-    swapped = simmod.configure(defaults(command_joints=["string_length", "carriage"]))
+    swapped = configure(defaults(command_joints=["string_length", "carriage"]))
     assert swapped.command_index.tolist() == [1, 0]
 
 
@@ -110,7 +114,7 @@ def test_parameters_are_declared_with_descriptions_and_refuse_bad_runtime_values
         try:
             node = simmod.SimulatorNode(context=context)
             try:
-                for spec in simmod.PARAMETERS:
+                for spec in options.PARAMETERS:
                     d = node.describe_parameter(spec.name)
                     assert d.description == spec.description and len(d.description) > 20
                 assert node.sim.profile.name == "realistic"
@@ -144,14 +148,14 @@ def test_parameters_are_declared_with_descriptions_and_refuse_bad_runtime_values
 
 
 def test_schedule_paces_steps_and_stamps_them():
-    s = simmod.StepSchedule(DT_NS, 250_000_000, wall_stamps=True)
+    s = StepSchedule(DT_NS, 250_000_000, wall_stamps=True)
     t0 = 1_700_000_000_000_000_000
     s.anchor(0, t0)
     assert s.due(0, t0) == (0, 0) and s.due(0, t0 + DT_NS - 1) == (0, 0)
     assert s.due(0, t0 + DT_NS) == (1, 0) and s.due(0, t0 + 17 * DT_NS + 5) == (17, 0)   # catching up
     assert [s.stamp_ns(k) for k in (0, 1, 37)] == [t0, t0 + DT_NS, t0 + 37 * DT_NS]
     assert s.step_at(t0 + 37 * DT_NS) == 37 and s.step_at(t0 + 37 * DT_NS + 1) == 38
-    fast = simmod.StepSchedule(DT_NS, 250_000_000, wall_stamps=False, real_time_factor=5.0)
+    fast = StepSchedule(DT_NS, 250_000_000, wall_stamps=False, real_time_factor=5.0)
     fast.anchor(0, 123)
     assert fast.due(0, 123 + 4 * DT_NS) == (20, 0), "five simulated seconds per wall second"
     assert fast.stamp_ns(500) == 500 * DT_NS and fast.step_at(DT_NS * 7) == 7
@@ -163,7 +167,7 @@ def test_schedule_paces_steps_and_stamps_them():
 def test_schedule_re_anchors_after_a_stall_and_stamps_track_the_clock(wall_stamps):
     """The run-1-in-4 failure of the main job: the simulator 0.31 s late, after which (before the fix) every stamp
     stayed 0.31 s older than the clock. Now the schedule re-anchors once and the stamps follow the clock."""
-    s = simmod.StepSchedule(DT_NS, 250_000_000, wall_stamps=wall_stamps)
+    s = StepSchedule(DT_NS, 250_000_000, wall_stamps=wall_stamps)
     t0 = 1_700_000_000_000_000_000
     s.anchor(0, t0)
     k, now = 0, t0
@@ -197,11 +201,11 @@ def test_answer_gate_waits_for_each_answer_while_commands_answer_and_once_after_
     """The lock-step rule (AnswerGate): no wait before commands come or with the gate off; with commands answering,
     a published message holds the next step until its answer (resumed: the pacing restarts); a controller that
     stops answering is waited for ``timeout`` once, then not until commands resume. Scripted clock (ns)."""
-    off = simmod.AnswerGate(0)
+    off = AnswerGate(0)
     off.command_received()
     off.sample_published()
     assert not off.pending and off.hold(0) == (False, False)
-    g = simmod.AnswerGate(500)
+    g = AnswerGate(500)
     g.sample_published()
     assert not g.pending and g.hold(0) == (False, False), "no controller answering yet: paced as usual"
     g.command_received()
@@ -389,7 +393,7 @@ def simulator_process(tmp_path_factory, name, extra):
     log = tmp_path_factory.mktemp(name) / "simulator.log"
     with isolated_ros() as env:
         proc = start_node("marionette_control.nodes.simulator",
-                          ["--ros-args", "--params-file", str(simmod.config_file("simulator.yaml")),
+                          ["--ros-args", "--params-file", str(config_file("simulator.yaml")),
                            "-p", "publish_clock:=true", "-p", "command_timeout:=0.0", *extra], env, log)
         context = rclpy.context.Context()
         rclpy.init(context=context)

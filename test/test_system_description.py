@@ -153,7 +153,8 @@ def test_every_parameter_file_exists_and_is_keyed_for_any_namespace(name):
 
 def test_topic_names_are_relative():
     """Names a namespaced node resolves in its namespace: no parameter default starts with '/'."""
-    from marionette_control.nodes import controller, optimizer, simulator
+    from marionette_control.nodes import controller, optimizer
+    from marionette_control.sim import options as simulator
 
     specs = controller.PARAMS + optimizer.parameter_specs() + simulator.PARAMETERS
     topics = {s.name: s.default for s in specs if s.name.endswith(("_topic", "controller_name"))}
@@ -163,7 +164,7 @@ def test_topic_names_are_relative():
 
 
 def test_simulator_parameter_file_matches_the_declared_parameters():
-    from marionette_control.nodes.simulator import PARAMETERS, PROFILE_FIELDS
+    from marionette_control.sim.options import PARAMETERS, PROFILE_FIELDS
 
     text = (ROOT / "config" / "simulator.yaml").read_text()
     params = yaml.safe_load(text)["/**"]["ros__parameters"]

@@ -30,7 +30,8 @@ from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.plan_switch import Plan, PlannedLaw, SwitchTolerance
 from marionette_control.tracking.prediction import CommandHistory
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.limits import from_description

@@ -24,7 +24,8 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.tracking.controller import ControllerOptions, make_core
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.nodes.convert import JointStateParser, JointStateReader
 
 from arm_helpers import bump_trajectory

@@ -1,6 +1,9 @@
-"""Main job (interim, until the ROS nodes exist): seed 001 §VIII-B on the humanoid marionette.
+"""Seed 001 §VIII-B on the humanoid marionette, without ROS: its string walk stabilized by time-varying LQR.
 
-Simulates the string-driven walk with the midpoint VI, linearizes the
+A demonstration of the core on an 80-state system in a few seconds (the arm's whole loop across ROS
+processes is the main job, ``python -m marionette_control.cli.main_job``); its walk and gains
+(``seed_walk``, ``seed_gains``) are also those of docs/reproductions.md §3 (``docs/reproduce.py
+stabilization``). Simulates the string-driven walk with the midpoint VI, linearizes the
 discrete dynamics along it (exact A(k), B(k)), computes time-varying discrete
 LQR gains (Q = diag(100 on the 40 configurations, 1 on momenta and kinematic
 velocities), R = I), and compares the closed-loop and open-loop errors from a

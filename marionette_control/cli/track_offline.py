@@ -39,7 +39,7 @@ import numpy as np
 from marionette_control import _core
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
 from marionette_control.sim.offline_loop import LoopResult, run_loop
-from marionette_control.sim.simulator import PROFILES, HardwareProfile
+from marionette_control.sim.profile import PROFILES, HardwareProfile
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
 

@@ -4,8 +4,10 @@ What it does
 ------------
 The arm itself (plant model, command delay, drives, encoders, disturbances) is
 :class:`~marionette_control.sim.simulator.SimulatedArm`, configured by a
-:class:`~marionette_control.sim.simulator.HardwareProfile`; this node turns
-parameters into that profile, messages into arrays and back, and paces the integrator steps.
+:class:`~marionette_control.sim.profile.HardwareProfile`. Everything else that needs no ROS lives beside it
+in ``sim/``: the parameters (:mod:`marionette_control.sim.options`), the configure step that checks them and
+builds the arm (:mod:`marionette_control.sim.configure`) and the time base (:mod:`marionette_control.sim.schedule`).
+This node declares the parameters, turns messages into arrays and back, and paces the integrator steps.
 Every ``dt`` of simulated time it takes one step, and every ``1/publish_rate`` it publishes
 what the encoders read on ``joint_states`` stamped with the step's time, and the plant's true
 configuration on ``~/true_joint_states`` (for evaluation only: a controller must not use it).
@@ -69,8 +71,8 @@ first timer tick), advances ``dt`` per step and is published on ``/clock`` after
 steps are paced against the steady clock at ``real_time_factor`` simulated seconds per wall
 second. Other nodes run with ``use_sim_time: true``. ``publish_clock: false``: step k is stamped
 t₀ + k·dt on the wall clock and taken when the wall clock reaches that stamp (``real_time_factor``
-must be 1 and ``use_sim_time`` false). :class:`StepSchedule` anchors t₀ at the first tick and
-re-anchors whenever the simulation falls more than ``MAX_LAG`` behind (a stall of the process or
+must be 1 and ``use_sim_time`` false). :class:`~marionette_control.sim.schedule.StepSchedule` anchors t₀
+at the first tick and re-anchors whenever the simulation falls more than ``MAX_LAG`` behind (a stall of the process or
 the machine) or the clock steps: simulated time then skips ahead, and the stamps follow the
 clock again instead of lagging it from then on. ``latency`` delays each joint-state message by
 that much simulated time (whole steps; the stamp stays the measurement's time). A command timeout
@@ -91,17 +93,14 @@ Interfaces
   commands, measurements and disturbances dropped; time keeps running) and ``~/disturb``
   (marionette_interfaces/Disturb: push a body of the plant), and the lifecycle services.
 
-Parameters: see :func:`parameters` (each with description, default and validation) and
+Parameters: see :func:`marionette_control.sim.options.parameters` (each with description, default and validation) and
 ``config/simulator.yaml``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import re
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -119,427 +118,20 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from marionette_interfaces.srv import Disturb
-from marionette_control.sim.simulator import (
-    DisturbanceError, DisturbanceLimits, HardwareProfile, MeasurementQueue, PROFILES, SimulatedArm, StepFault,
-    check_profile_field, load_plant)
-from marionette_control.model.limits import from_description
-from marionette_control.model.yaml_model import ModelDescription, load_model_file
-from marionette_control.model.library import marionette_arm as arm
 from marionette_control.nodes.lifecycle import ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.params import declare
-from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.nodes.process import run_node
-from marionette_control.resources import config_file
+from marionette_control.parameters import ParameterError
+from marionette_control.sim.configure import SimulatorConfig, configure
+from marionette_control.sim.disturbance import DisturbanceError
+from marionette_control.sim.options import (NODE_PARAMETERS, PROFILE_FIELDS, PROFILE_PARAMETER, disturbance_limits,
+                                            hardware_profile, profile_parameters)
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.schedule import NANOSECONDS, AnswerGate, MeasurementQueue, StepSchedule
+from marionette_control.sim.simulator import SimulatedArm, StepFault
 
 NODE_NAME = "marionette_simulator"
-NANOSECONDS = 1_000_000_000
-
-
-# ============================================================================ time base (ROS-free)
-
-
-class StepSchedule:
-    """When integrator steps are due, and the stamp each step carries.
-
-    Steps are paced on a clock reading ``now`` (ns): the steady clock when the simulator is the
-    graph's clock, the wall clock when stamps are wall-clock times. An anchor (k_a, c_a) says
-    step k_a is due at c_a; step k is due at c_a + (k − k_a)·dt/rtf and, with wall-clock stamps,
-    is stamped c_a + (k − k_a)·dt (rtf = 1 there), with simulated-time stamps k·dt.
-
-    :meth:`due` re-anchors (and says so) when the simulation is more than ``max_lag_ns`` behind
-    or ahead of the clock: the next step is then due now, simulated time skips the gap, and the
-    stamps track the clock again. Without it, a stall (e.g. a process that starts 0.3 s late)
-    would leave every later wall-clock stamp 0.3 s older than the clock it is compared with.
-    """
-
-    def __init__(self, dt_ns: int, max_lag_ns: int, wall_stamps: bool, real_time_factor: float = 1.0):
-        self.dt_ns = int(dt_ns)
-        self.max_lag_ns = int(max_lag_ns)
-        self.wall_stamps = bool(wall_stamps)
-        self.real_time_factor = float(real_time_factor)
-        self.anchored = False
-        self.reanchors = 0
-        self._k = 0
-        self._c = 0
-
-    def anchor(self, k: int, now_ns: int) -> None:
-        """Step ``k`` is due at ``now_ns``."""
-        self._k, self._c = int(k), int(now_ns)
-        self.anchored = True
-
-    def set_real_time_factor(self, factor: float, k: int, now_ns: int) -> None:
-        self.real_time_factor = float(factor)
-        self.anchor(k + 1, now_ns + round(self.dt_ns / factor))
-
-    def stamp_ns(self, k: int) -> int:
-        """The stamp of step k (nanoseconds)."""
-        if self.wall_stamps:
-            return self._c + (k - self._k) * self.dt_ns
-        return k * self.dt_ns
-
-    def step_at(self, stamp_ns: int) -> int:
-        """The first step whose stamp is at or after ``stamp_ns``."""
-        base = self._c - self._k * self.dt_ns if self.wall_stamps else 0
-        return -((base - stamp_ns) // self.dt_ns)
-
-    def due(self, k: int, now_ns: int) -> tuple[int, int]:
-        """(steps to take now, the current step being k; simulated time not integrated [ns], 0 unless re-anchored).
-
-        After a re-anchor one step is due now: with wall-clock stamps it carries the clock's time, the gap
-        (the time skipped, negative after the clock stepped back) is not simulated."""
-        behind_ns = (now_ns - self._c) * self.real_time_factor - (k - self._k) * self.dt_ns
-        if abs(behind_ns / self.real_time_factor) <= self.max_lag_ns:
-            return max(0, int(behind_ns // self.dt_ns)), 0
-        self.anchor(k + 1, now_ns)
-        self.reanchors += 1
-        return 1, int(behind_ns) - self.dt_ns
-
-
-class AnswerGate:
-    """Lock-step with a controller (parameter ``lockstep_timeout``): the next step waits until the last
-    ``joint_states`` message has been answered by a command, while commands answer them.
-
-    ros2_control applies a command computed from the state of cycle k at cycle k+1 (``command_delay_steps``).
-    On a loaded machine a controller process may not be scheduled within one period, so some commands act a
-    cycle later still: command jitter, an effect of its own (``command_jitter_steps``). With the simulator as
-    the graph's clock, waiting for the answer stops simulated time while the controller computes, so a test
-    measures the control law under the profile's delay, not the machine's load. A controller that stops
-    answering (stopped, idle, gone) is waited for at most ``timeout_ns`` once; steps are then paced as usual
-    until its commands resume. Only meaningful when the controller answers every message (its Δt = the
-    publishing period). A command carries no stamp, so any command answers the latest message: messages a
-    controller had queued when it began answering stay queued (a constant extra delay, zero for a controller
-    that keeps up while idle, as marionette_controller does), but the delay can no longer grow under load.
-    """
-
-    def __init__(self, timeout_ns: int):
-        self.timeout_ns = int(timeout_ns)
-        self.published = 0      # joint_states messages published
-        self.answered = 0       # messages published before the last accepted command
-        self.live = False       # commands answer the messages
-        self.waits = 0          # messages whose answer was waited for
-        self.timeouts = 0       # waits that gave up
-        self._since: Optional[int] = None
-
-    def sample_published(self) -> None:
-        self.published += 1
-
-    def command_received(self) -> None:
-        self.answered = self.published
-        self.live = True
-
-    @property
-    def pending(self) -> bool:
-        """The last message is not answered yet, while commands answer them."""
-        return bool(self.timeout_ns) and self.live and self.answered < self.published
-
-    def hold(self, now_ns: int) -> tuple[bool, bool]:
-        """(wait: the next step must wait for an answer, resumed: a wait just ended, the pacing restarts now);
-        ``now_ns`` reads the pacing clock."""
-        if not self.pending:
-            resumed, self._since = self._since is not None, None
-            return False, resumed
-        if self._since is None:
-            self._since = now_ns
-            self.waits += 1
-        if now_ns - self._since < self.timeout_ns:
-            return True, False
-        self.timeouts += 1
-        self.live, self._since = False, None
-        return False, True
-
-
-# ============================================================================ parameters
-
-
-def _one_of(*choices):
-    def check(value):
-        return None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
-    return check
-
-
-def _ros_name(value):
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*", value):
-        return f"must be a ROS name (letters, digits, '_', '/'-separated tokens), got {value!r}"
-    return None
-
-
-def _finite_list(value):
-    if not value or not all(isinstance(v, float) and math.isfinite(v) for v in value):
-        return f"must be a non-empty list of finite numbers, got {list(value)!r}"
-    return None
-
-
-def _nonempty_names(value):
-    if not value or any(not isinstance(v, str) or not v for v in value) or len(set(value)) != len(value):
-        return f"must be a non-empty list of distinct joint names, got {list(value)!r}"
-    return None
-
-
-PROFILE_PARAMETER = ParamSpec(
-    "profile", "realistic",
-    "hardware profile: the defaults of the hardware parameters (plant_model_file, command_delay_steps, "
-    "command_jitter_steps, command_jitter_probability, drive_mode, encoder_resolution, noise_std, seed): "
-    "'realistic' (a plausible real arm: model errors, one period of command delay, acceleration-limited "
-    "drives, encoder counts and noise) or 'perfect' (the nominal model, no delay, no noise, rate-limited "
-    "drives: exact); a hardware parameter given explicitly overrides its profile value",
-    check=_one_of(*PROFILES), read_only=True)
-
-#: Hardware parameters fixed at start-up (the plant and the generators are built once).
-_READ_ONLY_PROFILE_FIELDS = ("plant_model_file", "seed")
-PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(HardwareProfile) if f.name != "name")
-
-
-def profile_parameters(profile: HardwareProfile) -> list[ParamSpec]:
-    """The hardware parameters, one per :class:`HardwareProfile` field, with ``profile``'s values as defaults.
-
-    Description and validation are the field's (``check_profile_field``): one place for each rule.
-    """
-    specs = []
-    for f in dataclasses.fields(HardwareProfile):
-        if f.name == "name":
-            continue
-        default = getattr(profile, f.name)
-        default = [float(v) for v in default] if isinstance(default, tuple) else default
-        specs.append(ParamSpec(
-            f.name, default, f"{f.metadata['description']} (profile default; realistic: "
-            f"{_show(PROFILES['realistic'], f.name)}, perfect: {_show(PROFILES['perfect'], f.name)})",
-            check=lambda v, name=f.name: check_profile_field(name, v),
-            minimum=f.metadata.get("minimum"), maximum=f.metadata.get("maximum"),
-            read_only=f.name in _READ_ONLY_PROFILE_FIELDS))
-    return specs
-
-
-def _show(profile: HardwareProfile, name: str) -> str:
-    value = getattr(profile, name)
-    if isinstance(value, tuple):
-        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]"
-    return repr(value)
-
-
-NODE_PARAMETERS = [
-    ParamSpec("autostart", True, "configure and activate at start-up, as a hardware driver that is up (the drives "
-              "follow commands at once); false: the node starts unconfigured and waits for the lifecycle transitions "
-              "(configure: the arm simulated, joint states published, drives braked; activate: the drives follow "
-              "commands)", read_only=True),
-    ParamSpec("model_file", "marionette_arm.yaml",
-              "the nominal model file (docs/models.md), the controller's: it gives the hardware joint names on "
-              "joint_states, the command joints and the initial pose; a relative path is looked up in the package's "
-              "config/ directory. The simulated plant is plant_model_file (empty: this model).",
-              check=lambda v: None if v else "must not be empty", read_only=True),
-    ParamSpec("dt", 0.01, "integration time step [s] of the midpoint variational integrator = the cycle of the "
-              "simulated driver; use the controller's trajectory time step", minimum=1e-4, maximum=0.1,
-              read_only=True),
-    ParamSpec("newton_tolerance", 1e-10, "Newton tolerance of each integrator step (residual norm)",
-              minimum=1e-14, maximum=1e-4, read_only=True),
-    ParamSpec("newton_max_iterations", 50, "Newton iteration cap of each integrator step", minimum=1, maximum=1000,
-              read_only=True),
-    ParamSpec("publish_rate", 100.0, "joint_states rate [Hz] in simulated time; 1/publish_rate must be a whole "
-              "number of steps dt", minimum=0.1, maximum=10000.0, read_only=True),
-    ParamSpec("latency", 0.0, "transport delay [s, simulated] between a measurement and its joint_states message "
-              "(rounded up to whole steps; the stamp is the measurement time)", minimum=0.0, maximum=1.0),
-    ParamSpec("controller_name", "forward_position_controller",
-              "name of the ros2_control forward position controller whose commands the simulator takes: "
-              "std_msgs/Float64MultiArray on <controller_name>/commands", check=_ros_name, read_only=True),
-    ParamSpec("command_joints", ["carriage", "string_length"],
-              "the controller's joints, in the order of the command data (hardware joint names of the model's "
-              "kinematic configurations, each exactly once)", check=_nonempty_names, read_only=True),
-    ParamSpec("command_timeout", 0.5, "simulated seconds without a valid command after which "
-              "command_timeout_action applies; 0: never", minimum=0.0, maximum=3600.0),
-    ParamSpec("command_timeout_action", "hold", "on a command timeout: 'hold' brakes the drives to a stop; "
-              "'continue' keeps moving to the last setpoint", check=_one_of("hold", "continue")),
-    ParamSpec("on_step_error", "hold", "when an integrator step fails (StepError, non-finite or implausible "
-              "state): 'hold' retries it with the drives held, then moved back one step, and makes that the "
-              "setpoint (reset if both fail); 'reset': back to the initial state",
-              check=_one_of("hold", "reset")),
-    ParamSpec("max_configuration_change", 0.5, "largest change of a dynamic configuration in one step [rad or m] "
-              "accepted from the integrator; a larger jump is a spurious Newton root and handled like a StepError",
-              minimum=1e-3, maximum=10.0),
-    ParamSpec("initial_pose", "lowered", "initial pose: 'lowered' or 'raised' (the wave's static equilibria of the "
-              "nominal model, marionette arm only) or 'custom' (initial_configuration); the drives start there and "
-              "the plant rests where its physics puts it", check=_one_of("lowered", "raised", "custom"),
-              read_only=True),
-    ParamSpec("initial_configuration", list(arm.LOWERED),
-              "with initial_pose 'custom': the arm's [shoulder, elbow] angles [rad] (carriage and string length "
-              "from the nominal model's static equilibrium), or a full configuration in model order that "
-              "satisfies the constraints", check=_finite_list, read_only=True),
-    ParamSpec("publish_clock", False, "publish /clock: the simulator is the graph's clock (other nodes use "
-              "use_sim_time); simulated time starts at 0", read_only=True),
-    ParamSpec("lockstep_timeout", 0.0, "wall seconds each step may wait for the command answering the last "
-              "joint_states message, while commands answer them (simulated time stands still meanwhile: a loaded "
-              "machine adds no command jitter; for tests, with publish_clock); a controller that stops answering "
-              "is waited for once. 0: off, steps paced in real time as a hardware driver's", minimum=0.0,
-              maximum=10.0, read_only=True),
-    ParamSpec("real_time_factor", 1.0, "simulated seconds per wall-clock second (pacing); other than 1 only with "
-              "publish_clock", minimum=0.01, maximum=100.0),
-    ParamSpec("marker_rate", 20.0, "visualization_msgs/MarkerArray rate [Hz, simulated] on ~/markers; 0: off",
-              minimum=0.0, maximum=1000.0, read_only=True),
-    ParamSpec("frame_id", "world", "TF frame of the markers: a frame that coincides with the model's world frame "
-              "(for the arm: the URDF root base_link, as config/simulator.yaml sets)",
-              check=lambda v: None if v else "must not be empty", read_only=True),
-    ParamSpec("joint_states_qos", "reliable", "QoS of joint_states and ~/true_joint_states: 'reliable' (keep last "
-              "10, like joint_state_broadcaster; any subscriber connects) or 'sensor_data' (best effort, keep last 5)",
-              check=_one_of("reliable", "sensor_data"), read_only=True),
-    ParamSpec("disturbance_max_force", DisturbanceLimits.max_force,
-              "largest force [N] a ~/disturb request may ask for (larger is refused as implausible)",
-              minimum=0.0, maximum=1e4),
-    ParamSpec("disturbance_max_impulse", DisturbanceLimits.max_impulse,
-              "largest impulse [N s] a ~/disturb request may ask for", minimum=0.0, maximum=1e3),
-    ParamSpec("disturbance_max_duration", DisturbanceLimits.max_duration,
-              "longest duration [s, simulated] of a ~/disturb force profile", minimum=0.0, maximum=3600.0),
-]
-
-
-def parameters(profile: str = "realistic") -> list[ParamSpec]:
-    """Every parameter of the node, the hardware ones with the defaults of ``profile``."""
-    return [PROFILE_PARAMETER, *NODE_PARAMETERS, *profile_parameters(HardwareProfile.named(profile))]
-
-
-#: The parameters with the default profile's values (what ``ros2 param describe`` shows by default).
-PARAMETERS = parameters()
-
-
-def steps_per_period(rate: float, dt: float) -> int:
-    """Integer n with n·dt = 1/rate; raises ValueError when 1/rate is not a whole number of steps."""
-    n = 1.0 / (rate * dt)
-    k = round(n)
-    if k < 1 or abs(n - k) > 1e-6 * max(1.0, n):
-        raise ValueError(f"1/rate = {1.0 / rate:.6g} s is not a whole number of integration steps dt = {dt:g} s")
-    return int(k)
-
-
-def hardware_profile(values: dict) -> HardwareProfile:
-    """The :class:`HardwareProfile` the parameter values describe ('custom' when they differ from ``profile``'s)."""
-    return HardwareProfile.named(values["profile"], **{name: values[name] for name in PROFILE_FIELDS})
-
-
-def disturbance_limits(values: dict) -> DisturbanceLimits:
-    return DisturbanceLimits(values["disturbance_max_force"], values["disturbance_max_impulse"],
-                             values["disturbance_max_duration"])
-
-
-@dataclass
-class SimulatorConfig:
-    """Everything derived from the parameters at start-up (ros2_controllers' configure step)."""
-
-    description: ModelDescription      # the nominal model
-    profile: HardwareProfile
-    arm: SimulatedArm
-    q0: np.ndarray                     # the initial configuration of the nominal model (drives start here)
-    joint_names: list
-    command_index: np.ndarray          # command data[i] -> kinematic index command_index[i]
-    publish_every: int
-    marker_every: int                  # 0: no markers
-
-
-def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
-    """Validates the cross-parameter rules and builds the arm; raises ParameterError naming the parameter."""
-    try:
-        desc = load_model_file(config_file(values["model_file"]))
-    except (OSError, ValueError) as e:
-        raise ParameterError(f"parameter 'model_file': {e}") from e
-    m = desc.model
-    if m.nk == 0:
-        raise ParameterError(f"parameter 'model_file': model '{m.name}' has no kinematic configurations; the "
-                             "simulator takes position commands for kinematic configurations")
-    dt = values["dt"]
-    if abs(dt * NANOSECONDS - round(dt * NANOSECONDS)) > 1e-3:
-        raise ParameterError(f"parameter 'dt' must be a whole number of nanoseconds, got {dt!r}")
-    try:
-        publish_every = steps_per_period(values["publish_rate"], dt)
-    except ValueError as e:
-        raise ParameterError(f"parameter 'publish_rate': {e}") from None
-    marker_every = 0
-    if values["marker_rate"] > 0:
-        marker_every = max(1, round(1.0 / (values["marker_rate"] * dt)))
-    if not values["publish_clock"]:
-        if values["lockstep_timeout"] > 0.0:
-            raise ParameterError(f"parameter 'lockstep_timeout' is {values['lockstep_timeout']} but publish_clock is "
-                                 "false: waiting for the controller stops simulated time, which only a simulator "
-                                 "that is the graph's clock can do (set publish_clock: true)")
-        if values["real_time_factor"] != 1.0:
-            raise ParameterError(f"parameter 'real_time_factor' is {values['real_time_factor']} but publish_clock is "
-                                 "false: with wall-clock stamps the simulation must run in real time (set "
-                                 "publish_clock: true to run faster or slower)")
-        if use_sim_time:
-            raise ParameterError("parameter 'use_sim_time' is true but publish_clock is false: the simulator would "
-                                 "wait for a clock nobody publishes; set publish_clock: true (the simulator is "
-                                 "the clock) or use_sim_time: false")
-
-    to_hw = desc.config_to_hardware
-    joint_names = [to_hw[c] for c in m.config_names]
-    kin_hw = [to_hw[c] for c in m.config_names[m.nd:]]
-    cmd = list(values["command_joints"])
-    if sorted(cmd) != sorted(kin_hw):
-        raise ParameterError(f"parameter 'command_joints' must name each kinematic joint of '{m.name}' exactly once "
-                             f"({', '.join(kin_hw)}), got {cmd}")
-    command_index = np.array([kin_hw.index(n) for n in cmd], dtype=int)
-
-    q0 = _initial_configuration(desc, values["initial_pose"], values["initial_configuration"])
-    lim = from_description(desc)
-    rho0 = q0[m.nd:]
-    outside = [f"{kin_hw[i]}={rho0[i]:.4g} (range {lim.lower[i]:g}..{lim.upper[i]:g})"
-               for i in range(m.nk) if not (lim.lower[i] <= rho0[i] <= lim.upper[i])]
-    if outside:
-        raise ParameterError(f"parameter 'initial_configuration': the initial actuator positions are outside "
-                             f"their range: {', '.join(outside)}")
-
-    profile = hardware_profile(values)
-    for name in ("encoder_resolution", "noise_std"):
-        try:
-            profile.per_config(name, m.nq)
-        except ValueError as e:
-            raise ParameterError(f"parameter '{name}': {e} ({', '.join(joint_names)})") from None
-    try:
-        load_plant(profile, desc)
-    except ValueError as e:
-        raise ParameterError(f"parameter 'plant_model_file': {e}") from None
-    try:
-        sim = SimulatedArm(profile, dt, desc, q0=q0, newton_tolerance=values["newton_tolerance"],
-                           newton_max_iterations=values["newton_max_iterations"],
-                           on_step_error=values["on_step_error"],
-                           max_configuration_change=values["max_configuration_change"],
-                           disturbance_limits=disturbance_limits(values))
-    except ValueError as e:   # the plant cannot rest with the drives at the initial pose
-        raise ParameterError(f"parameter 'initial_configuration': {e}") from None
-    return SimulatorConfig(desc, profile, sim, q0, joint_names, command_index, publish_every, marker_every)
-
-
-def _is_arm(desc: ModelDescription) -> bool:
-    m = desc.model
-    return (m.config_names == list(arm.DYNAMIC + arm.KINEMATIC) and arm.STRING in m.constraint_names
-            and arm.HOOK_FRAME in m.frame_names and arm.CARRIAGE_FRAME in m.frame_names)
-
-
-def _initial_configuration(desc: ModelDescription, pose: str, values: list) -> np.ndarray:
-    m = desc.model
-    is_arm = _is_arm(desc)
-    if pose in ("lowered", "raised"):
-        if not is_arm:
-            raise ParameterError(f"parameter 'initial_pose': '{pose}' is a pose of the marionette arm; model "
-                                 f"'{m.name}' needs initial_pose 'custom' with a full initial_configuration")
-        angles = arm.LOWERED if pose == "lowered" else arm.RAISED
-        return arm.static_equilibrium(m, *angles).q
-    v = np.array(values, dtype=float)
-    if is_arm and v.size == m.nd:
-        try:
-            return arm.static_equilibrium(m, *v).q
-        except ValueError as e:
-            raise ParameterError(f"parameter 'initial_configuration': {e}") from None
-    if v.size != m.nq:
-        sizes = f"{m.nd} arm angles or " if is_arm else ""
-        raise ParameterError(f"parameter 'initial_configuration' must have {sizes}{m.nq} values "
-                             f"({', '.join(m.config_names)}), got {v.size}")
-    if m.nc:
-        h = np.asarray(m.constraints(v)[0], dtype=float)
-        if np.max(np.abs(h)) > 1e-6:
-            raise ParameterError(f"parameter 'initial_configuration' violates the constraints "
-                                 f"{', '.join(m.constraint_names)}: residual {np.max(np.abs(h)):.3g} > 1e-6")
-    return v
-
-
-# ============================================================================ the node
-
 
 _FAULT_ACTIONS = {
     "held": "held the drives where they are (the new setpoint)",

@@ -3,7 +3,7 @@
 :func:`run_loop` runs the tick logic the ``marionette_controller`` node runs
 (:class:`~.controller_core.ControllerCore`, built by :func:`~.controller_core.make_core` from the
 same model file) against the hardware stand-in the ``marionette_simulator`` node runs
-(:class:`~.simulated_hardware.SimulatedArm` with a :class:`~.simulated_hardware.HardwareProfile`:
+(:class:`~marionette_control.sim.simulator.SimulatedArm` with a :class:`~marionette_control.sim.profile.HardwareProfile`:
 plant model, command delay, drives, encoders), cycle by cycle in the order of ros2_control's
 loop::
 
@@ -54,8 +54,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
+from marionette_control.model.library import marionette_arm as arm
 from marionette_control.ocp.mpc import RecedingHorizon
-from marionette_control.sim.simulator import HardwareProfile, SimulatedArm
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.trajectory import Trajectory
 
 NS = 1_000_000_000
@@ -173,8 +175,6 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         switch tolerance is ``options.switch_tolerance``.
     Raises RuntimeError when the controller refuses to start (the message says why).
     """
-    from marionette_control.model.library import marionette_arm as arm
-
     desc = desc if desc is not None else arm.load_description()
     options = options or ControllerOptions()
     if core is None:

@@ -441,7 +441,8 @@ def ros_graph(environ) -> dict:
 
 def run(args) -> dict:
     from marionette_control.model import library
-    from marionette_control.sim.simulator import HardwareProfile, load_plant
+    from marionette_control.sim.plant import load_plant
+    from marionette_control.sim.profile import HardwareProfile
     from marionette_control.model.limits import from_description
     from marionette_control.model.motion import desired_states, load_motion
     from marionette_control.model.library import marionette_arm as arm
