@@ -43,7 +43,8 @@ import json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 repeats = int(sys.argv[2])
 from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
-from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec
+from marionette_control.ocp.spec import load_spec
+from marionette_control.ocp.spec_problem import build_problem, initial_trajectory
 from benchmarks.optimizer import swing_up_problem
 
 def timed(opt, X0, U0):
@@ -54,8 +55,8 @@ def timed(opt, X0, U0):
     return [statistics.median(ts), r.iterations, r.cost]
 
 out = {}
-ds, cost, X0, U0 = swing_up_problem()
-out["swing_up"] = timed(ProjectionOptimizer(ds, cost, OptimizerOptions(
+p, X0, U0 = swing_up_problem()
+out["swing_up"] = timed(ProjectionOptimizer(p.system, p.cost, OptimizerOptions(
     schedule=(("quasi_newton", 4), ("newton", None)), max_iterations=3000)), X0, U0)
 wave = sys.argv[1] + "/config/optimize/marionette_arm_wave.yaml"
 for name, over in (("wave.unconstrained", {"constraints.enabled": False}), ("wave.constrained", {})):

@@ -33,7 +33,7 @@ WAVE = "config/optimize/marionette_arm_wave.yaml"
 def _wave_runs(spec, repeats: int):
     """[(seconds, result)] of the optimization of a spec's problem from its initial trajectory."""
     from marionette_control.ocp.projection import ProjectionOptimizer
-    from marionette_control.ocp.spec import build_problem, initial_trajectory
+    from marionette_control.ocp.spec_problem import build_problem, initial_trajectory
 
     p = build_problem(spec)
     X0, U0, _ = initial_trajectory(spec, p)
@@ -128,7 +128,8 @@ def _humanoid(ctx: Context) -> list[Figure]:
 
     N = 60 if ctx.quick else 200
     ctx.log(f"constraints: humanoid tracking, N = {N}, with and without tension >= 0.5 N on the six strings")
-    ds, cost, X0, U0 = humanoid_tracking_problem(N)
+    problem, X0, U0 = humanoid_tracking_problem(N)
+    ds, cost = problem.system, problem.cost
     ten = tension_constraints(limits_of(ds.model), ds.dt)
     figs = []
     for label, c in (("unconstrained", cost), ("tension", cost.replaced([BarrierTerm(ten, 1e-3, 0.0, ds.dt)]))):

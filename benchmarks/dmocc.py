@@ -9,13 +9,14 @@ Problems (each from the same start, the projection optimizer's initial trajector
 * ``wave``: the marionette arm's 8 s wave (``config/optimize/marionette_arm_wave.yaml``: N = 800, the
   string constraint, 14 drive-range, speed, acceleration and string-tension rows per step).
 
-Methods: ``projection`` (:class:`~marionette_control.ocp.projection.ProjectionOptimizer` with the
-problem's options: the wave's limits by its barrier), ``dmocc`` (:func:`~marionette_control.ocp.dmocc.
-solve_problem`, IPOPT on the core's exact derivatives through Python callbacks) and the peer
+Methods (both through :func:`~marionette_control.ocp.optimizer.solve`): ``projection`` (the projection
+operator with the problem's options: the wave's limits by its barrier), ``dmocc`` (IPOPT on the core's exact
+derivatives through Python callbacks, :mod:`marionette_control.ocp.dmocc`) and the peer
 ``casadi+ipopt`` (:mod:`benchmarks.casadi_del`: the same DEL transcribed in CasADi symbols, CasADi's
 automatic derivatives, the same variables, start and IPOPT options; checked against the core first).
-Figures per problem and method: ``time_to_solution`` (s, median of repeated runs; ours from the problem
-and start to the result, the NLP's construction included; the peer's IPOPT solve alone, its expression
+Figures per problem and method: ``time_to_solution`` (s, median of repeated runs; ours the solver's call,
+``Result.solve_time``: from the problem and start to the result, the NLP's construction included, the tracking
+gains and result record after it not; the peer's IPOPT solve alone, its expression
 graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, ``cost``,
 ``constraint_violation`` (largest normalized inequality violation) and, for the transcriptions,
 ``del_residual``. The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
@@ -30,7 +31,6 @@ with the projection operator's time as ``<problem>.projection.time_to_solution@c
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -40,23 +40,15 @@ PEER = "casadi+ipopt"
 
 
 def _pendulum():
-    from marionette_control.model import library
-    from marionette_control.ocp.projection import OptimizerOptions
-    from marionette_control.ocp.problem import ConstraintOptions, build
+    from benchmarks.optimizer import swing_up_problem
 
-    m = library.get("pendulum")
-    N, dt = 100, 0.1
-    Xd = np.zeros((N + 1, 2))
-    Xd[N // 2:, 0] = np.pi
-    Q = np.array([1000.0, 1.0])
-    p = build(m, dt, np.arange(N + 1) * dt, Xd, np.zeros((N, 1)), np.zeros(2), Q, np.array([50.0]), Q,
-              constraints=ConstraintOptions(enabled=False), options=OptimizerOptions())
-    return p, np.zeros((N + 1, 2)), np.zeros((N, 1)), {}, {"theta": 0}
+    return (*swing_up_problem(), {}, {"theta": 0})
 
 
 def _from_spec(name, damping, forces):
     def make():
-        from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec
+        from marionette_control.ocp.spec import load_spec
+        from marionette_control.ocp.spec_problem import build_problem, initial_trajectory
         from marionette_control.resources import config_dir
 
         spec = load_spec(config_dir() / "optimize" / name)
@@ -74,11 +66,11 @@ PROBLEMS = {
 
 
 def _median_run(fn, reps):
+    """(the last run's Result, the solver's times of ``reps`` runs)."""
     out, times = None, []
     for _ in range(reps):
-        t = time.perf_counter()
         out = fn()
-        times.append(time.perf_counter() - t)
+        times.append(out.solve_time)
     return out, times
 
 
@@ -92,8 +84,8 @@ def dmocc(ctx: Context) -> list[Figure]:
     import casadi as ca
 
     from benchmarks import casadi_del
-    from marionette_control.ocp.dmocc import DmoccOptions, solve_problem
-    from marionette_control.ocp.projection import ProjectionOptimizer
+    from marionette_control.ocp.dmocc import DmoccOptions
+    from marionette_control.ocp.optimizer import solve
 
     figs: list[Figure] = []
 
@@ -107,14 +99,15 @@ def dmocc(ctx: Context) -> list[Figure]:
         Lam0 = problem.system.constraint_forces_trajectory(X0, U0) if problem.model.nc else np.zeros((problem.N, 0))
 
         def projection():
-            return ProjectionOptimizer(problem.system, problem.cost, problem.options).optimize(X0, U0)
+            return solve(problem, X0, U0, "projection")
 
         def transcription():
-            return solve_problem(problem, X0, U0, DmoccOptions())
+            return solve(problem, X0, U0, "dmocc", dmocc=DmoccOptions())
 
         for method, fn in (("projection", projection), ("dmocc", transcription)):
             fn()                                                    # warm-up
-            r, times = _median_run(fn, reps[name])
+            run, times = _median_run(fn, reps[name])
+            r = run.result
             note = f"{r.reason} after {r.iterations} iterations, cost {r.cost:.10g}; {_spread(times)}"
             fig(f"{name}.{method}.time_to_solution", statistics.median(times), "s", note)
             fig(f"{name}.{method}.iterations", r.iterations, "iterations", note)

@@ -54,7 +54,8 @@ def mpc(ctx: Context) -> list[Figure]:
     from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
     from marionette_control.sim.offline_loop import run_loop
     from marionette_control.sim.profile import HardwareProfile
-    from marionette_control.ocp.spec import load_spec, solve
+    from marionette_control.ocp.spec import load_spec
+    from marionette_control.ocp.spec_problem import solve_spec
 
     figs: list[Figure] = []
 
@@ -62,7 +63,7 @@ def mpc(ctx: Context) -> list[Figure]:
         figs.append(Figure(name, float(value), unit, "mpc", None, notes))
 
     root = Path(__file__).resolve().parents[1]
-    solved = solve(load_spec(root / WAVE))
+    solved = solve_spec(load_spec(root / WAVE))
     problem, motion = solved.problem, solved.trajectory
     profile = HardwareProfile.named("realistic")
     repeats = 1 if ctx.quick else 3

@@ -15,6 +15,8 @@ Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same 
   --quick); requested Newton iterations that fell back to quasi-Newton on an indefinite
   model are reported separately), the time to convergence and the cost after the first
   iteration (the same start and line search as trep, so it must agree).
+  Both are solved by :func:`marionette_control.ocp.optimizer.solve`; the times are its solver's call alone
+  (``Result.solve_time``: the tracking gains and the result record it adds afterwards are not timed).
 * ``humanoid.tv_lqr_1000`` / ``tv_lq_1000``: the 1000-step LQR of the projection gains
   (Q = R = I) and the LQ of a descent direction on the walk's linearization (80 states,
   18 inputs), as a caller makes them (validation and output allocation included),
@@ -26,7 +28,6 @@ Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same 
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -35,24 +36,28 @@ from benchmarks.registry import Context, Figure, benchmark_group, median_ms, tim
 PEER = "trep-optimizer"
 
 
-def swing_up_problem():
-    from marionette_control import _core
+def swing_up_problem(options=None):
+    """(problem, X0, U0): seed 001 §VIII-A's swing-up (no inequality constraints; ``options``:
+    OptimizerOptions) from the hanging trajectory."""
     from marionette_control.model import library
-    from marionette_control.ocp.cost import tracking_cost
+    from marionette_control.ocp.problem import ConstraintOptions, build
 
-    ds = _core.DiscreteSystem(library.get("pendulum"), 0.1)
-    N = 100
+    N, dt = 100, 0.1
     Xd = np.zeros((N + 1, 2))
     Xd[N // 2:, 0] = np.pi
-    cost = tracking_cost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
-    return ds, cost, np.zeros((N + 1, 2)), np.zeros((N, 1))
+    Q = np.array([1000.0, 1.0])
+    problem = build(library.get("pendulum"), dt, np.arange(N + 1) * dt, Xd, np.zeros((N, 1)), np.zeros(2), Q,
+                    np.array([50.0]), Q, constraints=ConstraintOptions(enabled=False), options=options)
+    return problem, np.zeros((N + 1, 2)), np.zeros((N, 1))
 
 
-def humanoid_tracking_problem(N: int):
+def humanoid_tracking_problem(N: int, options=None):
+    """(problem, X0, U0): thesis §6.7.3's tracking of the simulated string walk (module docstring; no inequality
+    constraints; ``options``: OptimizerOptions) from the initial pose with the strings held still."""
     from marionette_control import _core
     from marionette_control.model import library
-    from marionette_control.ocp.cost import tracking_cost
     from marionette_control.model.library import humanoid_marionette as hm
+    from marionette_control.ocp.problem import ConstraintOptions, build
 
     m = library.get("humanoid_marionette")
     dt = 0.01
@@ -63,10 +68,11 @@ def humanoid_tracking_problem(N: int):
     Xd = np.zeros_like(Xw)
     Xd[:, :m.nq] = Xw[:, :m.nq]
     Q = np.r_[np.full(m.nd, 100.0), np.ones(m.nk), np.ones(m.nd), np.ones(m.nk)]
-    cost = tracking_cost(Xd, np.zeros((N, m.nU)), Q, np.full(m.nU, 0.1))
     U0 = np.tile(q0[m.nd:], (N, 1))
     X0, _ = ds.simulate(x0, U0)
-    return ds, cost, X0, U0
+    problem = build(m, dt, np.arange(N + 1) * dt, Xd, np.zeros((N, m.nU)), x0, Q, np.full(m.nU, 0.1), Q,
+                    constraints=ConstraintOptions(enabled=False), options=options, system=ds)
+    return problem, X0, U0
 
 
 def iteration_seconds(history):
@@ -81,7 +87,8 @@ def iteration_seconds(history):
 @benchmark_group("optimizer", "projection-operator optimizer (pendulum swing-up, humanoid tracking) and Riccati sweeps")
 def optimizer(ctx: Context) -> list[Figure]:
     from marionette_control.lq import riccati as ric
-    from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
+    from marionette_control.ocp.optimizer import solve
+    from marionette_control.ocp.projection import OptimizerOptions
 
     figs: list[Figure] = []
 
@@ -89,19 +96,18 @@ def optimizer(ctx: Context) -> list[Figure]:
         figs.append(Figure(name, float(value), unit, "optimizer", None, notes))
 
     # -- pendulum swing-up -------------------------------------------------------------------
-    ds, cost, X0, U0 = swing_up_problem()
     runs = {"newton": 2 if ctx.quick else 7, "steepest": 0 if ctx.quick else 1}
     for method, reps in runs.items():
         if reps == 0:
             continue
         ctx.log(f"optimizer: pendulum swing-up, 4 quasi-Newton then {method} ({reps} runs)")
-        opt = ProjectionOptimizer(ds, cost, OptimizerOptions(schedule=(("quasi_newton", 4), (method, None)),
-                                                             max_iterations=3000))
+        problem, X0, U0 = swing_up_problem(OptimizerOptions(schedule=(("quasi_newton", 4), (method, None)),
+                                                            max_iterations=3000))
         results, times = [], []
         for _ in range(reps + (1 if reps > 1 else 0)):  # a warm-up run when repeating
-            t = time.perf_counter()
-            results.append(opt.optimize(X0, U0))
-            times.append(time.perf_counter() - t)
+            res = solve(problem, X0, U0)
+            results.append(res.result)
+            times.append(res.solve_time)
         if reps > 1:
             results, times = results[1:], times[1:]
         r = results[-1]
@@ -116,14 +122,13 @@ def optimizer(ctx: Context) -> list[Figure]:
     N = 60 if ctx.quick else 200
     runs = 1 if ctx.quick else 3
     ctx.log(f"optimizer: humanoid tracking, N = {N}, 4 quasi-Newton then Newton to convergence ({runs} runs)")
-    ds, cost, X0, U0 = humanoid_tracking_problem(N)
-    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=40))
+    problem, X0, U0 = humanoid_tracking_problem(N, OptimizerOptions(max_iterations=40))
     results, totals = [], []
     for _ in range(runs):  # the same deterministic run repeated: medians over the runs
-        t = time.perf_counter()
-        results.append(opt.optimize(X0, U0))
-        totals.append(time.perf_counter() - t)
-    r, total = results[0], statistics.median(totals)
+        res = solve(problem, X0, U0)
+        results.append(res.result)
+        totals.append(res.solve_time)
+    r, total, start_cost = results[0], statistics.median(totals), res.initial_cost
     pers = [iteration_seconds(res.history) for res in results]
     kinds = {"quasi_newton": lambda h: h.requested == h.method == "quasi_newton",
              "newton": lambda h: h.method == "newton",
@@ -146,7 +151,7 @@ def optimizer(ctx: Context) -> list[Figure]:
         f"median of {runs} runs")
     if r.history:
         fig("humanoid.tracking.cost_after_first_iteration", r.history[0].cost, "cost",
-            f"cost after the first quasi-Newton step (start {opt.objective(X0, U0):.6f}), N = {N}")
+            f"cost after the first quasi-Newton step (start {start_cost:.6f}), N = {N}")
 
     # -- 1000-step Riccati sweeps -----------------------------------------------------------------
     from benchmarks.core import humanoid_setup

@@ -23,11 +23,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control import _core  # noqa: E402
-from marionette_control.model import library  # noqa: E402
 from marionette_control.cli.demo import seed_gains, seed_walk  # noqa: E402
-from marionette_control.ocp.cost import tracking_cost  # noqa: E402
-from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer  # noqa: E402
+from marionette_control.ocp.optimizer import solve  # noqa: E402
+from marionette_control.ocp.projection import OptimizerOptions  # noqa: E402
+from marionette_control.ocp.spec import parse_spec  # noqa: E402
+from marionette_control.ocp.spec_problem import solve_spec  # noqa: E402
+from benchmarks.optimizer import humanoid_tracking_problem, iteration_seconds, swing_up_problem  # noqa: E402
 
 
 def say(msg):
@@ -47,21 +48,15 @@ def pyplot():
 
 
 def swing_up(img: Path) -> dict:
-    ds = _core.DiscreteSystem(library.get("pendulum"), 0.1)
-    N = 100
-    Xd = np.zeros((N + 1, 2))
-    Xd[N // 2:, 0] = np.pi
-    cost = tracking_cost(Xd, np.zeros((N, 1)), np.diag([1000.0, 1.0]), np.array([[50.0]]))
-    X0, U0 = np.zeros((N + 1, 2)), np.zeros((N, 1))
     runs, out = {}, {}
     for method in ("newton", "steepest"):
-        opt = ProjectionOptimizer(ds, cost, OptimizerOptions(schedule=(("quasi_newton", 4), (method, None)),
-                                                             max_iterations=3000))
-        t = time.perf_counter()
-        r = opt.optimize(X0, U0)
+        problem, X0, U0 = swing_up_problem(OptimizerOptions(schedule=(("quasi_newton", 4), (method, None)),
+                                                            max_iterations=3000))
+        res = solve(problem, X0, U0)
+        r = res.result
         runs[method] = r
         out[method] = {"converged": r.converged, "steps": r.steps, "steps_after_quasi_newton": r.steps - 4,
-                       "direction_evaluations": r.iterations, "cost": r.cost, "seconds": time.perf_counter() - t,
+                       "direction_evaluations": r.iterations, "cost": r.cost, "seconds": res.solve_time,
                        "final_descent_norm": r.history[-1].descent_norm,
                        "fallbacks_to_quasi_newton": sum(1 for h in r.history if h.requested != h.method)}
         say(f"swing-up, 4 quasi-Newton then {method}: {out[method]}")
@@ -77,8 +72,8 @@ def swing_up(img: Path) -> dict:
     ax[0].set_ylabel("|Dh(ξ)∘δξ|")
     ax[0].set_title("Convergence (seed 001 Fig. 3: 14 and 653 iterations)")
     ax[0].legend()
-    t = 0.1 * np.arange(N + 1)
-    ax[1].step(t, Xd[:, 0], "k--", where="post", label="infeasible reference")
+    t = problem.t
+    ax[1].step(t, problem.Xd[:, 0], "k--", where="post", label="infeasible reference")
     ax[1].plot(t, a.X[:, 0], label="optimized (Newton)")
     ax[1].plot(t, b.X[:, 0], ":", label="optimized (steepest)")
     ax[1].plot(t[:-1], a.U[:, 0] / 10, label="torque / 10")
@@ -158,18 +153,12 @@ def stabilization(img: Path) -> dict:
 def tracking(img: Path, steps: int) -> dict:
     """Desired = configurations of the simulated walk (momenta, velocities, inputs zero);
     weights of trep's puppet-optimization example; start = strings held still."""
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.optimizer import humanoid_tracking_problem, iteration_seconds
-
-    ds, cost, X0, U0 = humanoid_tracking_problem(steps)
-    Xd = cost.reference()[0]
-    m = ds.model
-    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=60))
-    t = time.perf_counter()
-    r = opt.optimize(X0, U0, callback=lambda h: say(
+    problem, X0, U0 = humanoid_tracking_problem(steps, OptimizerOptions(max_iterations=60))
+    ds, Xd, m = problem.system, problem.Xd, problem.model
+    res = solve(problem, X0, U0, callback=lambda h: say(
         f"  iteration {h.iteration}: {h.method} (requested {h.requested}) cost {h.cost:.6f} |Dh∘ζ| "
         f"{h.descent_norm:.2e} λ {h.step_length:.3g} at {h.elapsed:.2f} s"))
-    total = time.perf_counter() - t
+    r, total = res.result, res.solve_time
     per = iteration_seconds(r.history)
     qn = [s for h, s in per if h.requested == h.method == "quasi_newton" and h.step_length > 0]
     nw = [s for h, s in per if h.method == "newton" and h.step_length > 0]
@@ -178,7 +167,7 @@ def tracking(img: Path, steps: int) -> dict:
     err_start = np.sqrt(np.mean((X0[:, q_idx] - Xd[:, q_idx]) ** 2))
     err_final = np.sqrt(np.mean((r.X[:, q_idx] - Xd[:, q_idx]) ** 2))
     out = {"N": steps, "dt": ds.dt, "reason": r.reason, "converged": r.converged, "steps": r.steps,
-           "direction_evaluations": r.iterations, "start_cost": opt.objective(X0, U0), "cost": r.cost,
+           "direction_evaluations": r.iterations, "start_cost": res.initial_cost, "cost": r.cost,
            "final_descent_norm": r.history[-1].descent_norm, "seconds": total,
            "methods": [h.method for h in r.history], "requested": [h.requested for h in r.history],
            "seconds_per_quasi_newton_iteration": float(np.mean(qn)) if qn else None,
@@ -229,7 +218,6 @@ def wave(img: Path) -> dict:
     import math
 
     from marionette_control.cli.plot import drive_motion, string_tensions
-    from marionette_control.ocp.spec import parse_spec, solve
 
     import yaml
 
@@ -246,7 +234,7 @@ def wave(img: Path) -> dict:
         for label in variants if speed == "2x" else ("unconstrained", "constrained"):
             spec = parse_spec(dict(base, constraints=variants[label]), str(spec_path))
             t = time.perf_counter()
-            res = solve(spec)
+            res = solve_spec(spec)
             wall = time.perf_counter() - t
             tr = res.trajectory
             motion = drive_motion(tr)

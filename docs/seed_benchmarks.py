@@ -25,10 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marionette_control.ocp.dmocc import DmoccSolver, solve_problem  # noqa: E402
-from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec, solve
+from marionette_control.ocp.dmocc import DmoccOptions  # noqa: E402
+from marionette_control.ocp.optimizer import solve  # noqa: E402
+from marionette_control.ocp.spec import load_spec  # noqa: E402
+from marionette_control.ocp.spec_problem import build_problem, initial_trajectory, solve_spec  # noqa: E402
 from marionette_control.resources import config_dir  # noqa: E402
-from marionette_control.ocp.transcription import FinalCondition, Transcription  # noqa: E402
 from marionette_control.study.seed_costs import (  # noqa: E402
     cartpole_seed_cost,
     director_turn_effort,
@@ -63,8 +64,8 @@ def timed(fn):
 
 def sphere(img: Path) -> dict:
     spec = load_spec(SPECS / "seed002_sphere.yaml")
-    d, t_d = timed(lambda: solve(load_spec(SPECS / "seed002_sphere.yaml", {"method": "dmocc", "dmocc.final": "rest"})))
-    p, t_p = timed(lambda: solve(spec))
+    d, t_d = timed(lambda: solve_spec(load_spec(SPECS / "seed002_sphere.yaml", {"method": "dmocc", "dmocc.final": "rest"})))
+    p, t_p = timed(lambda: solve_spec(spec))
     h, N = spec.dt, d.problem.N
     mass = 27000 * 4 / 3 * np.pi * 0.05 ** 3
     J = 0.4 * mass * 0.05 ** 2
@@ -143,7 +144,7 @@ def cartpole(img: Path) -> dict:
     for reading, keys, target in (("mirrored", None, np.pi), ("literal", [[0.0, -1.0, 0.0], [2.0, 0.0, -np.pi]], -np.pi)):
         for method in ("projection", "dmocc"):
             over = {"method": method} if keys is None else {"method": method, "motion.keyframes": keys}
-            r, secs = timed(lambda: solve(load_spec(SPECS / "seed004_cartpole.yaml", over)))
+            r, secs = timed(lambda: solve_spec(load_spec(SPECS / "seed004_cartpole.yaml", over)))
             J = cartpole_seed_cost(r.problem.model, r.trajectory.X, r.trajectory.U, r.problem.dt, theta_target=target)
             out[f"{reading}.{method}"] = {"seed_cost": J, "iterations": r.result.iterations, "seconds": secs,
                                           "converged": r.result.converged}
@@ -181,11 +182,11 @@ def two_link(img: Path) -> dict:
     spec = load_spec(SPECS / "seed004_two_link.yaml", {"method": "dmocc"})
     problem = build_problem(spec)
     X0, U0, _ = initial_trajectory(spec, problem)
-    soft, t_soft = timed(lambda: solve_problem(problem, X0, U0))
-    nlp = Transcription(problem.system, problem.cost.without_barriers(), problem.x0, problem.N,
-                        final=FinalCondition("rest", problem.Xd[-1]))
-    r, t_rest = timed(lambda: DmoccSolver(nlp).solve(soft.X, soft.U))
-    p, t_p = timed(lambda: solve(load_spec(SPECS / "seed004_two_link.yaml")))
+    run = solve(problem, X0, U0, dmocc=DmoccOptions())            # the spec's method, DMOCC: soft final state
+    soft, t_soft = run.result, run.solve_time
+    rest = solve(problem, soft.X, soft.U, dmocc=DmoccOptions(final="rest"))   # x_N imposed, from it
+    r, t_rest = rest.result, rest.solve_time
+    p, t_p = timed(lambda: solve_spec(load_spec(SPECS / "seed004_two_link.yaml")))
     dt, model = problem.dt, problem.model
     lam, H = two_link_costates(model, r.X, r.U, dt)
     k = problem.N // 2

@@ -34,7 +34,8 @@ def bump_trajectory(dt: float = 0.01, steps: int = 200, model=None, delay=None) 
 def wave_motion() -> tuple:
     """(Problem, Trajectory): config/optimize/marionette_arm_wave.yaml (the 8 s wave, constrained) and its optimum
     with gains for one step of command delay (the spec's), solved once per test process (about 0.2 s)."""
-    from marionette_control.ocp.spec import load_spec, solve
+    from marionette_control.ocp.spec import load_spec
+    from marionette_control.ocp.spec_problem import solve_spec
 
-    result = solve(load_spec(config_file("optimize", "marionette_arm_wave.yaml")))
+    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml")))
     return result.problem, result.trajectory

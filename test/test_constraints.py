@@ -31,15 +31,9 @@ from marionette_control.ocp import request as R
 from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
 from marionette_control.ocp.problem import ConstraintOptions
 from marionette_control.resources import config_dir
-from marionette_control.ocp.spec import (
-    SpecError,
-    build_problem,
-    initial_trajectory,
-    load_spec,
-    parse_spec,
-    solve,
-)
-from marionette_control.ocp.tracking_problem import ProblemError
+from marionette_control.ocp.spec import SpecError, load_spec, parse_spec
+from marionette_control.ocp.spec_problem import build_problem, initial_trajectory, solve_spec
+from marionette_control.ocp.problem import ProblemError
 from marionette_control.model.limits import load_limits
 from marionette_control.model.library import marionette_arm as ma
 from marionette_control.model.library.source import ModelSource
@@ -86,8 +80,8 @@ def assert_within_limits(problem, X, U, lim=LIMITS):
 
 @pytest.fixture(scope="module")
 def wave_runs():
-    on = solve(load_spec(WAVE_SPEC))
-    off = solve(load_spec(WAVE_SPEC, {"constraints.enabled": False}))
+    on = solve_spec(load_spec(WAVE_SPEC))
+    off = solve_spec(load_spec(WAVE_SPEC, {"constraints.enabled": False}))
     return on, off
 
 
@@ -118,12 +112,12 @@ def test_fast_wave_gets_the_best_constrained_trajectory_and_an_honest_report():
     """Twice the speed: unconstrained, the optimum leaves the string's range, accelerates the drives several
     times beyond their limits and makes the string push; constrained, every limit holds, the report names
     what the trajectory rides, and the tracking errors say what could not be followed."""
-    off = solve(fast_wave_spec(2.0, {"enabled": False}))
+    off = solve_spec(fast_wave_spec(2.0, {"enabled": False}))
     rho_next, speed, acc, tension = physical(off.problem, off.trajectory.X, off.trajectory.U)
     assert rho_next[:, 1].max() > LIMITS.upper[1]
     assert (np.abs(acc).max(axis=0) > 5 * LIMITS.max_acceleration).all()
     assert tension.min() < 0
-    on = solve(fast_wave_spec(2.0))
+    on = solve_spec(fast_wave_spec(2.0))
     assert on.result.feasible and on.summary["constraints_satisfied"]
     assert_within_limits(on.problem, on.trajectory.X, on.trajectory.U)
     rows = on.trajectory.info["constraints"]["margins"]
@@ -132,7 +126,7 @@ def test_fast_wave_gets_the_best_constrained_trajectory_and_an_honest_report():
     for r in active.values():
         assert r["active_intervals"] and all(a <= b for a, b in r["active_intervals"])
     errors = on.summary["tracking_errors"]
-    slow = solve(load_spec(WAVE_SPEC)).summary["tracking_errors"]
+    slow = solve_spec(load_spec(WAVE_SPEC)).summary["tracking_errors"]
     assert errors["shoulder"]["rms"] > 3 * slow["shoulder"]["rms"]      # what could not be followed
     print(f"\nfast wave: RMS {[math.degrees(e['rms']) for e in errors.values()]} deg; active: {sorted(active)}")
 
@@ -143,13 +137,13 @@ def test_fast_wave_with_the_tension_alone_converges_between_the_unconstrained_an
     its 0.5 N at every step (tension from the VI step's own multiplier), the minimum is active where the
     unconstrained optimum makes the string push, and the cost lies between the unconstrained optimum's and
     that with every drive limit too (fewer constraints cannot cost more)."""
-    ten = solve(fast_wave_spec(2.0, {"families": ["tension"]}))
+    ten = solve_spec(fast_wave_spec(2.0, {"families": ["tension"]}))
     assert ten.result.converged and ten.result.feasible
     *_, tension = physical(ten.problem, ten.trajectory.X, ten.trajectory.U)
     assert tension.min() >= LIMITS.min_tension[0] - TOL
     assert tension.min() < LIMITS.min_tension[0] + 0.05          # active
-    off = solve(fast_wave_spec(2.0, {"enabled": False}))
-    full = solve(fast_wave_spec(2.0))
+    off = solve_spec(fast_wave_spec(2.0, {"enabled": False}))
+    full = solve_spec(fast_wave_spec(2.0))
     assert off.result.cost < ten.result.cost < full.result.cost
     print(f"\nfast wave, tension only: {ten.result.iterations} iterations, cost {ten.result.cost:.6f} (unconstrained "
           f"{off.result.cost:.6f}, every limit {full.result.cost:.6f}), min tension {tension.min():.4f} N")
@@ -162,7 +156,7 @@ def test_cancel_and_deadline_return_constraint_satisfying_trajectories():
     p = build_problem(spec)
     for stop_after in (1, 3):
         calls = []
-        res = solve(spec, callback=lambda s, r: calls.append(r), should_stop=lambda: len(calls) >= stop_after)
+        res = solve_spec(spec, callback=lambda s, r: calls.append(r), should_stop=lambda: len(calls) >= stop_after)
         assert res.result.reason == "cancelled" and res.result.feasible
         inside = [r.violation == 0.0 for r in calls]
         assert inside == sorted(inside)                 # never back outside once inside
@@ -172,7 +166,7 @@ def test_cancel_and_deadline_return_constraint_satisfying_trajectories():
             X0, U0, _ = initial_trajectory(spec, p)
             assert np.array_equal(res.trajectory.U, U0)
     assert calls[0].violation > 0 and calls[-1].violation == 0.0   # measured: outside for two iterations
-    res = solve(load_spec(WAVE_SPEC, {"optimizer.deadline": 0.3}))
+    res = solve_spec(load_spec(WAVE_SPEC, {"optimizer.deadline": 0.3}))
     assert res.result.reason in ("deadline", "converged") and res.result.feasible
     assert_within_limits(res.problem, res.trajectory.X, res.trajectory.U)
 

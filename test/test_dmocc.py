@@ -33,7 +33,9 @@ from marionette_control.ocp import request as R  # noqa: E402
 from marionette_control.ocp.cost import tracking_cost  # noqa: E402
 from marionette_control.ocp.dmocc import DmoccOptions, DmoccSolver, solve_problem  # noqa: E402
 from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer  # noqa: E402
-from marionette_control.ocp.spec import SpecError, build_problem, initial_trajectory, load_spec, solve  # noqa: E402
+from marionette_control.ocp.optimizer import solve  # noqa: E402
+from marionette_control.ocp.spec import SpecError, load_spec  # noqa: E402
+from marionette_control.ocp.spec_problem import build_problem, initial_trajectory, solve_spec  # noqa: E402
 from marionette_control.resources import config_dir  # noqa: E402
 from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.ocp.transcription import FinalCondition, Transcription, TranscriptionError  # noqa: E402
@@ -113,7 +115,7 @@ def test_constrained_wave_reaches_the_projection_optimum():
     problem = build_problem(spec)
     X0, U0, _ = initial_trajectory(spec, problem)
     r = solve_problem(problem, X0, U0)
-    p = solve(spec)
+    p = solve_spec(spec)
     assert r.converged and r.feasible and p.result.converged and p.result.feasible
     assert abs(r.cost - p.result.cost) <= 1e-6 * p.result.cost
     # The projection's iterates stay strictly inside the limits (barrier): its cost is not below the optimum.
@@ -172,7 +174,7 @@ def test_spec_and_cli_select_dmocc(tmp_path):
     assert tr.info["method"] == "dmocc" and tr.info["dmocc"]["ipopt_status"] == "Solve_Succeeded"
     s = json.loads(summary.read_text())
     assert s["converged"] and s["del_residual"] < 1e-9 and s["max_violation"] == 0.0
-    projection = solve(load_spec(SWING_SPEC, {"optimizer.tolerance": 1e-9}))
+    projection = solve_spec(load_spec(SWING_SPEC, {"optimizer.tolerance": 1e-9}))
     assert s["cost"] == pytest.approx(projection.result.cost, rel=1e-6)
 
 
@@ -183,9 +185,10 @@ def test_request_selects_dmocc():
     p = R.build_problem(pendulum, desired=desired, options=R.RequestOptions(
         input_weight_names=["torque"], input_weights=[50.0], methods=["dmocc"], method_iterations=[0]))
     assert p.method == "dmocc"
-    r = solve_problem(p, p.X0, p.U0)
+    res = solve(p, p.X0, p.U0)
+    r = res.result
     assert r.converged and r.cost == pytest.approx(SWING_UP_COST, rel=1e-8)
-    traj = R.tracked_trajectory(p, r)
+    traj = res.trajectory
     assert traj.K.shape == (100, 1, 2)
     with pytest.raises(R.ProblemError, match="'dmocc' is a method of its own"):
         R.build_problem(pendulum, desired=desired, options=R.RequestOptions(methods=["quasi_newton", "dmocc"],

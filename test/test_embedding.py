@@ -354,7 +354,8 @@ def test_constraint_penalty_relaxes_a_closed_chain_and_projects_back(tmp_path):
     ground by a rod) optimized with the rod replaced by ½ w Σ h², w raised until |h| is negligible, then
     projected onto the linkage: the stages' constraint errors fall, the projected trajectory keeps the rod
     exactly, and the final optimization converges to the optimum it reaches from a simulation."""
-    from marionette_control.ocp.spec import load_spec, solve
+    from marionette_control.ocp.spec import load_spec
+    from marionette_control.ocp.spec_problem import solve_spec
 
     (tmp_path / "four_bar.yaml").write_text(FOUR_BAR)
     spec = tmp_path / "spec.yaml"
@@ -363,7 +364,7 @@ def test_constraint_penalty_relaxes_a_closed_chain_and_projects_back(tmp_path):
             "0.01}}\n")
     spec.write_text(base + "initial_trajectory: {method: penalty, penalty: {constraints: [rod], weights: [1.0e+2, "
                            "1.0e+4, 1.0e+6, 1.0e+8], error_tolerance: 1.0e-4}}\n")
-    res = solve(load_spec(spec))
+    res = solve_spec(load_spec(spec))
     stages = res.trajectory.info["stages"]
     errors = [s["max_constraint_error"] for s in stages]
     assert stages[0]["stage"].startswith("penalty 1/4") and errors == sorted(errors, reverse=True)
@@ -372,6 +373,6 @@ def test_constraint_penalty_relaxes_a_closed_chain_and_projects_back(tmp_path):
     assert max(abs(m.constraints(x[:m.nq])[0][0]) for x in res.trajectory.X) < 1e-9
     assert res.result.converged
     spec.write_text(base)
-    plain = solve(load_spec(spec))
+    plain = solve_spec(load_spec(spec))
     assert plain.result.converged
     assert res.result.cost == pytest.approx(plain.result.cost, rel=1e-6)

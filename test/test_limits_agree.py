@@ -3,7 +3,7 @@ controller's command clamp (and its plausibility checks) see the model file's nu
 ``model.limits``, so a trajectory optimized within the limits is executed as optimized.
 
 Each reader is taken as its user builds it: the optimizer's constraint rows from a YAML spec naming the model
-file (:func:`~marionette_control.ocp.spec.build_problem`, the rows the barrier method enforces), the
+file (:func:`~marionette_control.ocp.spec_problem.build_problem`, the rows the barrier method enforces), the
 simulated hardware's drives (:class:`~marionette_control.sim.simulator.SimulatedArm`), and the
 controller core the node and the offline loop build (:func:`~marionette_control.tracking.controller.make_core`).
 """
@@ -18,7 +18,8 @@ import pytest
 from marionette_control.tracking.controller import make_core
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
-from marionette_control.ocp.spec import SpecError, build_problem, parse_spec
+from marionette_control.ocp.spec import SpecError, parse_spec
+from marionette_control.ocp.spec_problem import build_problem
 from marionette_control.model.yaml_model import ModelFileError, load_model_file
 from marionette_control.resources import config_file
 

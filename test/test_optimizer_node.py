@@ -498,7 +498,8 @@ def test_parameters_are_declared_documented_and_validated():
     from rclpy.parameter import Parameter
 
     from marionette_control.resources import config_file
-    from marionette_control.nodes.optimizer import OptimizerNode, parameter_specs
+    from marionette_control.nodes.optimizer import OptimizerNode
+    from marionette_control.ocp.options import parameter_specs
 
     with isolated_ros():
         context = rclpy.context.Context()

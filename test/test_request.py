@@ -8,7 +8,9 @@ import pytest
 from marionette_control.model import library
 from marionette_control.ocp import request as P
 from marionette_control.lq.gains import GainDesign, design_gains
-from marionette_control.ocp.projection import IterationRecord, OptimizationResult, ProjectionOptimizer
+from marionette_control.ocp.optimizer import solve
+from marionette_control.ocp.projection import IterationRecord, OptimizationResult
+from marionette_control.ocp.report import convergence_history
 from marionette_control.ocp.request import DesiredMotion, ProblemDefaults, ProblemError, RequestOptions
 
 SEED_COST = 13297.3789  # seed 001 §VIII-A swing-up (docs/reproductions.md §1)
@@ -38,14 +40,15 @@ def test_seed_001_swing_up_through_the_builder(pendulum):
     np.testing.assert_array_equal(p.Qf, p.Q)
     assert [t.name for t in p.cost.terms] == ["state", "input", "terminal"]   # no limits: no constraint
     np.testing.assert_array_equal(p.X0, 0.0)  # hanging at rest is an equilibrium
-    r = ProjectionOptimizer(p.system, p.cost, p.options).optimize(p.X0, p.U0)
+    res = solve(p, p.X0, p.U0)
+    r = res.result
     assert r.converged and r.cost == pytest.approx(SEED_COST, rel=1e-8)
-    h = P.convergence_history(r, p.initial_cost)
+    h = convergence_history(r, p.initial_cost)
     assert h.reason == "converged" and h.converged
     assert len(h.costs) == len(h.descent_norms) == len(h.step_lengths) == len(h.methods) == h.iterations + 1
     assert h.costs[0] == pytest.approx(p.initial_cost) and h.costs[-1] == pytest.approx(r.cost)
     assert h.descent_norms[-1] < p.options.tolerance and h.methods[0] == "" and h.step_lengths[0] == 0.0
-    traj = P.tracked_trajectory(p, r)
+    traj = res.trajectory
     traj.check_model(pendulum)
     assert traj.K.shape == (100, 1, 2) and traj.info["termination_reason"] == "converged"
     # designed gains for a model without drives: the dynamic-configuration weight on theta, the record shipped
@@ -141,15 +144,15 @@ def test_convergence_history_of_a_stopped_run():
     recs = [IterationRecord(0, 5.0, 10.0, 1.0, "quasi_newton", 0.1), IterationRecord(1, 4.0, 3.0, 0.5, "newton", 0.2)]
     r = OptimizationResult(X=np.zeros((2, 1)), U=np.zeros((1, 1)), cost=4.0, converged=False, reason="cancelled",
                            history=recs, elapsed=0.3)
-    h = P.convergence_history(r, 6.0)
+    h = convergence_history(r, 6.0)
     assert h.reason == "canceled" and h.iterations == 2 and not h.converged
     assert h.costs == [6.0, 5.0, 4.0] and h.step_lengths == [0.0, 1.0, 0.5]
     assert h.methods == ["", "quasi_newton", "newton"]
     assert h.descent_norms[:2] == [10.0, 3.0] and math.isnan(h.descent_norms[2])
     r.reason = "not_a_descent_direction"
-    assert P.convergence_history(r, 6.0).reason == "error"
+    assert convergence_history(r, 6.0).reason == "error"
     r.reason = "deadline"
-    assert P.convergence_history(r, 6.0).reason == "deadline"
+    assert convergence_history(r, 6.0).reason == "deadline"
 
 
 GOOD = DesiredMotion(["theta"], [0.0, 0.1, 0.2], [[0.0], [0.1], [0.2]])

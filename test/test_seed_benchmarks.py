@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from marionette_control.model import library
-from marionette_control.ocp.spec import build_problem, initial_trajectory, load_spec, solve
+from marionette_control.ocp.spec import load_spec
+from marionette_control.ocp.spec_problem import build_problem, initial_trajectory, solve_spec
 from marionette_control.resources import config_dir
 from marionette_control.model.library.seed_models import axis_frame
 from marionette_control.study.seed_costs import (
@@ -85,7 +86,7 @@ def test_sphere_dmocc_optimum_is_this_discretizations_optimum():
         rest_to_rest_effort(J, 6 * np.pi, 30, 0.1, False)
     assert expected == pytest.approx(533.5830683, abs=1e-6)
     spec = load_spec(SPECS / "seed002_sphere.yaml", {"method": "dmocc", "dmocc.final": "rest"})
-    r = solve(spec)
+    r = solve_spec(spec)
     U = r.trajectory.U
     effort = 0.1 * np.sum(U ** 2)
     assert r.result.converged and r.result.final_error < 1e-9 and r.result.del_residual < 1e-9
@@ -93,7 +94,7 @@ def test_sphere_dmocc_optimum_is_this_discretizations_optimum():
     assert np.abs(r.trajectory.X[:, 4:6]).max() < 1e-6             # beta, gamma stay 0
     np.testing.assert_allclose(r.trajectory.X[-1, :6], [0, 1, 2, 6 * np.pi, 0, 0], atol=1e-9)
     # The projection operator, the final state by the spec's terminal weight 1e8: 2e-6 below.
-    p = solve(load_spec(SPECS / "seed002_sphere.yaml"))
+    p = solve_spec(load_spec(SPECS / "seed002_sphere.yaml"))
     assert p.result.converged
     p_effort = 0.1 * np.sum(p.trajectory.U ** 2)
     assert expected - 5e-3 < p_effort < expected
@@ -125,7 +126,7 @@ def test_cartpole_reaches_below_the_seeds_best_cost(method):
     """Both methods: 308.8219 under the seed's cost (≤ 345.02), the spec's cost equal to it to 1e-8 relative
     (the terminal velocity weight is exact at the rest target up to third order; measured 1.1e-9), the same
     optimum."""
-    r = solve(load_spec(SPECS / "seed004_cartpole.yaml", {"method": method}))
+    r = solve_spec(load_spec(SPECS / "seed004_cartpole.yaml", {"method": method}))
     model = r.problem.model
     J = cartpole_seed_cost(model, r.trajectory.X, r.trajectory.U, 0.01)
     assert r.result.converged
@@ -144,7 +145,7 @@ def test_cartpole_literal_reading_has_a_higher_optimum():
     keys = [[0.0, -1.0, 0.0], [2.0, 0.0, -np.pi]]
     costs = []
     for method in ("projection", "dmocc"):
-        r = solve(load_spec(SPECS / "seed004_cartpole.yaml", {"method": method, "motion.keyframes": keys}))
+        r = solve_spec(load_spec(SPECS / "seed004_cartpole.yaml", {"method": method, "motion.keyframes": keys}))
         assert r.result.converged
         costs.append(cartpole_seed_cost(r.problem.model, r.trajectory.X, r.trajectory.U, 0.01, theta_target=-np.pi))
     assert costs[0] == pytest.approx(costs[1], rel=1e-8)
@@ -182,7 +183,7 @@ def test_two_link_optimum_matches_seed_table_10_1():
     X0, U0, _ = initial_trajectory(spec, problem)
     soft = solve_problem(problem, X0, U0)
     assert soft.converged and soft.cost == pytest.approx(0.3220448, abs=2e-7)
-    p = solve(load_spec(SPECS / "seed004_two_link.yaml"))
+    p = solve_spec(load_spec(SPECS / "seed004_two_link.yaml"))
     assert p.result.converged and p.result.cost == pytest.approx(soft.cost, rel=1e-6)
     nlp = Transcription(problem.system, problem.cost.without_barriers(), problem.x0, problem.N,
                         final=FinalCondition("rest", problem.Xd[-1]))
@@ -226,6 +227,6 @@ def test_terminal_velocity_weight_is_the_velocity_penalty():
     assert np.abs(Qf[:2, 2:]).max() == 0.0 and abs(Qf[2, 3]) > 1e3        # coupled through M
     with pytest.raises(SpecError, match=r"weights.terminal_velocity.p_cart: matches no name"):
         build_problem(load_spec(SPECS / "seed004_cartpole.yaml", {"weights.terminal_velocity": {"p_cart": 1.0}}))
-    summary = solve(load_spec(SPECS / "seed004_cartpole.yaml")).summary
+    summary = solve_spec(load_spec(SPECS / "seed004_cartpole.yaml")).summary
     assert summary["converged"] and summary["max_violation"] == 0.0
     assert 1e-4 < summary["final_state_error"] < 1e-2        # the soft terminal state: 4.4e-3 rad short of upright

@@ -11,13 +11,8 @@ from marionette_control import _core
 from marionette_control.model import library
 from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.resources import config_dir
-from marionette_control.ocp.spec import (
-    SpecError,
-    build_problem,
-    load_spec,
-    parse_spec,
-    solve,
-)
+from marionette_control.ocp.spec import SpecError, load_spec, parse_spec
+from marionette_control.ocp.spec_problem import build_problem, solve_spec
 from marionette_control.ocp.tracking_problem import weights_by_name
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
@@ -123,7 +118,7 @@ def test_name_checks_against_the_model_name_the_key(tmp_path):
         spec = load_spec(p)
         with pytest.raises(SpecError) as err:
             if "inputs" in extra:
-                solve(spec)
+                solve_spec(spec)
             else:
                 build_problem(spec)
         assert str(err.value).startswith(f"{p}: {key}") and message in str(err.value), str(err.value)
@@ -195,7 +190,7 @@ def test_the_specs_tracking_gains_reach_the_saved_file(tmp_path):
     spec = load_spec(write(tmp_path, PENDULUM + "tracking_gains: {dynamic_configuration: 50, momentum: 2, input: 0.5, "
                                                 "delay_steps: 2}\n"))
     assert spec.gains == GainDesign(dynamic_configuration=50.0, momentum=2.0, input=0.5, delay_steps=2)
-    res = solve(spec)
+    res = solve_spec(spec)
     back = Trajectory.load(res.trajectory.save(tmp_path / "out.npz"), library.get("pendulum"))
     record = back.info["gain_design"]
     assert record["delay_steps"] == 2 and record["state_weights"] == [50.0, 2.0] and record["input_weights"] == [0.5]
@@ -207,7 +202,7 @@ def test_the_specs_tracking_gains_reach_the_saved_file(tmp_path):
 def test_solve_writes_gains_and_statistics_into_the_trajectory(tmp_path):
     spec = load_spec(write(tmp_path, PENDULUM))
     stages = []
-    res = solve(spec, callback=lambda stage, rec: stages.append((stage, rec)))
+    res = solve_spec(spec, callback=lambda stage, rec: stages.append((stage, rec)))
     tr = res.trajectory
     assert res.result.converged and tr.info["converged"] and tr.info["reason"] == "converged"
     assert len(stages) == res.result.iterations == tr.info["iterations"] == len(tr.info["history"])
@@ -238,14 +233,14 @@ def test_solve_writes_gains_and_statistics_into_the_trajectory(tmp_path):
 def test_solve_stops_at_the_deadline_or_on_cancel_with_a_feasible_trajectory(tmp_path):
     spec = load_spec(write(tmp_path, PENDULUM))
     calls = []
-    res = solve(spec, callback=lambda s, r: calls.append(r), should_stop=lambda: len(calls) >= 2)
+    res = solve_spec(spec, callback=lambda s, r: calls.append(r), should_stop=lambda: len(calls) >= 2)
     assert res.result.reason == "cancelled" and len(calls) == 2 and not res.trajectory.info["converged"]
     X, _ = res.problem.system.simulate(res.problem.x0, res.trajectory.U)
     np.testing.assert_allclose(X, res.trajectory.X, atol=1e-10)
     assert res.trajectory.K.shape == (res.problem.N, 1, 2)
     # The optimization gets at least 1 ms of the spent deadline; a callback that takes 2 ms per iteration
     # (not the solver's speed: it converges in about 1 ms) makes the deadline pass by the second iteration.
-    res = solve(load_spec(write(tmp_path, PENDULUM), {"optimizer.deadline": 1e-4}),
+    res = solve_spec(load_spec(write(tmp_path, PENDULUM), {"optimizer.deadline": 1e-4}),
                 callback=lambda stage, record: time.sleep(0.002))
     assert res.result.reason == "deadline"
 
@@ -253,23 +248,23 @@ def test_solve_stops_at_the_deadline_or_on_cancel_with_a_feasible_trajectory(tmp
 def test_initial_trajectory_methods(tmp_path):
     legendre = {"motion.momenta": "legendre"}
     base = load_spec(write(tmp_path, PENDULUM), legendre)
-    reference = solve(base)
+    reference = solve_spec(base)
     for method in ("simulate", "desired", "embedding"):
         spec = load_spec(write(tmp_path, PENDULUM), dict(legendre, **{"initial_trajectory.method": method}))
-        res = solve(spec)
+        res = solve_spec(spec)
         assert res.result.converged, method
         assert res.trajectory.info["cost"] == pytest.approx(reference.trajectory.info["cost"], rel=1e-6)
         if method == "embedding":
             assert res.stages and res.trajectory.info["stages"][0]["stage"].startswith("embedding 1/3")
         if method == "desired":   # the LQR-tracked desired motion starts closer than the hanging pendulum
             assert res.initial_cost < 0.9 * reference.initial_cost
-    prev = solve(base).trajectory.save(tmp_path / "prev.npz")
+    prev = solve_spec(base).trajectory.save(tmp_path / "prev.npz")
     spec = load_spec(write(tmp_path, PENDULUM), dict(legendre, **{"initial_trajectory.method": "file",
                                                                    "initial_trajectory.file": str(prev)}))
-    res = solve(spec)
+    res = solve_spec(spec)
     assert res.result.iterations == 1 and res.result.converged      # warm start at the optimum
     with pytest.raises(SpecError, match="initial_trajectory.file: .*has 40 steps of 0.05 s; the problem has 20"):
-        solve(load_spec(write(tmp_path, PENDULUM), {"initial_trajectory.method": "file", "dt": 0.1,
+        solve_spec(load_spec(write(tmp_path, PENDULUM), {"initial_trajectory.method": "file", "dt": 0.1,
                                                      "initial_trajectory.file": str(prev)}))
 
 

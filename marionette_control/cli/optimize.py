@@ -4,8 +4,9 @@
                         [--max-iterations N] [--progress auto|live|plain|quiet] [--summary-json PATH]
     python -m marionette_control.cli.optimize ...     (same)
 
-Runs the spec (format: ``marionette_control/ocp/spec.py``; examples in ``config/optimize/``):
-initial trajectory, projection-operator optimization, time-varying LQR tracking gains designed by
+Runs the spec (format: ``marionette_control/ocp/spec.py``; examples in ``config/optimize/``; the run:
+``marionette_control/ocp/spec_problem.py``): initial trajectory, projection-operator optimization (or
+DMOCC with ``method: dmocc``), time-varying LQR tracking gains designed by
 the spec's ``tracking_gains`` (``marionette_control/lq/gains.py``); writes the trajectory
 file (``marionette_control/trajectory.py``) with K, the gains' design record and the
 optimizer's statistics in its ``info``, and prints a summary (iterations, cost, RMS error of every
@@ -31,7 +32,8 @@ from pathlib import Path
 import yaml
 
 from marionette_control.cli.progress import MODES, Progress
-from marionette_control.ocp.spec import SpecError, load_spec, solve
+from marionette_control.ocp.spec import SpecError, load_spec
+from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.model.yaml_model import StrictLoader
 
 
@@ -141,7 +143,7 @@ def main(argv=None) -> int:
     except ValueError:  # not the main thread: no signal handling
         pass
     try:
-        result = solve(spec, callback=progress.update, should_stop=lambda: stop["requested"], log=progress.log)
+        result = solve_spec(spec, callback=progress.update, should_stop=lambda: stop["requested"], log=progress.log)
     except SpecError as e:
         progress.close()
         print(f"marionette-optimize: error: {e}", file=sys.stderr)

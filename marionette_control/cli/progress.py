@@ -1,7 +1,7 @@
 """Progress display of an optimization: live on a terminal, plain lines otherwise.
 
 One :class:`Progress` receives ``update(stage, record)`` after every iteration (the
-``callback`` of :func:`marionette_control.ocp.spec.solve`) and ``log(message)`` for
+``callback`` of :func:`marionette_control.ocp.spec_problem.solve_spec`) and ``log(message)`` for
 everything else. Modes:
 
 * ``live`` — a status line rewritten in place (stage, iteration, cost, constraint violation,

@@ -1,7 +1,7 @@
 """Tracking gains designed for the arm and the command delay the controller runs with.
 
 The controller applies u = u_d(j) − K(j)(x̂_j − x_d(j)) at j = k + d, on the state x̂_{k+d}
-predicted through the commands in flight (:mod:`.prediction`; d = the command delay in
+predicted through the commands in flight (:mod:`marionette_control.tracking.prediction`; d = the command delay in
 steps). K(j) is the time-varying discrete LQR along the trajectory (thesis app. B.2.2 and (B.4),
 :func:`~marionette_control.lq.riccati.tv_lq`) on the exact linearization (A(k), B(k))
 (thesis (4.37)) with the stage cost
@@ -49,14 +49,19 @@ from typing import Optional
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.lq.riccati import tv_lq, tv_lqr
-from marionette_control.ocp.terms import drive_acceleration
-from marionette_control.ocp.tracking_problem import ProblemError, check_weight
+from marionette_control.model.state_layout import drive_acceleration, input_by_kind, state_by_kind
 from marionette_control.trajectory import Trajectory
+from marionette_control.validation import InvalidOption
 
 #: key of the design record in ``Trajectory.info``
 GAIN_DESIGN = "gain_design"
 METHOD = "tv_lqr_on_predicted_state"
+
+
+class GainDesignError(InvalidOption):
+    """A :class:`GainDesign` field breaks its rule; ``key`` is ``tracking_gains.<field>``."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,8 @@ class GainDesign:
     delay_steps : the command delay d the controller compensates (ros2_control: 1)
 
     Every front end sets these by these names (the YAML spec's ``tracking_gains`` section, the optimizer
-    node's ``tracking_gains.*`` parameters); a violated rule raises
-    :class:`~.tracking_problem.ProblemError` with the key ``tracking_gains.<field>``.
+    node's ``tracking_gains.*`` parameters); a violated rule raises :class:`GainDesignError` with the key
+    ``tracking_gains.<field>``.
     """
 
     dynamic_configuration: float = 1.0e3
@@ -95,24 +100,21 @@ class GainDesign:
         for f in fields(self):
             if f.name == "delay_steps":
                 continue
-            key = f"tracking_gains.{f.name}"
-            try:
-                value = check_weight(getattr(self, f.name), f"gain design weight '{f.name}'",
-                                     positive=f.name == "input")
-            except ProblemError as e:
-                raise ProblemError(str(e), key=key) from None
+            value = validation.weight(getattr(self, f.name), f"gain design weight '{f.name}'",
+                                      positive=f.name == "input", error=GainDesignError,
+                                      key=f"tracking_gains.{f.name}")
             object.__setattr__(self, f.name, value)
         d = self.delay_steps
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
-            raise ProblemError(f"gain design delay_steps must be an integer >= 0 (control periods), got {d!r}",
-                               key="tracking_gains.delay_steps")
+            raise GainDesignError(f"gain design delay_steps must be an integer >= 0 (control periods), got {d!r}",
+                                  key="tracking_gains.delay_steps")
         object.__setattr__(self, "delay_steps", int(d))
 
     @classmethod
     def of(cls, trajectory: Trajectory) -> Optional["GainDesign"]:
         """The design a trajectory's gains were made with (its ``info[GAIN_DESIGN]`` record), None without one (a
-        re-planner designs its windows' gains the same way, :mod:`.mpc`). Raises ProblemError for a record whose
-        fields break a rule."""
+        re-planner designs its windows' gains the same way, :mod:`~marionette_control.ocp.mpc`). Raises
+        GainDesignError for a record whose fields break a rule."""
         rec = trajectory.info.get(GAIN_DESIGN)
         if not isinstance(rec, dict):
             return None
@@ -120,10 +122,12 @@ class GainDesign:
         return cls(**{"angle_integral": 0.0, **{f.name: rec[f.name] for f in fields(cls) if f.name in rec}})
 
     def weights(self, model) -> tuple[np.ndarray, np.ndarray]:
-        """(Q (nx,), R (nU,)) diagonals for ``model``."""
-        Q = np.r_[np.full(model.nd, self.dynamic_configuration), np.full(model.nk, self.kinematic_configuration),
-                  np.full(model.nd, self.momentum), np.full(model.nk, self.kinematic_velocity)]
-        return Q, np.full(model.nU, self.input)
+        """(Q (nx,), R (nU,)) diagonals for ``model``, laid out by kind of component
+        (:mod:`marionette_control.model.state_layout`)."""
+        Q = state_by_kind(model, dynamic_configuration=self.dynamic_configuration,
+                          kinematic_configuration=self.kinematic_configuration, momentum=self.momentum,
+                          kinematic_velocity=self.kinematic_velocity)
+        return Q, input_by_kind(model, force_input=self.input, kinematic_input=self.input)
 
 
 @dataclass(frozen=True, eq=False)

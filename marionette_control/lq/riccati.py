@@ -83,6 +83,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import cython_blas
 from scipy.linalg import lapack as _lapack
 
 from marionette_control import _core
@@ -495,9 +496,8 @@ def _validate_problem(A, B, Q, R, Qf, S=None, q=None, r=None, qf=None, *,
 def _dgemm_capsule():
     """scipy's BLAS dgemm (Fortran interface) as a PyCapsule for the core's sweep, or None."""
     try:
-        from scipy.linalg import cython_blas
         return cython_blas.__pyx_capi__["dgemm"]
-    except (ImportError, AttributeError, KeyError):  # pragma: no cover - scipy always has it
+    except (AttributeError, KeyError):  # pragma: no cover - scipy always has it
         return None
 
 

@@ -49,7 +49,7 @@ publishes ``~/plan`` (marionette_interfaces/Plan, reliable) and ``/diagnostics``
 outcome of every update by reason, the update time's median, p99 and max over the last 500 updates,
 wall clock and thread CPU, skipped messages by reason, the last update).
 
-Parameters: :data:`PARAMS` (with their descriptions) and ``config/mpc.yaml``. The process stops on
+Parameters: :data:`marionette_control.ocp.mpc_options.PARAMS` (with their descriptions) and ``config/mpc.yaml``. The process stops on
 SIGINT/SIGTERM with status 0 (:mod:`marionette_control.nodes.process`).
 """
 
@@ -73,19 +73,22 @@ from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control import _core
-from marionette_control.ocp.mpc import Deadline, MPCOptions, RecedingHorizon, Update
+from marionette_control.ocp.mpc import Deadline, RecedingHorizon, Update
+from marionette_control.ocp.mpc_options import PARAMS, command_inputs, mpc_options, planning_problem
 from marionette_control.tracking.plan_switch import PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.tracking.law import TrackingLaw
-from marionette_control.tracking.options import load_model_description
 from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
+from marionette_control.model.yaml_model import load_model_file
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
 from marionette_control.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import declare
-from marionette_control.parameters import ParameterError, ParamSpec
+from marionette_control.nodes.process import run_node
+from marionette_control.parameters import ParameterError
+from marionette_control.resources import config_file
 
 NODE_NAME = "marionette_mpc"
 NS = 1_000_000_000
@@ -96,80 +99,9 @@ STATS_WINDOW = 500
 #: why a tracking message was not planned from (diagnostics ``skipped.<reason>``)
 SKIPS = ("no_motion", "invalid_message", "other_trajectory", "unknown_plan", "superseded", "stale_estimate")
 
-_DEFAULTS = MPCOptions()
-PARAMS = [
-    ParamSpec("model_file", "marionette_arm.yaml", "YAML model file (under config/ or absolute): the model, the drives' "
-              "limits the controller clamps to and the hardware joint names of its commands; the controller's file",
-              read_only=True),
-    ParamSpec("problem_spec", "", "YAML optimization spec (marionette-optimize's format, under config/ or absolute) "
-              "whose optimum the tracked motion is; empty: the optimizer node's problem for a request of the motion "
-              "library's 'motion' with its default options", read_only=True),
-    ParamSpec("motion", "wave", "Motion library name of the problem when problem_spec is empty", read_only=True),
-    ParamSpec("trajectory_file", "", "The tracked motion as a trajectory file (.npz); empty: from trajectory_topic",
-              read_only=True),
-    ParamSpec("trajectory_topic", "marionette_optimizer/trajectory", "TrackedTrajectory topic of the optimizer "
-              "(reliable, transient local): the motion the controller tracks", read_only=True),
-    ParamSpec("tracking_topic", "marionette_controller/tracking", "The controller's TrackingState output",
-              read_only=True),
-    ParamSpec("horizon", _DEFAULTS.horizon, "Receding horizon [s] (shorter at the end of the motion)",
-              minimum=0.05, maximum=30.0, read_only=True),
-    ParamSpec("period", _DEFAULTS.period, "Time between updates [s, of the controller's ticks]", minimum=0.001,
-              maximum=10.0, read_only=True),
-    ParamSpec("latency_steps", _DEFAULTS.latency_steps, "Ticks between the estimate an update starts from and the "
-              "tick at which the controller first uses its plan (the plan starts at step k + d + latency_steps)",
-              minimum=0, maximum=1000, read_only=True),
-    ParamSpec("deadline", _DEFAULTS.deadline, "Longest time one update may take [s, on the node's clock: simulated "
-              "time under use_sim_time] (prediction, optimization, gains), besides its plan's due tick; "
-              "0: no deadline (plans that come too late are refused by the controller)", minimum=0.0, maximum=10.0,
-              read_only=True),
-    ParamSpec("transport_margin", 0.005, "Time [s] kept for delivering a plan before the tick that uses it",
-              minimum=0.0, maximum=1.0, read_only=True),
-    ParamSpec("max_iterations", _DEFAULTS.max_iterations, "Descent directions per update at most", minimum=1,
-              maximum=1000, read_only=True),
-    ParamSpec("drive_acceleration", _DEFAULTS.drive_acceleration, "Weight of the drives' accelerations against the "
-              "motion's in the window's cost [s^4/m^2] (ocp/mpc.py MPCOptions)", minimum=0.0, maximum=1e6,
-              read_only=True),
-    ParamSpec("diagnostics_period", 1.0, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
-              maximum=60.0, read_only=True),
-    ParamSpec("nice", 10, "Niceness of the updates' thread (os.nice): on a computer whose cores the controller "
-              "shares, the planner's updates yield to its ticks; 0: unchanged", minimum=0, maximum=19,
-              read_only=True),
-    ParamSpec("idle_scheduling", True, "Run the updates' thread under SCHED_IDLE (Linux): any other thread that wakes "
-              "up, the controller's and its middleware's included, takes the core from it at once (docs/mpc.md); on "
-              "a computer busy with other work the updates then get only its idle time", read_only=True),
-]
-
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 TRACKING_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-def mpc_options(values: dict) -> MPCOptions:
-    """The MPCOptions of parameter values (``deadline`` 0: None)."""
-    try:
-        return MPCOptions(horizon=float(values["horizon"]), period=float(values["period"]),
-                          latency_steps=int(values["latency_steps"]),
-                          deadline=float(values["deadline"]) or None, max_iterations=int(values["max_iterations"]),
-                          drive_acceleration=float(values["drive_acceleration"]))
-    except ValueError as e:
-        raise ParameterError(str(e)) from None
-
-
-def build_problem(values: dict, model_file: str):
-    """The problem of ``problem_spec``, or the optimizer's for a request of ``motion`` (module docstring)."""
-    from marionette_control.ocp import request
-    from marionette_control.ocp.spec import SpecError, build_problem as spec_problem, load_spec
-    from marionette_control.ocp.tracking_problem import ProblemError
-    from marionette_control.resources import config_file
-
-    try:
-        if values["problem_spec"]:
-            return spec_problem(load_spec(config_file(values["problem_spec"])))
-        model = load_model_description(model_file).model
-        return request.build_problem(model, motion_name=values["motion"])
-    except (SpecError, ProblemError, OSError, ValueError) as e:
-        which = "problem_spec" if values["problem_spec"] else "motion"
-        raise ParameterError(f"parameter '{which}': {e}") from None
 
 
 @dataclass(frozen=True)
@@ -196,11 +128,11 @@ class MPCNode(Node):
         self.p = p = declare(self, PARAMS)
         self.options = mpc_options(p)
         try:
-            desc = load_model_description(p["model_file"])
+            desc = load_model_file(config_file(p["model_file"]))
         except (OSError, ValueError) as e:
             raise ParameterError(f"parameter 'model_file': {e}") from None
         self.model = m = desc.model
-        self.problem = build_problem(p, p["model_file"])
+        self.problem = planning_problem(p, m)
         if self.problem.model.hash != m.hash:
             raise ParameterError(f"the problem's model '{self.problem.model.name}' is not model_file's '{m.name}'")
         try:
@@ -209,9 +141,7 @@ class MPCNode(Node):
             raise ParameterError(f"parameters 'deadline', 'latency_steps': {e}") from None
         self.limits = CommandLimits.from_limits(from_description(desc)).for_dt(self.problem.dt)
         # the command's entries by hardware joint name -> index into u (model order)
-        hw = dict(desc.hardware_joints)
-        self._input_of = {h: m.nu + list(m.config_names[m.nd:]).index(c) for h, c in hw.items()
-                          if m.config_names.index(c) >= m.nd}
+        self._input_of = command_inputs(desc)
         self.mpc: Optional[RecedingHorizon] = None
         self.motion_source = ""
         # the worker thread's results, counts and the plans it made, and what the executor's thread reads of them
@@ -460,8 +390,6 @@ class MPCNode(Node):
 
 def main(args=None) -> int:
     """Runs the node until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`)."""
-    from marionette_control.nodes.process import run_node
-
     # the executor's thread records and keeps the clock; updates run on the node's worker thread
     return run_node(NODE_NAME, MPCNode, args=args, cleanup=MPCNode.stop_updates)
 

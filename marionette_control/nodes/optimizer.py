@@ -1,9 +1,9 @@
 """marionette_optimizer: projection-operator trajectory optimization on request (ROS 2 node).
 
-A thin adapter around the control layer: requests are turned into optimization problems
+A thin adapter around the optimal-control layer: requests are turned into optimization problems
 (:class:`~marionette_control.ocp.problem.Problem`) by :mod:`marionette_control.ocp.request`
-(which validates them), solved by
-:class:`~marionette_control.ocp.projection.ProjectionOptimizer`, and answered with the
+(which validates them), solved by :func:`marionette_control.ocp.optimizer.solve` (the projection-operator
+optimizer, or DMOCC when a request asks for it), and answered with the
 feasible trajectory, its time-varying LQR tracking gains, the convergence history and a report
 of every inequality constraint (drive range, speed and acceleration, string tension: by default
 the model file's limits are enforced): its worst margin, where it occurs and where it is active.
@@ -91,7 +91,6 @@ model:=pendulum``.
 
 from __future__ import annotations
 
-import math
 import queue
 import sys
 import threading
@@ -112,195 +111,27 @@ from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
 from marionette_interfaces.msg import ConstraintReport, ConvergenceData, TrackedTrajectory
 from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
-from marionette_control.model import library
-from marionette_control.ocp.dmocc import DmoccOptions, solve_problem as solve_dmocc
 from marionette_control.lq.gains import GainDesign
-from marionette_control.ocp.projection import IterationRecord, OptimizerOptions, OptionError, ProjectionOptimizer
-from marionette_control.ocp.problem import ConstraintOptions, Problem
-from marionette_control.ocp.request import (
-    ConvergenceHistory,
-    DesiredMotion,
-    RequestOptions,
-    actuator_joints,
-    build_problem,
-    convergence_history,
-    request_limits,
-    tracked_trajectory,
-)
-from marionette_control.ocp.tracking_problem import ProblemDefaults, ProblemError, WeightDefaults
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import declare
-from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.nodes.process import StopFlag, run_node
+from marionette_control.ocp.optimizer import solve
+from marionette_control.ocp.options import gain_design, parameter_specs, problem_defaults
+from marionette_control.ocp.problem import Problem, ProblemError
+from marionette_control.ocp.projection import IterationRecord
+from marionette_control.ocp.report import ConvergenceHistory, constraint_summary, describe
+from marionette_control.ocp.request import DesiredMotion, RequestModels, RequestOptions, build_problem
+from marionette_control.ocp.tracking_problem import ProblemDefaults
+from marionette_control.parameters import ParameterError
 from marionette_control.save_path import SavePathError, SavePolicy, SaveTarget, write_file
 
 NODE_NAME = "marionette_optimizer"
 SERVICE = "~/optimize"
 ACTION = "~/optimize_action"
-POLICIES = ("reject", "queue")
 
 #: QoS of the result topic: the latest trajectory, kept for late subscribers.
 TRAJECTORY_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-
-
-# --------------------------------------------------------------------------------------------- parameters
-
-
-def _positive(v) -> Optional[str]:
-    return None if v > 0 and math.isfinite(v) else f"must be finite and > 0, got {v}"
-
-
-def _non_negative(v) -> Optional[str]:
-    return None if v >= 0 and math.isfinite(v) else f"must be finite and >= 0, got {v}"
-
-
-def parse_schedule(entries) -> tuple:
-    """``["quasi_newton:4", "newton"]`` -> (("quasi_newton", 4), ("newton", None)); raises ValueError.
-
-    Each entry is ``method`` or ``method:iterations``; a missing count or 0 means "until
-    convergence". The entries' format is read here, the schedule's rules are OptimizerOptions'
-    (its OptionError worded with the entry).
-    """
-    entries = list(entries)
-    out = []
-    for i, e in enumerate(entries):
-        method, _, count = str(e).partition(":")
-        try:
-            n = int(count) if count else 0
-        except ValueError:
-            raise ValueError(f"entry {i} ({e!r}): iterations must be an integer") from None
-        out.append((method, n or None))
-    try:
-        return OptimizerOptions(schedule=out).schedule
-    except OptionError as err:
-        where = f"entry {err.entry} ({entries[err.entry]!r}): " if err.entry is not None else ""
-        raise ValueError(where + err.message) from None
-
-
-def _schedule_check(v) -> Optional[str]:
-    try:
-        parse_schedule(v)
-    except ValueError as e:
-        return str(e)
-    return None
-
-
-def _model_check(v) -> Optional[str]:
-    return None if v in library.available() else f"unknown model '{v}'; available: {', '.join(library.available())}"
-
-
-def _fraction(v) -> Optional[str]:
-    return None if 0.0 <= v < 1.0 else f"must be a fraction in [0, 1), got {v}"
-
-
-def _gain_check(name: str) -> Callable:
-    """The check of parameter ``tracking_gains.<name>``: GainDesign's rule for that field."""
-    def check(v) -> Optional[str]:
-        try:
-            GainDesign(**{name: v})
-        except ProblemError as e:
-            return str(e)
-        return None
-
-    return check
-
-
-#: The optimizer node's parameters of the tracking gains: GainDesign's fields, with what each weighs.
-GAIN_PARAMETERS = {
-    "dynamic_configuration": "LQR state weight of the dynamic configurations (the arm's angles; every "
-                             "configuration of a model without drives)",
-    "kinematic_configuration": "LQR state weight of the drives' positions (kinematic configurations)",
-    "momentum": "LQR state weight of the momenta",
-    "kinematic_velocity": "LQR state weight of the drives' velocities",
-    "input": "LQR input weight of every input (> 0)",
-    "drive_acceleration": "LQR weight of the drives' acceleration deviation [s^4/m^2]: the loop's bandwidth "
-                          "against the drives' acceleration limits and encoder noise",
-    "terminal_scale": "terminal LQR weights = this times the state weights",
-    "angle_integral": "LQI weight of the integral of the arm angles' error [1/(rad^2 s^2)] (0: no integral "
-                      "action); the controller recomputes the integral's gains from the design record",
-    "delay_steps": "command delay [control periods] the gains are designed for: must equal the controller's "
-                   "command_delay_steps (1 with ros2_control), which refuses gains for another delay",
-}
-
-
-def parameter_specs() -> list[ParamSpec]:
-    """Every parameter of the node (see also config/optimizer.yaml)."""
-    w, g, d, c = WeightDefaults(), GainDesign(), ProblemDefaults(), ConstraintOptions()
-    return [
-        ParamSpec("model", "marionette_arm", "Model (model-library name) requests optimize for when their model_id "
-                  "is empty; built at start-up.", check=_model_check, read_only=True),
-        ParamSpec("dt", d.dt, "Default integrator time step [s] for named motions and for desired points that are "
-                  "not evenly spaced (options.dt = 0).", check=_positive),
-        ParamSpec("max_steps", d.max_steps, "Largest number of steps N a request may ask for.", minimum=1),
-        ParamSpec("min_dt", d.min_dt, "Smallest time step [s] a request may ask for (or its evenly spaced points "
-                  "imply): the controller ticks once per step on the arm's joint states (ros2_control loops run at up "
-                  "to about 1 kHz).", check=_positive),
-        ParamSpec("max_dt", d.max_dt, "Largest time step [s] a request may ask for (or its evenly spaced points "
-                  "imply): at 0.1 s the midpoint rule already puts the arm's swinging mode (5.8 rad/s) 8 % low in "
-                  "frequency and the controller corrects at 10 Hz; two points 1000 s apart are refused, not taken as "
-                  "one step.", check=_positive),
-        ParamSpec("max_duration", d.max_duration, "Longest desired motion [s] a request may ask for (the "
-                  "controller precomputes its Kalman filter along the whole trajectory; a motion of hours is a "
-                  "mistake or holds the optimization slot).", check=_positive),
-        ParamSpec("motion_directory", "", "Directory of the motion library (<name>.yaml keyframe motions); empty: "
-                  "the package's config/motions."),
-        ParamSpec("weights.named_configuration", w.named_configuration, "Default state weight of configurations "
-                  "the desired motion names.", check=_non_negative),
-        ParamSpec("weights.other_configuration", w.other_configuration, "Default state weight of configurations the "
-                  "desired motion does not name (0: left to the optimizer).", check=_non_negative),
-        ParamSpec("weights.momentum", w.momentum, "Default state weight of momenta (desired 0).", check=_non_negative),
-        ParamSpec("weights.kinematic_velocity", w.kinematic_velocity, "Default state weight of kinematic velocities "
-                  "(desired 0).", check=_non_negative),
-        ParamSpec("weights.force_input", w.force_input, "Default input weight of force inputs (desired 0; > 0).",
-                  check=_positive),
-        ParamSpec("weights.kinematic_input", w.kinematic_input, "Default input weight of kinematic inputs (next "
-                  "kinematic configurations; > 0).", check=_positive),
-        ParamSpec("weights.terminal_scale", w.terminal_scale, "Terminal-cost weights = this times the state "
-                  "weights, unless a request names terminal weights.", check=_non_negative),
-        ParamSpec("schedule", ["quasi_newton:4", "newton"], "Default method schedule: entries 'method:iterations' "
-                  "(methods steepest, quasi_newton, newton); the last entry may omit the count (until convergence).",
-                  check=_schedule_check),
-        ParamSpec("tolerance", d.tolerance, "Default convergence tolerance on the descent norm |Dh.dxi|.",
-                  check=_positive),
-        ParamSpec("max_iterations", d.max_iterations, "Default cap on the number of iterations.", minimum=1),
-        ParamSpec("deadline_s", 0.0, "Default wall-clock budget of one optimization [s] (0: none); at the deadline "
-                  "the best feasible trajectory so far is returned.", check=_non_negative),
-        ParamSpec("constraints.enabled", c.enabled, "Enforce the model file's limits (drive range, speed, "
-                  "acceleration; string tension >= its minimum) unless a request says otherwise."),
-        ParamSpec("constraints.min_tension", 0.0, "Default minimum string tension [N] for every string (0: the "
-                  "model file's).", check=_non_negative),
-        ParamSpec("constraints.range_margin", 0.0, "Default fraction of each drive's range width kept off each "
-                  "end.", check=_fraction),
-        ParamSpec("constraints.speed_margin", 0.0, "Default fraction of each drive's speed limit kept in "
-                  "reserve.", check=_fraction),
-        ParamSpec("constraints.acceleration_margin", 0.0, "Default fraction of each drive's acceleration limit "
-                  "kept in reserve.", check=_fraction),
-        ParamSpec("constraints.barrier_weight", c.barrier_weight, "Default final weight of the constraint "
-                  "barrier per constraint and second.", check=_positive),
-        *(ParamSpec(f"tracking_gains.{name}", getattr(g, name), f"Tracking gains shipped with every result "
-                    f"(lq/gains.py, GainDesign): {text}.", check=_gain_check(name))
-          for name, text in GAIN_PARAMETERS.items()),
-        ParamSpec("trajectory_topic", "~/trajectory", "Topic of the latest result (TrackedTrajectory, reliable, "
-                  "transient-local, depth 1).", check=lambda v: None if v else "must not be empty", read_only=True),
-        ParamSpec("save_directory", "", "Directory for result files (created at start-up if missing): a request's "
-                  "save_path is taken relative to it and must resolve inside it; results of requests without "
-                  "save_path are saved there too. Empty: nothing is saved and requests with a save_path are refused.",
-                  read_only=True),
-        ParamSpec("allowed_save_directories", [], "Absolute directories an absolute save_path may point into "
-                  "(resolved, symbolic links included); empty: absolute save_paths are refused.", read_only=True),
-        ParamSpec("concurrency", "reject", "Policy for requests while an optimization runs: 'reject' (answer busy / "
-                  "reject the goal) or 'queue' (wait in order, up to queue_size).",
-                  check=lambda v: None if v in POLICIES else f"must be one of {', '.join(POLICIES)}", read_only=True),
-        ParamSpec("queue_size", 4, "With concurrency 'queue': how many requests may wait.", minimum=1, maximum=64,
-                  read_only=True),
-        ParamSpec("qos_depth.service", 100, "History depth of the optimize service's request and response queues: "
-                  "requests arriving in one burst while the callbacks are busy (more than 1 + queue_size; a deeper "
-                  "burst loses the oldest unseen requests in the middleware).", minimum=2, maximum=10000,
-                  read_only=True),
-        ParamSpec("qos_depth.action", 100, "History depth of the optimize action's goal, cancel and result service "
-                  "queues (as qos_depth.service).", minimum=2, maximum=10000, read_only=True),
-    ]
 
 
 def request_qos(depth: int) -> QoSProfile:
@@ -320,7 +151,7 @@ class Outcome:
     message: str
     trajectory: Optional[TrackedTrajectory] = None
     history: Optional[ConvergenceHistory] = None
-    constraints: Optional[dict] = None       # problem.result_info of the result
+    constraints: Optional[dict] = None       # the result record's constraints (ocp/report.py)
 
 
 @dataclass
@@ -382,43 +213,6 @@ def _fill(response, outcome: Outcome):
     return response
 
 
-def _constraint_summary(c: dict) -> str:
-    """A sentence on the constraints of a result: satisfied or not, and the ones it rides."""
-    rows = c["margins"]
-    if not rows:
-        return "no inequality constraints"
-    if not c["feasible"]:
-        bad = [r["label"] for r in rows if not r["satisfied"]]
-        return (f"NO constraint-satisfying trajectory found yet: {', '.join(bad)} violated (largest normalized "
-                f"violation {c['violation']:.3g})")
-    active = [f"{r['label']} ({r['active_steps']} steps)" for r in rows if r["active_steps"]]
-    return (f"all {len(rows)} constraints satisfied" + (f"; active: {', '.join(active)}" if active else ""))
-
-
-def _describe(problem: Problem, h: ConvergenceHistory, cost: float, deadline) -> str:
-    iters = f"{h.iterations} iteration{'s' if h.iterations != 1 else ''}"
-    costs = f"cost {problem.initial_cost:.6g} -> {cost:.6g}"
-    tol = problem.options.tolerance
-    if problem.method == "dmocc":   # its descent norms are IPOPT's dual infeasibility (ocp/dmocc.py)
-        iters = f"{iters} of DMOCC (IPOPT)"
-        measure = f"dual infeasibility {h.descent_norms[-1]:.3g}"
-    else:
-        measure = f"|Dh.dxi| = {h.descent_norms[-1]:.3g} < {tol:g}"
-    head = {
-        "converged": f"converged after {iters} ({costs}, {measure})",
-        "max_iterations": f"stopped at the iteration cap after {iters} without converging ({costs}); the "
-                          "trajectory is feasible",
-        "deadline": f"deadline of {deadline or 0:g} s reached after {iters}: best feasible trajectory so far "
-                    f"({costs})",
-        "canceled": f"canceled after {iters}: best feasible trajectory so far ({costs})",
-        "line_search_failed": f"the line search found no decrease after {iters}: best feasible trajectory so far "
-                              f"({costs})",
-        "infeasible": f"no trajectory satisfying the constraints was found after {iters} ({costs})",
-    }.get(h.reason, f"stopped after {iters} without a descent direction: best feasible trajectory so far ({costs})")
-    return (f"{head} in {h.elapsed:.3g} s; {problem.source}, {problem.N} steps of dt = {problem.dt:g} s on model "
-            f"'{problem.model.name}'")
-
-
 # --------------------------------------------------------------------------------------------- the node
 
 
@@ -435,11 +229,10 @@ class OptimizerNode(Node):
             self._defaults()
         except ProblemError as e:
             raise ParameterError(str(e)) from None
-        self._models: dict = {}
-        self._models_lock = threading.Lock()
+        self._models = RequestModels()
         self.default_model = self._values["model"]
         try:
-            self._model(self.default_model)
+            self._models.get(self.default_model)
         except ProblemError as e:
             raise ParameterError(f"parameter 'model': {e}") from None
         self.policy = self._values["concurrency"]
@@ -484,18 +277,7 @@ class OptimizerNode(Node):
     # -- parameters --------------------------------------------------------------------------------
 
     def _defaults(self, override: Optional[dict] = None) -> ProblemDefaults:
-        v = dict(self._values)
-        v.update(override or {})
-        weights = WeightDefaults(*(float(v[f"weights.{k}"]) for k in (
-            "named_configuration", "other_configuration", "momentum", "kinematic_velocity", "force_input",
-            "kinematic_input", "terminal_scale")))
-        directory = v["motion_directory"]
-        return ProblemDefaults(dt=float(v["dt"]), weights=weights, schedule=parse_schedule(v["schedule"]),
-                               tolerance=float(v["tolerance"]), max_iterations=int(v["max_iterations"]),
-                               deadline=float(v["deadline_s"]) or None, max_steps=int(v["max_steps"]),
-                               min_dt=float(v["min_dt"]), max_dt=float(v["max_dt"]),
-                               max_duration=float(v["max_duration"]),
-                               motion_directories=[directory] if directory else (), constraints=self._constraints(v))
+        return problem_defaults(dict(self._values, **(override or {})))
 
     def _check_defaults(self, params) -> SetParametersResult:
         """Refuses a change that would make the request defaults inconsistent (ProblemDefaults' rules)."""
@@ -508,30 +290,9 @@ class OptimizerNode(Node):
         return SetParametersResult(successful=True)
 
     def _gains(self) -> GainDesign:
-        return GainDesign(**{name: self._values[f"tracking_gains.{name}"] for name in GAIN_PARAMETERS})
-
-    def _constraints(self, v: dict) -> ConstraintOptions:
-        margins = {f: float(v[f"constraints.{f}_margin"]) for f in ("range", "speed", "acceleration")
-                   if float(v[f"constraints.{f}_margin"]) > 0}
-        return ConstraintOptions(enabled=bool(v["constraints.enabled"]), margins=margins,
-                                 min_tension=float(v["constraints.min_tension"]) or None,
-                                 barrier_weight=float(v["constraints.barrier_weight"]))
+        return gain_design(self._values)
 
     # -- requests ------------------------------------------------------------------------------------
-
-    def _model(self, name: str):
-        """(model, limits, hardware joint names of its kinematic configurations) of a model-library name, built
-        once."""
-        with self._models_lock:
-            if name not in self._models:
-                if name not in library.available():
-                    raise ProblemError(f"unknown model '{name}'; available: {', '.join(library.available())}")
-                try:
-                    model = library.get(name)
-                    self._models[name] = (model, request_limits(model), actuator_joints(model))
-                except Exception as e:  # a model file that does not load is the request's problem to hear about
-                    raise ProblemError(f"model '{name}' cannot be built: {e}") from None
-            return self._models[name]
 
     def _save_target(self, request, model_name: str) -> Optional[SaveTarget]:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S_%fZ")
@@ -542,7 +303,7 @@ class OptimizerNode(Node):
 
     def prepare(self, request) -> tuple[Problem, Optional[SaveTarget]]:
         """Validates a request (service request or action goal) and builds its problem; raises ProblemError."""
-        model, limits, _ = self._model(request.model_id or self.default_model)
+        model, limits, _ = self._models.get(request.model_id or self.default_model)
         o = request.options
         options = RequestOptions(
             state_weight_names=list(o.state_weight_names), state_weights=list(o.state_weights),
@@ -684,21 +445,14 @@ class OptimizerNode(Node):
             return Outcome(False, "the optimizer node is shutting down; the request was not run")
         self.get_logger().info(f"{job.label}: optimizing {p.source} on model '{p.model.name}' ({p.N} steps of "
                                f"{p.dt:g} s)")
-        opt = ProjectionOptimizer(p.system, p.cost, p.options)
-        initial_violation = opt.evaluate(p.X0, p.U0)[1]
-        if p.method == "dmocc":   # direct transcription by IPOPT (ocp/dmocc.py), from the same start
-            result = solve_dmocc(p, p.X0, p.U0, DmoccOptions(max_iterations=p.options.max_iterations,
-                                                             deadline=p.options.deadline),
-                                 callback=job.on_iteration, should_stop=job.should_stop)
-        else:
-            result = opt.optimize(p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
-        history = convergence_history(result, p.initial_cost, initial_violation)
-        traj = tracked_trajectory(p, result)
+        res = solve(p, p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
+        history, traj = res.history, res.trajectory
         constraints = traj.info["constraints"]
         # header.stamp stays zero: "start when the receiver starts it" (TrackedTrajectory.msg).
         msg = trajectory_to_msg(traj, TrackedTrajectory, list(p.model.config_names),
-                                actuator_joints=self._model(p.model.name)[2])
-        message = f"{_describe(p, history, float(result.cost), p.options.deadline)}; {_constraint_summary(constraints)}"
+                                actuator_joints=self._models.get(p.model.name)[2])
+        message = (f"{describe(p, res.method, history, res.initial_cost, float(res.result.cost))}; "
+                   f"{constraint_summary(constraints)}")
         if self._stopping.is_set() and history.reason == ConvergenceData.REASON_CANCELED:
             message += " (the node is shutting down)"
         if job.save is not None:

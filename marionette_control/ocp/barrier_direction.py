@@ -1,6 +1,6 @@
 """The descent direction of a barrier problem on the linearized constraints (interior-point practice).
 
-The projection-operator optimizer (:mod:`.optimizer`) finds its direction ζ = (z, v) as the
+The projection-operator optimizer (:mod:`.projection`) finds its direction ζ = (z, v) as the
 minimizer of a quadratic model on the linearized dynamics (thesis (6.29)-(6.30)): with barrier
 terms (:class:`~.constraints.BarrierTerm`) the model holds the barrier's curvature at the
 current margins c only, μΔt β''(c) DcᵀDc. Where the direction moves a margin by more than c
@@ -118,7 +118,7 @@ def barrier_direction(A: np.ndarray, B: np.ndarray, model, lx: np.ndarray, lu: n
     """(Z, V, Newton iterations taken) minimizing m (module docstring) from the ordinary direction (Z, V).
 
     A (N, nx, nx), B (N, nx, nU): the linearization; ``model``: the quadratic model (an object with Q,
-    S, R, Qf and ``apply``, :class:`~.optimizer.QuadraticModel`) whose direction is (Z (N+1, nx), V (N,
+    S, R, Qf and ``apply``, :class:`~.projection.QuadraticModel`) whose direction is (Z (N+1, nx), V (N,
     nU)); lx (N+1, nx), lu (N, nU): Dg; ``barriers``: the barrier terms of the problem at their current
     weight and δ, ``point`` (with λ's derivatives when a term reads them). At most ``iterations`` Newton
     iterations (the ordinary direction counts as the first); stops when an iteration's predicted decrease

@@ -43,6 +43,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.ocp.terms import Term
 
 FAMILIES = ("range", "speed", "acceleration", "configuration", "force", "tension")
@@ -324,10 +325,8 @@ class BarrierTerm(Term):
     def __init__(self, constraints: InequalityConstraints, weight: float, delta: float, dt: float,
                  name: Optional[str] = None):
         super().__init__(name or f"barrier:{','.join(sorted({r.family for r in constraints.rows}))}")
-        if not (np.isfinite(weight) and weight > 0):
-            raise ValueError(f"the barrier weight must be > 0, got {weight}")
-        if not (np.isfinite(delta) and delta >= 0):
-            raise ValueError(f"the barrier threshold delta must be >= 0, got {delta}")
+        validation.positive(weight, "the barrier weight")
+        validation.nonnegative(delta, "the barrier threshold delta")
         self.constraints, self.weight, self.delta, self.dt = constraints, float(weight), float(delta), float(dt)
         self.needs_lambda = self.has_curvature = constraints.needs_lambda
 

@@ -17,6 +17,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
+from marionette_control.ocp.constraints import BarrierTerm
 from marionette_control.ocp.terms import InputTracking, Point, StateTracking, Term, TerminalState
 
 
@@ -76,8 +77,6 @@ class Cost:
         self.nx, self.nU, self.N = sizes["nx"], sizes["nU"], sizes["N"]
         self.needs_lambda = any(t.needs_lambda for t in self.terms)
         self.has_curvature = any(t.has_curvature for t in self.terms)
-        from marionette_control.ocp.constraints import BarrierTerm
-
         self.barriers = tuple(t for t in self.terms if isinstance(t, BarrierTerm))
 
     # -- composition --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ Usage::
     result = solve_problem(problem, X0, U0, DmoccOptions(final="rest"))
     trajectory = problem.with_gains(result.X, result.U, info=result.info())
 
-``result`` is an :class:`~.optimizer.OptimizationResult` (X, U, cost, converged, reason,
+``result`` is an :class:`~.projection.OptimizationResult` (X, U, cost, converged, reason,
 history, elapsed, feasible, violation, Lam) plus the solver's statistics (:class:`DmoccResult`).
 """
 
@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.ocp.projection import IterationRecord, OptimizationResult
 from marionette_control.ocp.transcription import FINAL_CONDITIONS, FinalCondition, Transcription
 
@@ -80,15 +81,13 @@ class DmoccOptions:
 
     def __post_init__(self):
         for name in ("tolerance", "constraint_tolerance"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
-                raise ValueError(f"dmocc {name} must be a finite number > 0, got {v!r}")
+            validation.positive(getattr(self, name), f"dmocc {name}")
         if isinstance(self.max_iterations, bool) or int(self.max_iterations) != self.max_iterations \
                 or self.max_iterations < 0:
             raise ValueError(f"dmocc max_iterations must be an integer >= 0, got {self.max_iterations!r}")
         self.max_iterations = int(self.max_iterations)
-        if self.deadline is not None and not (isinstance(self.deadline, (int, float)) and self.deadline > 0):
-            raise ValueError(f"dmocc deadline must be > 0 seconds or None, got {self.deadline!r}")
+        if self.deadline is not None:
+            validation.scalar(self.deadline, "dmocc deadline", positive=True, reason=" seconds (or None)")
         if self.final not in FINAL_CONDITIONS:
             raise ValueError(f"dmocc final must be one of {', '.join(FINAL_CONDITIONS)}, got {self.final!r}")
         if self.final_state is not None and self.final == "free":
@@ -147,7 +146,7 @@ OPTIMIZATION_METHODS = ("projection", "dmocc")
 
 @dataclass
 class DmoccResult(OptimizationResult):
-    """An :class:`~.optimizer.OptimizationResult` with the solver's statistics.
+    """An :class:`~.projection.OptimizationResult` with the solver's statistics.
 
     ``iterations`` (property) counts IPOPT iterations (one history record each: cost = the
     objective, descent_norm = IPOPT's dual infeasibility, step_length = its primal step α,
@@ -172,7 +171,7 @@ class DmoccResult(OptimizationResult):
 
 def _casadi():
     try:
-        import casadi
+        import casadi  # optional dependency (requirements/dmocc.txt): only DMOCC needs it
     except ImportError as e:  # pragma: no cover - exercised only where casadi is missing
         raise DmoccUnavailable("method dmocc needs the casadi package (it bundles IPOPT): pip install -r "
                                "requirements/dmocc.txt") from e
@@ -222,7 +221,7 @@ class DmoccSolver:
               should_stop: Optional[Callable[[], bool]] = None) -> DmoccResult:
         """Solves the NLP from the trajectory (X0 (N+1, nx), U0 (N, nU)) and multipliers Lam0 (N, m)
         (default: the constraint forces of (X0, U0) from the core). ``callback`` receives an
-        :class:`~.optimizer.IterationRecord` per IPOPT iteration (cost, violation = primal
+        :class:`~.projection.IterationRecord` per IPOPT iteration (cost, violation = primal
         infeasibility); ``should_stop()`` is polled there (cancel: reason ``cancelled``)."""
         ca = _casadi()
         nlp, opt = self.nlp, self.options

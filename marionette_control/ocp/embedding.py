@@ -52,7 +52,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.ocp.cost import Cost
 from marionette_control.ocp.projection import (
     IterationRecord,
@@ -61,6 +61,7 @@ from marionette_control.ocp.projection import (
     ProjectionOptimizer,
 )
 from marionette_control.lq.riccati import tv_lqr
+from marionette_control.ocp.terms import ConstraintPenalty, InputTracking
 from marionette_control.ocp.tracking_problem import hold_inputs
 from marionette_control.model.builder import SystemBuilder
 from marionette_control.model.strings import StringConstraint, string_constraints
@@ -131,8 +132,6 @@ class _Variant:
     def variant_cost(self, cost: Cost, extra_weight) -> Cost:
         """The original cost (without its constraint barriers) on the variant, plus
         ½ extra_weight |u_extra|² (term ``extra_inputs``; ``extra_inputs_2`` ... for a variant of a variant)."""
-        from marionette_control.ocp.terms import InputTracking
-
         nU = self.variant.nU
         terms = [t.on_inputs(self._cols, nU) for t in cost.without_barriers().terms]
         R = np.zeros(nU)
@@ -324,13 +323,12 @@ class EmbeddingOptions:
 
     def __post_init__(self):
         w = [float(v) for v in self.weights]
-        if not w or not all(np.isfinite(v) and v > 0 for v in w):
+        if not w or any(validation.problem(v, positive=True) for v in w):
             raise ValueError(f"embedding weights must be a non-empty list of positive numbers, got {self.weights}")
         if any(b <= a for a, b in zip(w, w[1:])):
             raise ValueError(f"embedding weights must increase from round to round, got {w}")
         self.weights = tuple(w)
-        if not (np.isfinite(self.unused_tolerance) and self.unused_tolerance > 0):
-            raise ValueError(f"unused_tolerance must be > 0, got {self.unused_tolerance}")
+        validation.positive(self.unused_tolerance, "unused_tolerance")
         if self.start not in ("desired", "given"):
             raise ValueError(f"embedding start must be 'desired' or 'given', got {self.start!r}")
 
@@ -632,8 +630,7 @@ class RelaxationOptions:
     bounds: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if not (np.isfinite(self.force_weight) and self.force_weight > 0):
-            raise ValueError(f"force_weight must be > 0, got {self.force_weight}")
+        validation.positive(self.force_weight, "force_weight")
 
 
 def run_string_relaxation(relaxation: Relaxation, dt: float, cost: Cost, x0: np.ndarray,
@@ -690,11 +687,10 @@ class PenaltyOptions:
 
     def __post_init__(self):
         w = [float(v) for v in self.weights]
-        if not w or not all(np.isfinite(v) and v > 0 for v in w) or any(b <= a for a, b in zip(w, w[1:])):
+        if not w or any(validation.problem(v, positive=True) for v in w) or any(b <= a for a, b in zip(w, w[1:])):
             raise ValueError(f"penalty weights must be positive and increase from round to round, got {self.weights}")
         self.weights = tuple(w)
-        if not (np.isfinite(self.tolerance) and self.tolerance > 0):
-            raise ValueError(f"the penalty tolerance must be > 0, got {self.tolerance}")
+        validation.positive(self.tolerance, "the penalty tolerance")
 
 
 def remove_constraints(model: "_core.Model", names: Sequence[str]) -> "_core.Model":
@@ -720,8 +716,6 @@ def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt:
     trajectory projected onto it, round after round with w raised (``options.weights``) until
     max |h| ≤ ``options.tolerance``; the result is projected onto ``model`` from ``x0`` (nx,).
     """
-    from marionette_control.ocp.terms import ConstraintPenalty
-
     options = options or PenaltyOptions()
     clock = _Clock(deadline)
     relaxed = remove_constraints(model, constraints)

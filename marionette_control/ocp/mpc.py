@@ -33,7 +33,7 @@ re-plans the rest of the motion from where the arm is, several times a second:
    same for the motion's optimum alone. The first that satisfies every constraint (the string's tension
    included) is the seed, else the one closest to it. After a push the full gains' answer asks the drives for
    more than their limits or lets the string go slack; weaker feedback keeps it taut (docs/mpc.md). Then
-   optimized (:class:`~.optimizer.ProjectionOptimizer` with ``warm_start``; quasi-Newton directions by
+   optimized (:class:`~.projection.ProjectionOptimizer` with ``warm_start``; quasi-Newton directions by
    default, ``MPCOptions.schedule``).
 4. **Anytime, under a deadline.** The plan is due at a tick (:class:`Deadline`: a due time on a clock — the
    wall clock offline, ``MPCOptions.deadline`` from the update's start; in the planner node the ROS clock,
@@ -42,14 +42,14 @@ re-plans the rest of the motion from where the arm is, several times a second:
    nothing (``infeasible``); an update that overran its deadline returns nothing (``deadline_missed``: its
    plan would arrive late).
 5. **Plan.** The window's trajectory with the tracking gains designed for it and the controller's
-   command delay (:func:`~.gains.design_gains`), the step it starts at and the model identity: a
+   command delay (:func:`~marionette_control.lq.gains.design_gains`), the step it starts at and the model identity: a
    :class:`~.plan_switch.Plan`, which the controller switches to at its first step
    (:meth:`~.controller_core.ControllerCore.offer_plan`, :mod:`.plan_switch`).
 
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
 motion (so the motion stays the window's optimum) and the same weight the tracking gains put on the
-drives' acceleration (:mod:`.gains`): without it a re-plan corrects a push's error with drive
+drives' acceleration (:mod:`marionette_control.lq.gains`): without it a re-plan corrects a push's error with drive
 accelerations that let the string go slack (measured, with the other defaults, in docs/mpc.md).
 
 Shapes: states x (nx,), inputs u (nU,); a plan of n steps has X (n+1, nx), U (n, nU), K (n, nU, nx).
@@ -65,7 +65,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.ocp.constraints import BarrierTerm
 from marionette_control.ocp.cost import Cost
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
@@ -75,6 +75,7 @@ from marionette_control.tracking.plan_switch import Plan, PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.ocp.problem import ConstraintOptions, Problem
 from marionette_control.lq.riccati import tv_lq
+from marionette_control.model.state_layout import drive_acceleration
 from marionette_control.ocp.terms import (
     InputTracking,
     OutputTracking,
@@ -82,7 +83,6 @@ from marionette_control.ocp.terms import (
     StateTracking,
     TerminalState,
     TerminalValue,
-    drive_acceleration,
 )
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
@@ -157,23 +157,14 @@ class MPCOptions:
     min_steps: int = 10
 
     def __post_init__(self):
-        if isinstance(self.drive_acceleration, bool) or not (isinstance(self.drive_acceleration, (int, float)) and
-                                                             math.isfinite(self.drive_acceleration) and
-                                                             self.drive_acceleration >= 0):
-            raise ValueError(f"MPC option 'drive_acceleration' must be a finite number >= 0, got "
-                             f"{self.drive_acceleration!r}")
+        validation.nonnegative(self.drive_acceleration, "MPC option 'drive_acceleration'")
         for name in ("horizon", "period", "tolerance"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"MPC option '{name}' must be a finite number > 0, got {v!r}")
-        if self.deadline is not None and (isinstance(self.deadline, bool) or not (
-                isinstance(self.deadline, (int, float)) and math.isfinite(self.deadline) and self.deadline > 0)):
+            validation.positive(getattr(self, name), f"MPC option '{name}'")
+        if self.deadline is not None and validation.problem(self.deadline, positive=True):
             raise ValueError(f"MPC option 'deadline' must be None or a finite number of seconds > 0, got "
                              f"{self.deadline!r}")
         for name, low in (("latency_steps", 0), ("max_iterations", 1), ("min_steps", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"MPC option '{name}' must be an integer >= {low}, got {v!r}")
+            validation.integer(getattr(self, name), f"MPC option '{name}'", minimum=low)
         # the optimizer's own check of the schedule, in its words
         OptimizerOptions(schedule=self.schedule, tolerance=self.tolerance)
 
@@ -301,8 +292,8 @@ class RecedingHorizon:
         The motion's optimization problem (its cost, constraints, model and Δt).
     motion : Trajectory
         Its optimum (the trajectory the controller tracks). The plans' gains are designed the way the motion's
-        were (its design record, :meth:`~.gains.GainDesign.of`: the weights and the controller's command delay);
-        without gains, they and the plans' are the problem's ``gains``.
+        were (its design record, :meth:`~marionette_control.lq.gains.GainDesign.of`: the weights and the
+        controller's command delay); without gains, they and the plans' are the problem's ``gains``.
     options : MPCOptions
     """
 

@@ -15,14 +15,14 @@ metadata, the reports):
   initial rest state included), string tension ≥ its minimum, optional joint limits and force
   bounds;
 * the optimizer options (method schedule, tolerances, deadline, barrier method) and the design of
-  the tracking gains computed along the optimum (a :class:`~.gains.GainDesign`: weights by kind
+  the tracking gains computed along the optimum (a :class:`~marionette_control.lq.gains.GainDesign`: weights by kind
   and the controller's command delay; :meth:`Problem.with_gains`, the one place that computes
   them for a result, with the design record the controller checks).
 
 Rules are checked once, here and in the classes they belong to (:class:`ConstraintOptions`,
-:class:`~.optimizer.OptimizerOptions`, :class:`~.gains.GainDesign`,
-:func:`~.tracking_problem.check_weight`); a violation
-raises :class:`~.tracking_problem.ProblemError` whose ``key`` names the offending option in this
+:class:`~.projection.OptimizerOptions`, :class:`~marionette_control.lq.gains.GainDesign`, the weights'
+:func:`marionette_control.validation.weight`); a violation raises :class:`ProblemError` (or the option class's own
+:class:`~marionette_control.validation.InvalidOption`) whose ``key`` names the offending option in this
 module's vocabulary (``constraints.min_tension``), which each front end words in its own terms
 (a spec key, a request field).
 
@@ -41,7 +41,9 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.model.limits import ModelLimits, limits_of
 from marionette_control.ocp.constraints import (
     FAMILIES,
     BarrierTerm,
@@ -50,17 +52,23 @@ from marionette_control.ocp.constraints import (
     tension_constraints,
 )
 from marionette_control.ocp.cost import Cost
-from marionette_control.lq.gains import GainDesign, design_gains
-from marionette_control.ocp.projection import OptimizationResult, OptimizerOptions
+from marionette_control.ocp.projection import OptimizerOptions
 from marionette_control.ocp.terms import InputTracking, Point, StateTracking, TerminalState
-from marionette_control.ocp.tracking_problem import ProblemError, check_weight
 from marionette_control.trajectory import Trajectory
-from marionette_control.model.limits import ModelLimits, limits_of
+from marionette_control.validation import InvalidOption
 
 #: Families enforced by default: what the drives and strings physically cannot exceed.
 DEFAULT_FAMILIES = ("range", "speed", "acceleration", "tension")
 #: Normalized margin (margin/scale) below which a constraint counts as active in reports.
 ACTIVE_MARGIN = 1e-2
+
+
+class ProblemError(InvalidOption):
+    """An optimization problem cannot be set up; the message says what was wrong and what was expected.
+
+    ``key`` (optional) names the offending option in the problem description's vocabulary
+    (``constraints.min_tension``, ``weights.input``), for front ends to word in their own terms.
+    """
 
 
 @dataclass
@@ -106,13 +114,13 @@ class ConstraintOptions:
         if self.min_tension is not None:
             values = self.min_tension.values() if isinstance(self.min_tension, Mapping) else [self.min_tension]
             for v in values:
-                _number(v, "constraints.min_tension", minimum=0.0, what="a minimum tension in N")
+                _number(v, "constraints.min_tension", "the minimum tension", "a minimum tension in N", minimum=0.0)
         margins = {}
         for f, v in dict(self.margins).items():
             if f not in ("range", "speed", "acceleration"):
                 raise ProblemError(f"a margin applies to range, speed or acceleration, not {f!r}",
                                    key=f"constraints.margins.{f}")
-            v = _number(v, f"constraints.margins.{f}", minimum=0.0, what="a fraction")
+            v = _number(v, f"constraints.margins.{f}", f"the {f} margin", "a fraction", minimum=0.0)
             if v >= 1.0:
                 raise ProblemError(f"a margin is a fraction of the limit in [0, 1), got {v}",
                                    key=f"constraints.margins.{f}")
@@ -127,8 +135,10 @@ class ConstraintOptions:
                         from None
                 if math.isnan(lo) or math.isnan(hi) or not lo < hi:
                     raise ProblemError(f"expected lower < upper, got [{lo}, {hi}]", key=f"constraints.{key}.{name}")
-        _number(self.barrier_weight, "constraints.barrier_weight", positive=True, what="a barrier weight")
-        _number(self.tolerance, "constraints.tolerance", positive=True, what="a feasibility tolerance")
+        _number(self.barrier_weight, "constraints.barrier_weight", "the barrier weight", "a barrier weight",
+                positive=True)
+        _number(self.tolerance, "constraints.tolerance", "the feasibility tolerance", "a feasibility tolerance",
+                positive=True)
 
     def limits(self, model, limits: ModelLimits) -> ModelLimits:
         """The model's limits with these options applied (minimum tension, margins, joint and force bounds);
@@ -184,20 +194,16 @@ class ConstraintOptions:
                 "barrier_weight": self.barrier_weight, "tolerance": self.tolerance}
 
 
-def _number(value, key: str, minimum: Optional[float] = None, positive: bool = False, what: str = "a number"):
+def _number(value, key: str, name: str, kind: str, minimum: Optional[float] = None, positive: bool = False):
+    """``value`` as a float: ``kind`` of thing (else "expected <kind>"), then finite and within the bounds
+    (:func:`marionette_control.validation.scalar`, naming it ``name``); ProblemError with ``key``."""
     try:
         if isinstance(value, bool):
             raise TypeError
         v = float(value)
     except (TypeError, ValueError):
-        raise ProblemError(f"expected {what}, got {value!r}", key=key) from None
-    if not math.isfinite(v):
-        raise ProblemError(f"expected a finite number, got {v}", key=key)
-    if positive and v <= 0:
-        raise ProblemError(f"must be > 0, got {v}", key=key)
-    if minimum is not None and v < minimum:
-        raise ProblemError(f"must be >= {minimum:g}, got {v}", key=key)
-    return v
+        raise ProblemError(f"expected {kind}, got {value!r}", key=key) from None
+    return validation.scalar(v, name, minimum=minimum, positive=positive, error=ProblemError, key=key)
 
 
 def config_units(model) -> dict:
@@ -244,7 +250,7 @@ class Problem:
     options : OptimizerOptions;  gains : GainDesign of the tracking gains shipped with a result
     tracked : the configurations the desired motion prescribes;  source : where it came from
     X0 (N+1, nx), U0 (N, nU), initial_cost : the initial trajectory and its cost (without barriers),
-    when the front end builds one (requests do; specs choose among methods in :func:`~.spec.solve`)
+    when the front end builds one (requests do; specs choose among methods in :func:`~.spec_problem.initial_trajectory`)
     """
 
     model: "_core.Model"
@@ -358,7 +364,7 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     """A :class:`Problem` from its parts (the Python front end; specs and requests end here too).
 
     Q (nx,), R (nU,) > 0, Qf (nx,): diagonal tracking weights; ``gains``: the design of the tracking gains
-    (:class:`~.gains.GainDesign`, default its defaults); ``limits``: the model's
+    (:class:`~marionette_control.lq.gains.GainDesign`, default its defaults); ``limits``: the model's
     (:func:`marionette_control.model.limits.load_limits`; default: those the core model alone
     implies, i.e. default string tensions); raises ProblemError (with ``key``) on a rule violation.
     """
@@ -372,10 +378,7 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     limits = limits or limits_of(model)
     Q, R, Qf = (np.asarray(w, dtype=float) for w in (Q, R, Qf))
     for name, r in zip(model.discrete_input_names, R):
-        try:
-            check_weight(r, f"the input weight of '{name}'", positive=True)
-        except ProblemError as e:
-            raise ProblemError(str(e), key="weights.input") from None
+        validation.weight(r, f"the input weight of '{name}'", positive=True, error=ProblemError, key="weights.input")
     N = Ud.shape[0]
     terms = [StateTracking(Xd, Q), InputTracking(Ud, R), TerminalState(Xd[-1], Qf, N)]
     effective = constraints.limits(model, limits)
@@ -404,11 +407,5 @@ def _check_initial_state(problem: Problem) -> None:
                                    key="constraints.joint_limits")
 
 
-def result_info(problem: Problem, result: OptimizationResult) -> dict:
-    """The constraint part of a result's metadata: feasibility, the constraint set and every row's margins."""
-    return {"feasible": bool(result.feasible), "violation": float(result.violation),
-            "set": problem.summary(), "margins": problem.constraint_report(result.X, result.U, result.Lam)}
-
-
-__all__ = ["ConstraintOptions", "DEFAULT_FAMILIES", "ACTIVE_MARGIN", "Problem", "build", "constraint_sets",
-           "constraint_report", "config_units", "result_info"]
+__all__ = ["ProblemError", "ConstraintOptions", "DEFAULT_FAMILIES", "ACTIVE_MARGIN", "Problem", "build",
+           "constraint_sets", "constraint_report", "config_units"]

@@ -77,25 +77,26 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.ocp.barrier_direction import barrier_direction
 from marionette_control.ocp.cost import Cost
 from marionette_control.lq.riccati import IndefiniteGammaError, tv_lq, tv_lqr
 from marionette_control.ocp.terms import InitialState, Point
+from marionette_control.validation import InvalidOption
 
 METHODS = ("steepest", "quasi_newton", "newton")
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
 
 
-class OptionError(ValueError):
-    """An invalid optimizer option: ``option`` names it (an :class:`OptimizerOptions` field, or
-    ``schedule[i]``, ``schedule[i].method``, ``schedule[i].iterations`` for entry ``entry`` = i of the
+class OptionError(InvalidOption):
+    """An invalid optimizer option: ``option`` (also its ``key``) names it (an :class:`OptimizerOptions` field,
+    or ``schedule[i]``, ``schedule[i].method``, ``schedule[i].iterations`` for entry ``entry`` = i of the
     schedule), ``message`` says what is wrong without naming it. Front ends word ``option`` in their
     own terms (a spec key, a request field, a parameter entry); ``str()`` is ``"<option>: <message>"``."""
 
     def __init__(self, option: str, message: str, entry: Optional[int] = None):
-        super().__init__(f"{option}: {message}")
+        super().__init__(f"{option}: {message}", key=option)
         self.option, self.message, self.entry = option, message, entry
 
 
@@ -183,16 +184,18 @@ class OptimizerOptions:
         self.schedule = tuple(sched)
         for name in ("tolerance", "projection_Q", "projection_R", "barrier_centering", "barrier_delta",
                      "feasibility_tolerance"):
-            _require(name, getattr(self, name), lambda v: v > 0, "finite and > 0")
-        _require("barrier_start", self.barrier_start, lambda v: v >= 1, "finite and >= 1")
+            _require(name, validation.problem(getattr(self, name), positive=True, short=True))
+        _require("barrier_start", validation.problem(self.barrier_start, minimum=1.0, short=True))
         for name in ("fraction_to_boundary", "barrier_decrease", "armijo_beta", "armijo_alpha"):
-            _require(name, getattr(self, name), lambda v: 0 < v < 1, "in (0, 1)")
+            v = getattr(self, name)
+            if validation.problem(v, positive=True) or v >= 1:
+                raise OptionError(name, f"must be in (0, 1), got {v!r}")
         for name, low in (("max_iterations", 0), ("armijo_max_steps", 1), ("barrier_iterations", 1)):
             if not _is_integer(getattr(self, name), low):
                 raise OptionError(name, f"expected an integer >= {low}, got {getattr(self, name)!r}")
             setattr(self, name, int(getattr(self, name)))
         if self.deadline is not None:
-            _require("deadline", self.deadline, lambda v: v > 0, "None or finite and > 0 (seconds)")
+            _require("deadline", validation.problem(self.deadline, positive=True, short=True), "None or ")
         for name in ("free_initial_state", "warm_start"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise OptionError(name, f"expected True or False, got {getattr(self, name)!r}")
@@ -221,14 +224,10 @@ def _is_integer(value, low: int) -> bool:
     return math.isfinite(value) and value == int(value) and value >= low
 
 
-def _require(option: str, value, ok, expected: str) -> None:
-    """OptionError unless ``value`` is a finite number with ``ok(value)``."""
-    try:
-        good = not isinstance(value, bool) and math.isfinite(value) and ok(value)
-    except TypeError:
-        good = False
-    if not good:
-        raise OptionError(option, f"must be {expected}, got {value!r}")
+def _require(option: str, problem: Optional[str], alternative: str = "") -> None:
+    """OptionError naming ``option`` when :func:`marionette_control.validation.problem` found a ``problem``."""
+    if problem:
+        raise OptionError(option, f"must be {alternative}{problem}")
 
 
 @dataclass

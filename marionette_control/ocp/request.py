@@ -9,8 +9,9 @@ Every invalid input raises :class:`ProblemError` whose message says what was wro
 request field), and what was expected.
 
 The steps and their defaults (desired trajectory, weights by kind, optimizer options, initial
-state at the discrete rest, initial trajectory, result with tracking gains) are shared with the
-YAML specs and documented in :mod:`.tracking_problem`. What is particular to requests:
+state at the discrete rest, initial trajectory) are shared with the YAML specs and documented in
+:mod:`.tracking_problem`; the solve and its result record are :mod:`.optimizer`'s and :mod:`.report`'s, the
+same for both. What is particular to requests:
 
 Desired motion
     A motion library name (the keyframe motion's C² spline sampled at dt), or sampled points,
@@ -42,39 +43,39 @@ Constraints
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import re
+import threading
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 
-import dataclasses
-
-from marionette_control import _core
+from marionette_control import _core, validation
 from marionette_control.lq.gains import GainDesign
-from marionette_control.ocp.projection import OptimizationResult, OptimizerOptions
-from marionette_control.ocp.problem import ConstraintOptions, Problem, build, result_info
-from marionette_control.trajectory import Trajectory
+from marionette_control.model import library
+from marionette_control.model.joint_map import JointMap
+from marionette_control.model.library.source import ModelSource
+from marionette_control.model.limits import limits_of, load_limits
+from marionette_control.model.motion import MotionError, desired_configurations, load_motion, sample_times
+from marionette_control.ocp.problem import ConstraintOptions, Problem, ProblemError, build
+from marionette_control.ocp.projection import OptimizerOptions
 from marionette_control.ocp.tracking_problem import (
     ProblemDefaults,
-    ProblemError,
     WeightDefaults,
-    check_weight,
     configuration_trajectory,
     consistent_configuration,
-    free_configurations,
-    static_equilibrium,
     cost_weights,
     desired_trajectory,
     find_motion,
+    free_configurations,
     hold_inputs,
     initial_trajectory,
     motion_names,
     rest_state,
     sample_keyframes,
+    static_equilibrium,
 )
-from marionette_control.model.motion import MotionError, sample_times
 
 # --------------------------------------------------------------------------------------------- request
 
@@ -128,10 +129,9 @@ CONSTRAINT_SWITCH = ("", "on", "off")
 
 
 def _finite_option(value, what: str) -> float:
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ProblemError(f"options.{what} must be finite and >= 0 (0: default), got {v}")
-    return v
+    """A request's number field whose 0 means "the default": finite and >= 0."""
+    return validation.number(value, f"options.{what}", minimum=0.0, short=True, note=" (0: default)",
+                             error=ProblemError)
 
 
 _MOTION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -208,8 +208,6 @@ def sample_desired(model, desired: DesiredMotion, dt_request: float, defaults: P
 
 def sample_motion(model, name: str, dt_request: float, defaults: ProblemDefaults):
     """A library motion sampled at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
-    from marionette_control.model.motion import desired_configurations, load_motion
-
     if not _MOTION_NAME.match(name) or name.endswith(".yaml"):
         raise ProblemError(f"motion name {name!r} is not a library name (letters, digits, '_', '-', '.'; "
                            "no path and no .yaml suffix)")
@@ -246,7 +244,8 @@ def _named_weights(names: Sequence[str], values: Sequence[float], components: Se
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ProblemError(f"options.{what}_weight_names repeats {', '.join(dup)}")
-    return {n: check_weight(v, f"options.{what}_weights entry for '{n}'", positive) for n, v in zip(names, values)}
+    return {n: validation.weight(v, f"options.{what}_weights entry for '{n}'", positive=positive, error=ProblemError)
+            for n, v in zip(names, values)}
 
 
 def weight_vectors(model, named: Sequence[str], defaults: WeightDefaults, options: RequestOptions):
@@ -326,10 +325,6 @@ def _request_field(key: Optional[str]) -> str:
 
 def request_limits(model):
     """The limits of a registered model (its model file's, :func:`~marionette_control.model.limits.load_limits`)."""
-    from marionette_control.model import library
-    from marionette_control.model.limits import limits_of, load_limits
-    from marionette_control.model.library.source import ModelSource
-
     if model.name in library.available():
         return load_limits(ModelSource.registered(model.name))
     return limits_of(model)
@@ -338,14 +333,32 @@ def request_limits(model):
 def actuator_joints(model) -> list[str]:
     """The hardware joint names of ``model``'s kinematic configurations, in model order: the names on the arm's
     ``/joint_states`` and command topics (its model file's ``hardware.joint_names``; for a model without a file,
-    the configuration names)."""
-    from marionette_control.model import library
-    from marionette_control.model.library.source import ModelSource
-
-    kinematic = list(model.config_names[model.nd:])
+    the configuration names; :class:`~marionette_control.model.joint_map.JointMap`)."""
     desc = ModelSource.registered(model.name).description() if model.name in library.available() else None
-    to_hw = desc.config_to_hardware if desc is not None else {}
-    return [to_hw.get(c, c) for c in kinematic]
+    return JointMap.of(model, desc.hardware_joints if desc is not None else None).kinematic_hardware_names
+
+
+class RequestModels:
+    """The models requests name (model-library names), each built once with its limits and the hardware names
+    of its drives; safe to share between threads."""
+
+    def __init__(self):
+        self._models: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> tuple:
+        """(model, limits, :func:`actuator_joints`) of a model-library name; ProblemError when there is no such
+        model or it does not build."""
+        with self._lock:
+            if name not in self._models:
+                if name not in library.available():
+                    raise ProblemError(f"unknown model '{name}'; available: {', '.join(library.available())}")
+                try:
+                    model = library.get(name)
+                    self._models[name] = (model, request_limits(model), actuator_joints(model))
+                except Exception as e:  # a model file that does not load is the request's problem to hear about
+                    raise ProblemError(f"model '{name}' cannot be built: {e}") from None
+            return self._models[name]
 
 
 # --------------------------------------------------------------------------------------------- the builder
@@ -358,8 +371,8 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
     (``X0``, ``U0``, ``initial_cost``) (raises ProblemError).
 
     ``motion_name`` (a motion library name) takes precedence over ``desired``. ``gains``: the design of
-    the tracking gains shipped with the result (default: :class:`~.gains.GainDesign`'s; the optimizer
-    node's ``tracking_gains.*`` parameters). ``limits``: the model's limits (default: the registered
+    the tracking gains shipped with the result (default:
+    :class:`~marionette_control.lq.gains.GainDesign`'s; the optimizer node's ``tracking_gains.*`` parameters). ``limits``: the model's limits (default: the registered
     model's file, :func:`request_limits`).
     """
     options = options or RequestOptions()
@@ -406,59 +419,6 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
     return problem
 
 
-# --------------------------------------------------------------------------------------------- results
-
-REASONS = {"converged": "converged", "max_iterations": "max_iterations", "deadline": "deadline",
-           "cancelled": "canceled", "canceled": "canceled", "line_search_failed": "line_search_failed",
-           "infeasible": "infeasible"}
-
-
-@dataclass
-class ConvergenceHistory:
-    """Per-iterate arrays (entry 0 = the initial trajectory, entry i = after iteration i).
-
-    descent_norms[i] is |Dh∘ζ| evaluated at iterate i (NaN for the last iterate unless the
-    run stopped by converging, the only case in which it is evaluated there); violations[i] the
-    iterate's largest normalized constraint violation.
-    """
-
-    iterations: int
-    costs: list
-    descent_norms: list
-    step_lengths: list
-    methods: list
-    elapsed: float
-    converged: bool
-    reason: str
-    violations: list = dataclasses.field(default_factory=list)
-
-
-def convergence_history(result: OptimizationResult, initial_cost: float, initial_violation: float = 0.0) \
-        -> ConvergenceHistory:
-    """The history of ``result`` in per-iterate form; the reason in the interface's vocabulary."""
-    records = list(result.history)
-    check = records.pop() if result.converged and records else None
-    costs = [float(initial_cost)] + [float(r.cost) for r in records]
-    norms = [float(r.descent_norm) for r in records] + [float(check.descent_norm) if check else math.nan]
-    steps = [0.0] + [float(r.step_length) for r in records]
-    methods = [""] + [r.method for r in records]
-    violations = [float(initial_violation)] + [float(r.violation) for r in records]
-    reason = REASONS.get(result.reason, "error")
-    return ConvergenceHistory(len(records), costs, norms, steps, methods, float(result.elapsed), bool(result.converged),
-                              reason, violations)
-
-
-def tracked_trajectory(problem: Problem, result: OptimizationResult, info: Optional[dict] = None) -> Trajectory:
-    """The result as a :class:`Trajectory` with time-varying LQR tracking gains K (N, nU, nx) and, in its
-    metadata, their design record (``gain_design``), the constraint set and every constraint's margins."""
-    meta = {"cost": float(result.cost), "iterations": len(result.history), "converged": bool(result.converged),
-            "termination_reason": REASONS.get(result.reason, result.reason), "source": problem.source,
-            "constraints": result_info(problem, result)}
-    meta.update(info or {})
-    return problem.with_gains(result.X, result.U, info=meta)
-
-
 __all__ = ["ProblemError", "WeightDefaults", "ProblemDefaults", "DesiredMotion", "RequestOptions",
            "build_problem", "sample_desired", "sample_motion", "weight_vectors", "optimizer_options",
-           "constraint_options", "request_limits", "actuator_joints", "ConvergenceHistory", "convergence_history",
-           "tracked_trajectory", "REASONS"]
+           "constraint_options", "request_limits", "actuator_joints", "RequestModels"]

@@ -1,11 +1,12 @@
-"""Optimization specs: a YAML file that says what to optimize and how, and the run it describes.
+"""Optimization specs: the YAML file that says what to optimize and how, read and checked.
 
 A spec names a model, a desired motion, the time step, the cost weights (per state and input
 name), how to find the initial trajectory, the optimizer's method schedule and stopping rules
 and the design of the tracking gains computed afterwards. :func:`load_spec` reads and checks
-it (every error names the file and the key, e.g. ``wave.yaml: weights.state.shouldr: matches no
-state name (...)``); :func:`solve` runs it and returns a :class:`~.trajectory.Trajectory` with
-the tracking gains K and the optimizer's statistics in its ``info``.
+it into an :class:`OptimizationSpec` (every error names the file and the key, e.g. ``wave.yaml:
+weights.state.shouldr: matches no state name (...)``); :func:`~.spec_problem.solve_spec` runs it and
+returns the result with a :class:`~marionette_control.trajectory.Trajectory` carrying the tracking gains K and
+the optimizer's statistics in its ``info``.
 
 Format (``config/optimize/*.yaml`` are worked examples; only ``model``, ``dt`` and ``motion``
 are required)::
@@ -103,21 +104,11 @@ optimization requests (desired trajectory, weights by kind, optimizer options, i
 trajectory, tracking gains) are documented in :mod:`.tracking_problem`; the problem the spec
 becomes is :class:`~.problem.Problem`, whose rules (constraints included) are checked there.
 
-The trajectory :func:`solve` returns (and ``marionette-optimize`` saves) carries K (the tracking
-gains, time-varying LQR along the optimum designed by ``tracking_gains``) and in its ``info``:
-``gain_design`` (the design record the controller checks: method, the GainDesign fields, the
-diagonals ``state_weights`` and ``input_weights``);
-``cost``, ``iterations``, ``converged``, ``reason``, ``elapsed``; ``history`` (one record per
-iteration of the final optimization: iteration, cost, descent_norm, step_length, method,
-elapsed, barrier, barrier_weight, violation); ``stages`` (each initial-trajectory optimization:
-stage, iterations, cost, reason, extra_weight, max_extra_input, history); ``summary`` (also
-initial_cost, tracking_errors (RMS and max per prescribed configuration), input_ranges,
-constraints_satisfied, max_violation, final_state_error = max |x_N − x_d(N)|; with DMOCC del_residual,
-final_error); ``constraints`` (feasible, violation, the constraint
-set with its limits, and every constraint row's worst margin, where and where active:
-:func:`~.problem.constraint_report`); ``weights`` (diagonals); ``desired`` (configuration names, q_d (N+1, nq), the prescribed
-ones); ``config_units``; ``optimizer`` (schedule, tolerance, limits); ``spec`` (path and
-content); ``model_source`` (how to rebuild the model: registry name and params, or model file).
+The spec's problem, initial trajectory and run are :mod:`.spec_problem`'s; the trajectory a run returns (and
+``marionette-optimize`` saves) carries K (the tracking gains, time-varying LQR along the optimum designed by
+``tracking_gains``, with their design record ``gain_design``) and in its ``info`` the record of
+:mod:`.report`, with the spec (``spec``: path and content) and how to rebuild its model (``model_source``:
+registry name and params, or model file).
 """
 
 from __future__ import annotations
@@ -126,61 +117,21 @@ import copy
 import dataclasses
 import math
 import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import numpy as np
 
-from marionette_control import _core
-from marionette_control.ocp.embedding import (
-    EmbeddingError,
-    EmbeddingOptions,
-    PenaltyOptions,
-    RelaxationOptions,
-    desired_projection,
-    embed,
-    relax_strings,
-    run_constraint_penalty,
-    run_dynamic_embedding,
-    run_string_relaxation,
-)
-from marionette_control.ocp.dmocc import OPTIMIZATION_METHODS, DmoccOptions, solve_problem as solve_dmocc
+from marionette_control import validation
 from marionette_control.lq.gains import GainDesign
-from marionette_control.ocp.projection import (
-    IterationRecord,
-    OptionError,
-    OptimizationResult,
-    OptimizerOptions,
-    ProjectionOptimizer,
-)
-from marionette_control.ocp.problem import ConstraintOptions, Problem, build, config_units, result_info
-from marionette_control.ocp.tracking_problem import (
-    INTERPOLATIONS,
-    MOMENTA,
-    ProblemDefaults,
-    ProblemError,
-    UnknownWeightName,
-    check_weight,
-    configuration_trajectory,
-    consistent_configuration,
-    cost_weights,
-    desired_trajectory,
-    find_motion,
-    free_configurations,
-    hold_inputs,
-    initial_trajectory as simulated_trajectory,
-    motion_names,
-    rest_state,
-    sample_keyframes,
-    static_equilibrium,
-    terminal_velocity_weight,
-)
-from marionette_control.trajectory import Trajectory, TrajectoryError
-from marionette_control.model.limits import load_limits
-from marionette_control.model.motion import MotionError
-from marionette_control.model.yaml_model import Checker, read_yaml
 from marionette_control.model.library.source import ModelSource
+from marionette_control.model.yaml_model import Checker, read_yaml
+from marionette_control.ocp.dmocc import OPTIMIZATION_METHODS, DmoccOptions
+from marionette_control.ocp.embedding import EmbeddingOptions, PenaltyOptions, RelaxationOptions
+from marionette_control.ocp.problem import ConstraintOptions, ProblemError
+from marionette_control.ocp.projection import OptimizerOptions, OptionError
+from marionette_control.ocp.tracking_problem import INTERPOLATIONS, MOMENTA, ProblemDefaults, find_motion, motion_names
+from marionette_control.validation import InvalidOption
 
 INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "penalty", "file")
 _TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
@@ -310,7 +261,7 @@ def _optimizer_options(c: Checker, data: dict, key: str, base: OptimizerOptions,
 
 
 def _weights_map(c: Checker, value, key: str, positive: bool = False) -> dict:
-    """{name or pattern: weight}; each weight checked by :func:`~.tracking_problem.check_weight` (> 0 with
+    """{name or pattern: weight}; each weight checked by :func:`marionette_control.validation.weight` (> 0 with
     ``positive``: input weights)."""
     m = c.mapping(value if value is not None else {}, key, optional=tuple(value or {}))
     out = {}
@@ -318,8 +269,8 @@ def _weights_map(c: Checker, value, key: str, positive: bool = False) -> dict:
         if not isinstance(name, str):
             c.fail(key, f"weight keys are names or patterns, got {name!r}")
         try:
-            out[name] = check_weight(w, "the weight", positive)
-        except ProblemError as e:
+            out[name] = validation.weight(w, "the weight", positive=positive)
+        except ValueError as e:
             c.fail(f"{key}.{name}", str(e))
     return out
 
@@ -548,7 +499,7 @@ def _gain_design(c: Checker, value) -> GainDesign:
     m = c.mapping(value if value is not None else {}, "tracking_gains", optional=names)
     try:
         return GainDesign(**{k: v for k, v in m.items() if v is not None})
-    except ProblemError as e:
+    except InvalidOption as e:
         c.fail(e.key, str(e))
 
 
@@ -570,296 +521,3 @@ def _embedding_options(c: Checker, e, key: str) -> EmbeddingOptions:
         return EmbeddingOptions(**kw)
     except ValueError as err:
         c.fail(key, str(err))
-
-
-# --------------------------------------------------------------------------------------------- problem
-
-
-def _unknown_weight(spec: OptimizationSpec, e: UnknownWeightName):
-    spec.fail(f"{e.group}.{e.key}", f"matches no name (names: {', '.join(e.names)})")
-
-
-def desired_configurations(spec: OptimizationSpec, model) -> tuple:
-    """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion; unprescribed configurations are 0."""
-    m = spec.motion
-    if m.kind == "trajectory":
-        try:
-            tr = Trajectory.load(m.path, model)
-        except TrajectoryError as e:
-            spec.fail("motion.trajectory", str(e))
-        if abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
-            spec.fail("motion.trajectory", f"the trajectory's dt is {tr.dt}, the spec's dt is {spec.dt}")
-        return tr.t - tr.t0, tr.X[:, :model.nq].copy(), list(model.config_names)
-    if m.kind == "file":
-        from marionette_control.model.motion import load_motion
-
-        try:
-            motion = load_motion(m.path)
-            t, values = motion.sample(spec.dt)
-        except MotionError as e:
-            spec.fail("motion", str(e))
-        joints = list(motion.joints)
-    else:
-        joints = list(m.joints)
-        try:
-            t, values = sample_keyframes(m.times, m.values, spec.dt, m.interpolation)
-        except MotionError as e:
-            spec.fail("motion.keyframes", str(e))
-    for j in joints:
-        if j not in model.config_names:
-            spec.fail("motion", f"'{j}' is not a configuration of model '{model.name}' (configurations: "
-                                f"{', '.join(model.config_names)})")
-    return t, configuration_trajectory(model, joints, values), joints
-
-
-def _config_indices(spec: OptimizationSpec, model, key: str, names: list) -> list:
-    for i, name in enumerate(names):
-        if name not in model.config_names:
-            spec.fail(f"{key}[{i}]", f"not a configuration of model '{model.name}'")
-    return [model.config_index(n) for n in names]
-
-
-def initial_configuration(spec: OptimizationSpec, model, Qd: np.ndarray, joints: list) -> np.ndarray:
-    """q(0) (nq,): the desired one with the spec's overrides, optionally at a static equilibrium, consistent."""
-    q0 = Qd[0].copy()
-    for name, v in spec.initial_configs.items():
-        if name not in model.config_names:
-            spec.fail(f"initial_state.configs.{name}", f"not a configuration of model '{model.name}' "
-                                                       f"(configurations: {', '.join(model.config_names)})")
-        q0[model.config_index(name)] = v
-    free = None if spec.consistent is None else _config_indices(spec, model, "initial_state.consistent",
-                                                                 spec.consistent)
-    if spec.equilibrium:
-        try:
-            q0 = static_equilibrium(model, q0, free_configurations(model, joints) if free is None else free)
-        except ProblemError as e:
-            spec.fail("initial_state.equilibrium", f"{e} (name the configurations to move in initial_state."
-                                                   "consistent)")
-    try:
-        return consistent_configuration(model, q0, joints, free)
-    except ProblemError as e:
-        spec.fail("initial_state.consistent", str(e))
-
-
-def build_problem(spec: OptimizationSpec, model=None) -> Problem:
-    """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains."""
-    if model is None:
-        try:
-            model = spec.model.build()
-        except (KeyError, ValueError, OSError) as e:
-            spec.fail("model", e.args[0] if isinstance(e, KeyError) and e.args else str(e))
-    system = _core.DiscreteSystem(model, spec.dt)
-    t, Qd, joints = desired_configurations(spec, model)
-    if spec.motion.kind == "trajectory":
-        tr = Trajectory.load(spec.motion.path, model)
-        Xd, Ud = tr.X.copy(), tr.U.copy()
-    else:
-        Xd, Ud = desired_trajectory(system, Qd, spec.motion.momenta)
-    x0 = rest_state(system, initial_configuration(spec, model, Qd, joints))
-
-    w = spec.weights
-    try:
-        Q, R, Qf = cost_weights(model, joints, DEFAULTS.weights, w["state"], w["input"], w["terminal"], "weights.")
-    except UnknownWeightName as e:
-        _unknown_weight(spec, e)
-    if w["terminal_velocity"] is not None:
-        try:
-            Qf = terminal_velocity_weight(model, Xd[-1], w["terminal_velocity"], Qf, "weights.terminal_velocity")
-        except UnknownWeightName as e:
-            _unknown_weight(spec, e)
-    try:
-        limits = load_limits(spec.model)
-    except (ValueError, OSError) as e:
-        spec.fail("model", f"its limits cannot be read: {e}")
-    options = spec.optimizer if spec.deadline is None else dataclasses.replace(spec.optimizer, deadline=spec.deadline)
-    try:
-        problem = build(model, spec.dt, t, Xd, Ud, x0, Q, R, Qf, joints, spec.constraints, limits, options,
-                        spec.gains, spec.motion.kind, system)
-    except ProblemError as e:
-        spec.fail(e.key or "constraints", str(e))
-    return problem
-
-
-@dataclass
-class SolveResult:
-    """Outcome of :func:`solve`: the saved trajectory, the final optimization and the stages before it."""
-
-    trajectory: Trajectory
-    result: OptimizationResult
-    problem: Problem
-    stages: list
-    initial_cost: float
-
-    @property
-    def summary(self) -> dict:
-        return self.trajectory.info["summary"]
-
-
-def _constant_inputs(spec: OptimizationSpec, problem: Problem) -> np.ndarray:
-    model = problem.model
-    names = list(model.discrete_input_names)
-    for name in spec.initial.inputs:
-        if name not in names:
-            spec.fail(f"initial_trajectory.inputs.{name}", f"not an input of model '{model.name}' "
-                                                           f"(inputs: {', '.join(names)})")
-    return hold_inputs(model, problem.x0, problem.N, spec.initial.inputs)
-
-
-def initial_trajectory(spec: OptimizationSpec, problem: Problem, callback=None, should_stop=None, deadline=None,
-                       log=None):
-    """(X, U, stages): the spec's initial trajectory of the original model (feasible for the dynamics; the
-    inequality constraints are the final optimization's)."""
-    model, system = problem.model, problem.system
-    method = spec.initial.method
-    say = log or (lambda msg: None)
-    try:
-        if method == "simulate":
-            U = _constant_inputs(spec, problem)
-            return simulated_trajectory(system, problem.x0, U), U, []
-        if method == "desired":
-            X, U = desired_projection(system, problem.x0, problem.Xd, problem.Ud)
-            return X, U, []
-        if method == "file":
-            try:
-                tr = Trajectory.load(spec.initial.file, model)
-            except TrajectoryError as e:
-                spec.fail("initial_trajectory.file", str(e))
-            if tr.N != problem.N or abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
-                spec.fail("initial_trajectory.file", f"the trajectory has {tr.N} steps of {tr.dt} s; the problem "
-                                                     f"has {problem.N} of {spec.dt} s")
-            return simulated_trajectory(system, problem.x0, tr.U), tr.U.copy(), []
-        if method == "embedding":
-            emb = embed(model)
-            say(f"dynamic embedding: fictitious inputs {', '.join(emb.fictitious_inputs)}")
-            U0 = _constant_inputs(spec, problem)
-            init = run_dynamic_embedding(emb, spec.dt, problem.cost, problem.x0, spec.initial.embedding, U=U0,
-                                         callback=callback, should_stop=should_stop, deadline=deadline)
-            say(f"dynamic embedding: {init.reason}; forces removed and projected onto '{model.name}'")
-            return init.X, init.U, init.stages
-        if method == "penalty":
-            names = spec.initial.penalty_constraints
-            say(f"constraint penalty: {', '.join(names)} replaced by the cost 1/2 w |h|^2")
-            init = run_constraint_penalty(model, names, spec.dt, problem.cost, problem.x0, spec.initial.penalty,
-                                          callback, should_stop, deadline)
-            say(f"constraint penalty: {init.reason}; projected onto '{model.name}'")
-            return init.X, init.U, init.stages
-        # relaxation
-        rel = relax_strings(model, spec.initial.relax_strings)
-        say(f"string relaxation: {', '.join(s.name for s in rel.strings)} replaced by forces "
-            f"{', '.join(rel.extra_inputs)}")
-        opts = spec.initial.relaxation
-        lim = problem.limits
-        ranges = {c: (lo, hi) for c, lo, hi in zip(lim.kinematic, lim.lower, lim.upper)
-                  if np.isfinite(lo) and np.isfinite(hi)}
-        if ranges and not opts.bounds:   # keep the restored carriages within the drives' ranges
-            opts = dataclasses.replace(opts, bounds=ranges)
-        init = run_string_relaxation(rel, spec.dt, problem.cost, problem.x0, opts, callback, should_stop, deadline)
-        return init.X, init.U, init.stages
-    except (EmbeddingError, ProblemError) as e:
-        spec.fail(f"initial_trajectory ({method})", str(e))
-    except _core.StepError as e:
-        spec.fail(f"initial_trajectory ({method})", f"the initial trajectory cannot be simulated: {e}")
-
-
-def record_dict(r: IterationRecord) -> dict:
-    """An iteration record as stored in a trajectory file's ``history``."""
-    d = {"iteration": int(r.iteration), "cost": float(r.cost), "descent_norm": float(r.descent_norm),
-         "step_length": float(r.step_length), "method": r.method, "elapsed": float(r.elapsed)}
-    requested = getattr(r, "requested", "")
-    if requested:
-        d["requested"] = requested
-    if r.barrier_weight:
-        d.update(barrier=float(r.barrier), barrier_weight=float(r.barrier_weight), violation=float(r.violation))
-    return d
-
-
-def input_ranges(model, U: np.ndarray) -> dict:
-    return {n: [float(U[:, i].min()), float(U[:, i].max())] for i, n in enumerate(model.discrete_input_names)}
-
-
-def solve(spec: OptimizationSpec, callback: Optional[Callable[[str, IterationRecord], None]] = None,
-          should_stop: Optional[Callable[[], bool]] = None, log: Optional[Callable[[str], None]] = None,
-          model=None) -> SolveResult:
-    """Runs a spec: initial trajectory, optimization, tracking gains; returns the trajectory with its info.
-
-    ``callback(stage, record)`` is called after every iteration of every stage; ``log(message)``
-    receives progress messages; ``should_stop()`` is polled (cancel). The spec's deadline covers
-    the whole run; on a deadline or cancel the best trajectory so far is returned (one that satisfies the
-    constraints when the start or an iterate did, :mod:`.optimizer`; ``summary['constraints_satisfied']``
-    says whether it does).
-    """
-    t_start = time.perf_counter()
-    say = log or (lambda msg: None)
-    problem = build_problem(spec, model)
-    model, system = problem.model, problem.system
-    rows = sum(len(c) for c in problem.constraints)
-    say(f"model '{model.name}': {model.nx} states, {model.nU} inputs; {problem.N} steps of {spec.dt} s; initial "
-        f"trajectory by {spec.initial.method}; "
-        + (f"{rows} constraints ({', '.join(sorted({r.family for c in problem.constraints for r in c.rows}))})"
-           if rows else "no inequality constraints"))
-
-    def remaining():
-        return None if spec.deadline is None else spec.deadline - (time.perf_counter() - t_start)
-
-    X, U, stages = initial_trajectory(spec, problem, callback, should_stop, remaining(), say)
-    opt = ProjectionOptimizer(system, problem.cost, problem.options)
-    initial_cost, violation = opt.evaluate(X, U)
-    say(f"initial trajectory cost {initial_cost:.6g}" + (f", largest constraint violation {violation:.3g}"
-                                                         if rows else ""))
-    rem = remaining()
-    if rem is not None:
-        opt.options = dataclasses.replace(problem.options, deadline=max(rem, 1e-3))
-    cb = None if callback is None else (lambda rec: callback("optimization", rec))
-    if spec.method == "dmocc":
-        say(f"DMOCC (IPOPT), final condition {spec.dmocc.final}")
-        result = solve_dmocc(problem, X, U, dataclasses.replace(spec.dmocc, deadline=None if rem is None else max(rem, 1e-3)), cb, should_stop)
-    else:
-        result = opt.optimize(X, U, callback=cb, should_stop=should_stop)
-    traj = problem.with_gains(result.X, result.U)
-    elapsed = time.perf_counter() - t_start
-
-    constraints = result_info(problem, result)
-    summary = {
-        "cost": float(result.cost), "initial_cost": initial_cost, "iterations": result.iterations,
-        "converged": bool(result.converged), "reason": result.reason, "elapsed": elapsed,
-        "optimization_elapsed": float(result.elapsed),
-        "iterations_total": result.iterations + sum(s.result.iterations for s in stages),
-        "tracking_errors": problem.tracking_errors(result.X),
-        "input_ranges": input_ranges(model, result.U),
-        "constraints_satisfied": bool(result.feasible), "max_violation": float(result.violation),
-        "final_state_error": float(np.abs(result.X[-1] - problem.Xd[-1]).max()),
-    }
-    info = {
-        "summary": summary,
-        "cost": summary["cost"], "iterations": result.iterations, "converged": summary["converged"],
-        "reason": result.reason, "elapsed": elapsed,
-        "history": [record_dict(r) for r in result.history],
-        "stages": [dict(s.summary(), history=[record_dict(r) for r in s.result.history]) for s in stages],
-        "weights": {"state": problem.Q.tolist(), "input": problem.R.tolist(), "terminal": problem.Qf.tolist()},
-        "desired": {"configs": list(model.config_names), "q": problem.Xd[:, :model.nq].tolist(),
-                    "tracked": problem.tracked},
-        "config_units": config_units(model),
-        "constraints": constraints,
-        "spec": {"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
-        "optimizer": {"schedule": [list(e) for e in spec.optimizer.schedule], "tolerance": spec.optimizer.tolerance,
-                      "max_iterations": spec.optimizer.max_iterations, "deadline": spec.deadline},
-        "model_source": spec.model.to_dict(),
-        "method": spec.method,
-    }
-    if spec.method == "dmocc":
-        info["dmocc"] = result.info()
-        summary.update(del_residual=result.del_residual, final_error=result.final_error)
-    traj.info.update(info)
-    return SolveResult(traj, result, problem, stages, initial_cost)
-
-
-def _jsonable(x: Any):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return x

@@ -29,7 +29,7 @@ gradient for the Hessians) by one generic test over all terms (``test/test_terms
 
 Terms here: :class:`StateTracking`, :class:`TerminalState`, :class:`TerminalValue` (a cost-to-go,
 the end of a receding horizon), :class:`InputTracking`, :class:`OutputTracking` (a linear output such as
-the drives' accelerations, :func:`drive_acceleration`),
+the drives' accelerations, :func:`~marionette_control.model.state_layout.drive_acceleration`),
 :class:`InitialState` (the optimized initial condition's weight, thesis §6.3.2.1) and
 :class:`ConstraintPenalty` (the h² penalty of constraint relaxation, thesis §6.6.2). The
 inequality constraints and their barrier are in :mod:`.constraints`.
@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
+
+from marionette_control import validation
 
 
 @dataclass
@@ -249,8 +251,9 @@ class InputTracking(Term):
 class OutputTracking(Term):
     """½ (y_k − y_d(k))ᵀ W (y_k − y_d(k)) for k = 0..N−1 of a linear output y_k = Gx x_k + Gu u_k.
 
-    E.g. the drives' accelerations (:func:`drive_acceleration`), whose deviation from a reference a
-    receding horizon weights (:mod:`.mpc`). Gx (r, nx), Gu (r, nU), Yd (N, r), W (r,) or (r, r) PSD.
+    E.g. the drives' accelerations (:func:`~marionette_control.model.state_layout.drive_acceleration`), whose
+    deviation from a reference a receding horizon weights (:mod:`.mpc`). Gx (r, nx), Gu (r, nU), Yd (N, r),
+    W (r,) or (r, r) PSD.
     """
 
     def __init__(self, Gx, Gu, Yd, W, name: str = "output"):
@@ -279,18 +282,6 @@ class OutputTracking(Term):
         lx[:-1] = We @ self.Gx
         data.lx, data.lu = lx, We @ self.Gu
         data.Lxx, data.Lxu, data.Luu = self._Lxx, self._Lxu, self._Luu
-
-
-def drive_acceleration(model, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """(Mx (nk, nx), Mu (nk, nU)): the drives' acceleration over step k, a_k = (ρ_{k+1} − ρ_k − Δt v_k)/Δt²
-    = Mx x_k + Mu u_k (ρ_{k+1} = the kinematic part of u_k, thesis §3.6; v_k the drives' velocity in x_k)."""
-    nd, nk, nq, nu = model.nd, model.nk, model.nq, model.nu
-    Mx = np.zeros((nk, model.nx))
-    Mx[:, nd:nq] = -np.eye(nk) / dt ** 2
-    Mx[:, nq + nd:] = -np.eye(nk) / dt
-    Mu = np.zeros((nk, model.nU))
-    Mu[:, nu:] = np.eye(nk) / dt ** 2
-    return Mx, Mu
 
 
 class InitialState(Term):
@@ -343,8 +334,7 @@ class ConstraintPenalty(Term):
         if missing:
             raise ValueError(f"penalty on {', '.join(missing)}: not constraints of model '{model.name}' "
                              f"(constraints: {', '.join(names) or 'none'})")
-        if not (np.isfinite(weight) and weight > 0):
-            raise ValueError(f"the constraint penalty weight must be > 0, got {weight}")
+        validation.positive(weight, "the constraint penalty weight")
         self.model = model
         self.rows = [names.index(c) for c in constraints]
         self.constraints = list(constraints)
@@ -383,4 +373,4 @@ class ConstraintPenalty(Term):
 
 
 __all__ = ["Point", "TermData", "Term", "weight_matrix", "StateTracking", "TerminalState", "TerminalValue",
-           "InputTracking", "OutputTracking", "drive_acceleration", "InitialState", "ConstraintPenalty"]
+           "InputTracking", "OutputTracking", "InitialState", "ConstraintPenalty"]

@@ -2,11 +2,11 @@
 
 Two front ends turn a desired motion, weights and options into the one problem description,
 :class:`~marionette_control.ocp.problem.Problem`: optimization requests (:mod:`.request`, used
-by the optimizer node) and YAML specs (:mod:`.spec`, used by ``marionette-optimize``). Each
+by the optimizer node) and YAML specs (:mod:`.spec`, :mod:`.spec_problem`, used by ``marionette-optimize``). Each
 checks its own input's shape and words its errors in its own terms (request fields, spec keys);
 the steps below and their defaults are common, and this is the one place that documents them (the
 rules of constraints and optimizer options are checked in :mod:`.problem` and
-:class:`~.optimizer.OptimizerOptions`).
+:class:`~.projection.OptimizerOptions`).
 
 Desired trajectory
     The configurations the desired motion names follow it, sampled at t_k = k dt, k = 0..N (the
@@ -23,11 +23,11 @@ Cost weights (diagonal, :class:`WeightDefaults`)
     the state weights. Front ends override them by name (:func:`weights_by_name`). State
     weights must be >= 0, input weights > 0 (every LQ subproblem needs R positive definite).
 
-Tracking gains (:class:`~.gains.GainDesign`)
+Tracking gains (:class:`~marionette_control.lq.gains.GainDesign`)
     Time-varying LQR along the optimum with the weights by kind and the command delay of a
-    :class:`~.gains.GainDesign` (its defaults: designed for the arm and one step of delay,
+    :class:`~marionette_control.lq.gains.GainDesign` (its defaults: designed for the arm and one step of delay,
     ``docs/tracking.md``), computed for every result by :meth:`~.problem.Problem.with_gains`
-    (:func:`~.gains.design_gains`) and shipped with their design record.
+    (:func:`~marionette_control.lq.gains.design_gains`) and shipped with their design record.
 
 Optimizer (:class:`ProblemDefaults`)
     4 quasi-Newton iterations, then Newton until |Dh∘ζ| < 1e-6; at most 200 iterations; no
@@ -65,33 +65,24 @@ Initial trajectory (thesis §6.7.2)
 from __future__ import annotations
 
 import fnmatch
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
+from scipy.interpolate import CubicSpline
+from scipy.optimize import least_squares
 
-from marionette_control import _core
-from marionette_control.ocp.projection import OptimizerOptions, OptionError
+from marionette_control import _core, validation
 from marionette_control.model.motion import sample_times
+from marionette_control.model.state_layout import input_by_kind, state_by_kind
 from marionette_control.model.strings import string_constraints
+from marionette_control.ocp.problem import ConstraintOptions, ProblemError
+from marionette_control.ocp.projection import OptimizerOptions, OptionError
 from marionette_control.resources import config_file
 
 MOMENTA = ("zero", "legendre")
 INTERPOLATIONS = ("clamped", "natural", "not-a-knot", "linear", "cosine")
-
-
-class ProblemError(ValueError):
-    """An optimization problem cannot be set up; the message says what was wrong and what was expected.
-
-    ``key`` (optional) names the offending option in the problem description's vocabulary
-    (``constraints.min_tension``, ``weights.input``), for front ends to word in their own terms.
-    """
-
-    def __init__(self, message: str, key: Optional[str] = None):
-        super().__init__(message)
-        self.key = key
 
 
 class UnknownWeightName(ProblemError):
@@ -100,21 +91,6 @@ class UnknownWeightName(ProblemError):
     def __init__(self, group: str, key: str, names: Sequence[str]):
         super().__init__(f"{group}: '{key}' matches no name (names: {', '.join(names)})")
         self.group, self.key, self.names = group, key, list(names)
-
-
-def check_weight(value, what: str, positive: bool) -> float:
-    """``value`` as a float: finite and >= 0 (> 0 if ``positive``); ProblemError naming ``what`` otherwise."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ProblemError(f"{what} must be a number, got {value!r}") from None
-    if not math.isfinite(v):
-        raise ProblemError(f"{what} must be finite, got {v}")
-    if positive and v <= 0:
-        raise ProblemError(f"{what} must be > 0 (the LQ subproblems need R positive definite), got {v}")
-    if v < 0:
-        raise ProblemError(f"{what} must be >= 0, got {v}")
-    return v
 
 
 # --------------------------------------------------------------------------------------------- defaults
@@ -134,24 +110,19 @@ class WeightDefaults:
 
     def __post_init__(self):
         for name in ("named_configuration", "other_configuration", "momentum", "kinematic_velocity",
-                     "terminal_scale"):
-            check_weight(getattr(self, name), f"default weight '{name}'", positive=False)
-        for name in ("force_input", "kinematic_input"):
-            check_weight(getattr(self, name), f"default weight '{name}'", positive=True)
+                     "terminal_scale", "force_input", "kinematic_input"):
+            validation.weight(getattr(self, name), f"default weight '{name}'",
+                              positive=name in ("force_input", "kinematic_input"), error=ProblemError)
 
     def vectors(self, model, named: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(Q (nx,), R (nU,)) for ``model`` when the desired motion names the configurations ``named``."""
-        named = set(named)
-        Q = np.r_[[self.named_configuration if c in named else self.other_configuration for c in model.config_names],
-                  np.full(model.nd, self.momentum), np.full(model.nk, self.kinematic_velocity)]
-        R = np.r_[np.full(model.nu, self.force_input), np.full(model.nk, self.kinematic_input)]
+        """(Q (nx,), R (nU,)) for ``model`` when the desired motion names the configurations ``named``: laid out
+        by kind (:mod:`marionette_control.model.state_layout`), the named configurations then set apart."""
+        Q = state_by_kind(model, dynamic_configuration=self.other_configuration,
+                          kinematic_configuration=self.other_configuration, momentum=self.momentum,
+                          kinematic_velocity=self.kinematic_velocity)
+        Q[[i for i, c in enumerate(model.config_names) if c in set(named)]] = self.named_configuration
+        R = input_by_kind(model, force_input=self.force_input, kinematic_input=self.kinematic_input)
         return Q, R
-
-
-def _default_constraints():
-    from marionette_control.ocp.problem import ConstraintOptions
-
-    return ConstraintOptions()
 
 
 def default_motion_directories() -> list[Path]:
@@ -184,15 +155,12 @@ class ProblemDefaults:
     max_dt: float = 0.1
     max_duration: float = 120.0
     motion_directories: Sequence = ()
-    constraints: object = field(default_factory=lambda: _default_constraints())
+    constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
 
     def __post_init__(self):
         for name in ("dt", "min_dt", "max_dt", "max_duration"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ProblemError(f"default {name} must be finite and > 0, got {v!r}")
-        if self.max_steps < 1:
-            raise ProblemError(f"max_steps must be >= 1, got {self.max_steps}")
+            validation.number(getattr(self, name), f"default {name}", positive=True, short=True, error=ProblemError)
+        validation.integer(self.max_steps, "max_steps", minimum=1, error=ProblemError)
         if not self.min_dt <= self.dt <= self.max_dt:
             raise ProblemError(f"default dt {self.dt:g} s must lie in [min_dt, max_dt] = [{self.min_dt:g}, "
                                f"{self.max_dt:g}] s")
@@ -277,8 +245,6 @@ def sample_keyframes(times: np.ndarray, values: np.ndarray, dt: float,
         return t, values[i] + s[:, None] * (values[i + 1] - values[i])
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
-    from scipy.interpolate import CubicSpline
-
     return t, CubicSpline(times, values, axis=0, bc_type=interpolation)(np.clip(t, 0.0, times[-1]))
 
 
@@ -423,8 +389,6 @@ def static_equilibrium(model, q: np.ndarray, free: Sequence[int], tolerance: flo
     (scipy, finite-difference Jacobian: a set-up computation, not part of the dynamics). Raises
     ProblemError when the residual stays above ``tolerance``.
     """
-    from scipy.optimize import least_squares
-
     free = list(free)
     if not free:
         raise ProblemError("no configuration is free to reach a static equilibrium")
@@ -477,7 +441,7 @@ def initial_trajectory(system, x0: np.ndarray, U: np.ndarray) -> np.ndarray:
         raise ProblemError(f"simulating the initial trajectory from x(0) failed: {e}") from None
 
 
-__all__ = ["ProblemError", "UnknownWeightName", "check_weight", "WeightDefaults", "ProblemDefaults",
+__all__ = ["UnknownWeightName", "WeightDefaults", "ProblemDefaults",
            "default_motion_directories", "find_motion", "motion_names", "sample_keyframes",
            "configuration_trajectory", "desired_trajectory", "weights_by_name", "cost_weights",
            "free_configurations", "consistent_configuration", "static_equilibrium", "rest_state", "hold_inputs",
