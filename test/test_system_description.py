@@ -153,10 +153,11 @@ def test_every_parameter_file_exists_and_is_keyed_for_any_namespace(name):
 
 def test_topic_names_are_relative():
     """Names a namespaced node resolves in its namespace: no parameter default starts with '/'."""
-    from marionette_control.nodes import controller, optimizer
+    from marionette_control.ocp import mpc_options, options as optimizer
     from marionette_control.sim import options as simulator
+    from marionette_control.tracking import options as controller
 
-    specs = controller.PARAMS + optimizer.parameter_specs() + simulator.PARAMETERS
+    specs = controller.PARAMS + optimizer.parameter_specs() + simulator.PARAMETERS + mpc_options.PARAMS
     topics = {s.name: s.default for s in specs if s.name.endswith(("_topic", "controller_name"))}
     assert topics and not [f"{k} = {v}" for k, v in topics.items() if v.startswith("/")]
     controller_yaml = yaml.safe_load((ROOT / "config" / "controller.yaml").read_text())["/**"]["ros__parameters"]

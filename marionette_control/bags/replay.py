@@ -38,9 +38,10 @@ from typing import Iterable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.bags.bagio import NS, BagError, bag_info, read_bag
 from marionette_control.tracking.controller import core_from_description
-from marionette_control.tracking.options import command_permutation, controller_param_defaults, load_model_description
+from marionette_control.tracking.options import command_permutation, controller_param_defaults
 from marionette_control.trajectory import Trajectory
 
 JOINT_STATES = "/joint_states"
@@ -111,7 +112,7 @@ class ReplayConfig:
 
 def _typed_parameters(texts: dict, model_file: str) -> dict:
     """{name: value} of parameter texts, typed as the node declares them (bool, int, float, text)."""
-    defaults = controller_param_defaults(load_model_description(model_file))
+    defaults = controller_param_defaults(load_packaged_model(model_file))
     out = {}
     for name, text in texts.items():
         if name not in defaults:
@@ -190,7 +191,7 @@ def _stamp_ns(msg) -> int:
 
 def make_core(trajectory: Trajectory, config: ReplayConfig, source: str = "replay"):
     """(ControllerCore, command permutation) built like the node builds them."""
-    desc = load_model_description(config.model_file)
+    desc = load_packaged_model(config.model_file)
     core = core_from_description(desc, config.core_values())
     core.load_trajectory(trajectory, source)
     perm = command_permutation(desc.model, dict(desc.hardware_joints), list(config.command_joints))

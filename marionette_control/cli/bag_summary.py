@@ -19,10 +19,10 @@ import argparse
 import json
 import sys
 
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.bags.bagio import BagError
 from marionette_control.bags.replay import trajectory_of_bag
 from marionette_control.bags.summary import format_summary, plot_joint_trajectories, summarize
-from marionette_control.tracking.options import load_model_description
 from marionette_control.trajectory import TrajectoryError
 
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
                     traj, _ = trajectory_of_bag(args.bag, args.trajectory)
             mapping = None
             try:
-                mapping = dict(load_model_description(args.model_file).hardware_joints)
+                mapping = dict(load_packaged_model(args.model_file).hardware_joints)
             except (OSError, ValueError):
                 pass  # plot by joint name
             out = plot_joint_trajectories(args.bag, args.plot, traj, args.align_stamp, mapping)

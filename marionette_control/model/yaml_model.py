@@ -76,6 +76,7 @@ import yaml
 from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits, from_description
+from marionette_control.resources import config_file
 from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf, without_length_joint
 
 
@@ -691,6 +692,12 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
     except ValueError as e:
         raise ModelFileError(str(e)) from None
     return desc
+
+
+def load_packaged_model(name: str | os.PathLike) -> ModelDescription:
+    """The model file ``name``: an absolute path, or a name relative to the package's ``config/``
+    (:func:`~marionette_control.resources.config_file`), as every node's ``model_file`` parameter names it."""
+    return load_model_file(config_file(name))
 
 
 def load_model(path: str | os.PathLike, **overrides) -> _core.Model:

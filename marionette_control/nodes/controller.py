@@ -134,6 +134,7 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
 from marionette_interfaces.msg import Plan, TrackedTrajectory, TrackingState
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.model.joint_map import JointMap
 from marionette_control.nodes.convert import multi_array_bytes, plan_from_msg, trajectory_from_msg
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
@@ -144,7 +145,7 @@ from marionette_control.nodes.process import run_node, set_realtime_priority
 from marionette_control.parameters import ParameterError
 from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, TickResult, core_from_description
 from marionette_control.tracking.joint_states import NS, JointStateParser
-from marionette_control.tracking.options import (PARAMS, command_permutation, core_values, load_model_description,
+from marionette_control.tracking.options import (PARAMS, command_permutation, core_values,
                                                  tolerance_params)
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
@@ -215,7 +216,7 @@ class ControllerNode(ManagedNode):
         ParameterError naming the parameter that does not work."""
         p = self.p
         try:
-            desc = load_model_description(p["model_file"])
+            desc = load_packaged_model(p["model_file"])
         except (OSError, ValueError) as e:
             raise ParameterError(f"parameter 'model_file': {e}") from None
         self.model = desc.model

@@ -80,7 +80,7 @@ from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.limits import from_description
-from marionette_control.model.yaml_model import load_model_file
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.nodes.convert import plan_to_msg, trajectory_from_msg
 from marionette_control.latest_worker import LatestJobWorker
 from marionette_control.nodes.names import status_name
@@ -88,7 +88,6 @@ from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import declare
 from marionette_control.nodes.process import run_node
 from marionette_control.parameters import ParameterError
-from marionette_control.resources import config_file
 
 NODE_NAME = "marionette_mpc"
 NS = 1_000_000_000
@@ -128,7 +127,7 @@ class MPCNode(Node):
         self.p = p = declare(self, PARAMS)
         self.options = mpc_options(p)
         try:
-            desc = load_model_file(config_file(p["model_file"]))
+            desc = load_packaged_model(p["model_file"])
         except (OSError, ValueError) as e:
             raise ParameterError(f"parameter 'model_file': {e}") from None
         self.model = m = desc.model

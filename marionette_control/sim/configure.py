@@ -17,9 +17,8 @@ import numpy as np
 from marionette_control.model.joint_map import JointMap, JointMapError
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
-from marionette_control.model.yaml_model import ModelDescription, load_model_file
+from marionette_control.model.yaml_model import ModelDescription, load_packaged_model
 from marionette_control.parameters import ParameterError
-from marionette_control.resources import config_file
 from marionette_control.sim.options import disturbance_limits, hardware_profile
 from marionette_control.sim.plant import load_plant
 from marionette_control.sim.profile import HardwareProfile
@@ -53,7 +52,7 @@ def steps_per_period(rate: float, dt: float) -> int:
 def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
     """Validates the cross-parameter rules and builds the arm; raises ParameterError naming the parameter."""
     try:
-        desc = load_model_file(config_file(values["model_file"]))
+        desc = load_packaged_model(values["model_file"])
     except (OSError, ValueError) as e:
         raise ParameterError(f"parameter 'model_file': {e}") from e
     m = desc.model

@@ -17,8 +17,7 @@ import numpy as np
 from scipy.optimize import minimize, root
 
 from marionette_control import _core
-from marionette_control.model.yaml_model import ModelDescription, load_model_file
-from marionette_control.resources import config_file
+from marionette_control.model.yaml_model import ModelDescription, load_packaged_model
 from marionette_control.sim.profile import HardwareProfile
 
 
@@ -29,7 +28,7 @@ def load_plant(profile: HardwareProfile, nominal: ModelDescription) -> ModelDesc
     if not profile.plant_model_file:
         return nominal
     try:
-        plant = load_model_file(config_file(profile.plant_model_file))
+        plant = load_packaged_model(profile.plant_model_file)
     except (OSError, ValueError) as e:
         raise ValueError(f"cannot load the plant model: {e}") from None
     pm, nm = plant.model, nominal.model

@@ -5,7 +5,7 @@ parameter of the ``marionette_controller`` node with its default, description an
 (:class:`~marionette_control.parameters.ParamSpec`, free of ROS; ``nodes/controller.py`` declares them),
 :func:`tolerance_params` the per-joint tolerances of a model file, and :func:`controller_options` turns
 parameter values into the :class:`ControllerOptions` the core (:mod:`.controller`) is built with — for
-the node, the bag replay and the offline tools alike. :func:`load_model_description` resolves the
+the node, the bag replay and the offline tools alike. :func:`load_packaged_model` resolves the
 ``model_file`` parameter, :func:`command_permutation` the ``command_joints`` one.
 """
 
@@ -17,9 +17,8 @@ import numpy as np
 
 from marionette_control import validation
 from marionette_control.model.joint_map import JointMap, JointMapError
-from marionette_control.model.yaml_model import ModelDescription, load_model_file
+from marionette_control.model.yaml_model import ModelDescription
 from marionette_control.parameters import ParameterError, ParamSpec
-from marionette_control.resources import config_file
 from marionette_control.tracking.estimation import ESTIMATORS, EstimatorNoise
 from marionette_control.tracking.plan_switch import SwitchTolerance
 from marionette_control.tracking.sample_checks import PlausibilityOptions
@@ -217,12 +216,6 @@ def controller_options(values: dict, desc: ModelDescription) -> ControllerOption
             tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))
     except ValueError as e:
         raise ParameterError(str(e)) from None
-
-
-def load_model_description(model_file: str) -> ModelDescription:
-    """ModelDescription of the ``model_file`` parameter (relative names are looked up under config/:
-    :func:`~marionette_control.resources.config_file`)."""
-    return load_model_file(config_file(model_file))
 
 
 def command_permutation(model, hardware_joints: dict, command_joints: list) -> np.ndarray:
