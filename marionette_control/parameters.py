@@ -1,7 +1,7 @@
 """Node parameters as data, free of ROS: name, default, description and validation (ros2_controllers style).
 
 Every node lists its parameters once as :class:`ParamSpec` entries in a ROS-free module (the controller's in
-:mod:`marionette_control.tracking.options`, the simulator's in :mod:`marionette_control.sim.options`, …), so
+:mod:`marionette_control.tracking.controller_options`, the simulator's in :mod:`marionette_control.sim.simulator_options`, …), so
 offline tools (bag replay, offline tracking) read the same defaults and rules as the nodes without importing
 rclpy; :func:`marionette_control.nodes.params.declare` declares them on a node.
 """

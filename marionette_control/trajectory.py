@@ -46,6 +46,8 @@ from typing import Optional
 
 import numpy as np
 
+from marionette_control import validation
+
 FORMAT = "marionette_control.trajectory"
 FORMAT_VERSION = 1
 
@@ -128,8 +130,7 @@ class Trajectory:
 
     def validate(self) -> None:
         """Checks shapes, finiteness and names; raises TrajectoryError naming what is wrong."""
-        if not (np.isfinite(self.dt) and self.dt > 0):
-            raise TrajectoryError(f"trajectory time step must be finite and > 0, got {self.dt}")
+        validation.positive(self.dt, "trajectory time step", error=TrajectoryError)
         if self.X.ndim != 2 or self.U.ndim != 2:
             raise TrajectoryError(f"X and U must be 2-D, got shapes {self.X.shape} and {self.U.shape}")
         N, nx, nU = self.U.shape[0], len(self.state_names), len(self.input_names)

@@ -101,13 +101,15 @@ class Peer:
 
     def wait_ready(self) -> bool:
         """True once every client has had an answer: wait_for_service only sees the request path matched, and a
-        response sent before the client's response reader is matched would be lost in discovery, not by the node."""
+        response sent before the client's response reader is matched is lost in discovery, not by the node
+        (rmw_fastrtps warns "failed to send response (timeout): client will not receive response": under load the
+        server gives up waiting for that match). So each client probes until one probe is answered — the
+        discovery handshake, not part of what the tests assert; the node logs every probe it served."""
         if not (all(c.wait_for_service(timeout_sec=20.0) for c in self.clients)
                 and self.action.wait_for_server(timeout_sec=10.0) and self.parameters.wait_for_service(timeout_sec=10.0)):
             return False
         for client in self.clients:
-            future = client.call_async(small_request())
-            if not self.spin_until(future.done, 20.0):
+            if not any(self.spin_until(client.call_async(small_request()).done, 5.0) for _ in range(6)):
                 return False
         return True
 

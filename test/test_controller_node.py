@@ -600,7 +600,7 @@ def test_node_time_reads_the_nodes_ros_clock():
 
 @pytest.mark.ros
 def test_command_order_follows_command_joints(arm):
-    from marionette_control.tracking.options import command_permutation
+    from marionette_control.tracking.controller_options import command_permutation
     from marionette_control.nodes.params import ParameterError
 
     hw = arm.desc.hardware_joints

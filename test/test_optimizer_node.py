@@ -499,7 +499,7 @@ def test_parameters_are_declared_documented_and_validated():
 
     from marionette_control.resources import config_file
     from marionette_control.nodes.optimizer import OptimizerNode
-    from marionette_control.ocp.options import parameter_specs
+    from marionette_control.ocp.optimizer_options import parameter_specs
 
     with isolated_ros():
         context = rclpy.context.Context()

@@ -23,7 +23,7 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.resources import config_file
-from marionette_control.sim import options
+from marionette_control.sim import simulator_options
 from marionette_control.sim.configure import configure
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import AnswerGate, StepSchedule
@@ -43,7 +43,7 @@ CARRIAGE_AMAX = 15.0
 
 def defaults(profile: str = "realistic", **overrides) -> dict:
     values = {p.name: (list(p.default) if isinstance(p.default, list) else p.default)
-              for p in options.parameters(profile)}
+              for p in simulator_options.parameters(profile)}
     values["profile"] = profile
     values.update(overrides)
     return values
@@ -86,9 +86,9 @@ def test_the_profile_sets_the_hardware_parameters():
     custom = configure(defaults("perfect", command_delay_steps=1))
     assert custom.profile.name == "custom" and custom.profile.command_delay_steps == 1
     assert custom.profile.drive_mode == "rate_limited"
-    assert options.PROFILE_PARAMETER.validate("ideal") == ("parameter 'profile': must be one of realistic, perfect, "
+    assert simulator_options.PROFILE_PARAMETER.validate("ideal") == ("parameter 'profile': must be one of realistic, perfect, "
                                                          "got 'ideal'")
-    described = {p.name: p for p in options.PARAMETERS}
+    described = {p.name: p for p in simulator_options.PARAMETERS}
     assert "realistic: 1, perfect: 0" in described["command_delay_steps"].description
     assert described["plant_model_file"].read_only and not described["noise_std"].read_only
 
@@ -114,7 +114,7 @@ def test_parameters_are_declared_with_descriptions_and_refuse_bad_runtime_values
         try:
             node = simmod.SimulatorNode(context=context)
             try:
-                for spec in options.PARAMETERS:
+                for spec in simulator_options.PARAMETERS:
                     d = node.describe_parameter(spec.name)
                     assert d.description == spec.description and len(d.description) > 20
                 assert node.sim.profile.name == "realistic"

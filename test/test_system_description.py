@@ -153,9 +153,9 @@ def test_every_parameter_file_exists_and_is_keyed_for_any_namespace(name):
 
 def test_topic_names_are_relative():
     """Names a namespaced node resolves in its namespace: no parameter default starts with '/'."""
-    from marionette_control.ocp import mpc_options, options as optimizer
-    from marionette_control.sim import options as simulator
-    from marionette_control.tracking import options as controller
+    from marionette_control.ocp import mpc_options, optimizer_options as optimizer
+    from marionette_control.sim import simulator_options as simulator
+    from marionette_control.tracking import controller_options as controller
 
     specs = controller.PARAMS + optimizer.parameter_specs() + simulator.PARAMETERS + mpc_options.PARAMS
     topics = {s.name: s.default for s in specs if s.name.endswith(("_topic", "controller_name"))}
@@ -165,7 +165,7 @@ def test_topic_names_are_relative():
 
 
 def test_simulator_parameter_file_matches_the_declared_parameters():
-    from marionette_control.sim.options import PARAMETERS, PROFILE_FIELDS
+    from marionette_control.sim.simulator_options import PARAMETERS, PROFILE_FIELDS
 
     text = (ROOT / "config" / "simulator.yaml").read_text()
     params = yaml.safe_load(text)["/**"]["ros__parameters"]
@@ -206,7 +206,7 @@ def test_rviz_configuration_shows_the_urdf_tf_and_the_simulators_markers():
 
 def test_ros2_controllers_example_matches_the_controller_the_simulator_and_the_urdf():
     from marionette_control.model.urdf import parse_urdf
-    from marionette_control.tracking.options import PARAMS
+    from marionette_control.tracking.controller_options import PARAMS
 
     data = yaml.safe_load((ROOT / "config" / "ros2_controllers.yaml").read_text())
     manager = data["/**/controller_manager"]["ros__parameters"]

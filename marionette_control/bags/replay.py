@@ -41,7 +41,7 @@ import numpy as np
 from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.bags.bagio import NS, BagError, bag_info, read_bag
 from marionette_control.tracking.controller import core_from_description
-from marionette_control.tracking.options import command_permutation, controller_param_defaults
+from marionette_control.tracking.controller_options import command_permutation, controller_param_defaults
 from marionette_control.trajectory import Trajectory
 
 JOINT_STATES = "/joint_states"

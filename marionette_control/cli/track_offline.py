@@ -41,7 +41,7 @@ from marionette_control.lq.gains import GainDesign, check_gains, design_gains
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.sim.offline_loop import LoopResult, run_loop
 from marionette_control.sim.profile import PROFILES, HardwareProfile
-from marionette_control.tracking.options import controller_options, controller_param_defaults, core_values
+from marionette_control.tracking.controller_options import controller_options, controller_param_defaults, core_values
 from marionette_control.trajectory import Trajectory, TrajectoryError
 
 

@@ -31,7 +31,6 @@ reported; it is the only timing difference between a live replay and the recordi
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ import numpy as np
 from rosbags.interfaces import QosDurability, QosReliability
 from rosgraph_msgs.msg import Clock
 
+from marionette_control import validation
 from marionette_control.bags.bagio import NS, BagError, MessageTypes, bag_info, read_bag
 from marionette_control.nodes.bag_recorder import message_class
 from marionette_control.nodes.process import StopFlag
@@ -115,10 +115,9 @@ class Player:
                  rate: float = 1.0, loop: bool = False, clock_hz: Optional[float] = None, start_offset_ns: int = 0,
                  delay: float = 0.0, wait_for_subscribers: float = 0.0, remap: Optional[dict] = None,
                  qos_depth: int = 1000, ack_timeout: float = 2.0, log: Callable[[str], None] = print):
-        if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"rate must be a positive number, got {rate}")
-        if clock_hz is not None and not (math.isfinite(clock_hz) and clock_hz > 0):
-            raise ValueError(f"clock rate must be a positive number of Hz, got {clock_hz}")
+        validation.positive(rate, "rate")
+        if clock_hz is not None:
+            validation.positive(clock_hz, "the clock rate [Hz]")
         if start_offset_ns < 0 or delay < 0 or wait_for_subscribers < 0:
             raise ValueError("start offset, delay and wait time must be >= 0")
         self.node = node

@@ -105,8 +105,8 @@ activating move everything allocated so far out of the garbage collector's reach
 (``gc.freeze``) so a collection during a tick stays short. The process stops on SIGINT/SIGTERM
 with status 0 (:mod:`marionette_control.nodes.process`).
 
-Parameters are listed in :data:`marionette_control.tracking.options.PARAMS` and
-:func:`~marionette_control.tracking.options.tolerance_params` (each with its description) and in
+Parameters are listed in :data:`marionette_control.tracking.controller_options.PARAMS` and
+:func:`~marionette_control.tracking.controller_options.tolerance_params` (each with its description) and in
 ``config/controller.yaml``. They are validated when set (a ``trajectory_file`` that would be
 refused is refused as a parameter, with the reason) and act only once accepted (post-set callback).
 """
@@ -145,7 +145,7 @@ from marionette_control.nodes.process import run_node, set_realtime_priority
 from marionette_control.parameters import ParameterError
 from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, TickResult, core_from_description
 from marionette_control.tracking.joint_states import NS, JointStateParser
-from marionette_control.tracking.options import (PARAMS, command_permutation, core_values,
+from marionette_control.tracking.controller_options import (PARAMS, command_permutation, core_values,
                                                  tolerance_params)
 from marionette_control.trajectory import Trajectory, TrajectoryError
 

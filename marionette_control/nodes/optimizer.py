@@ -116,7 +116,7 @@ from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import declare
 from marionette_control.nodes.process import StopFlag, run_node
 from marionette_control.ocp.optimizer import solve
-from marionette_control.ocp.options import gain_design, parameter_specs, problem_defaults
+from marionette_control.ocp.optimizer_options import gain_design, parameter_specs, problem_defaults
 from marionette_control.ocp.problem import Problem, ProblemError
 from marionette_control.ocp.projection import IterationRecord
 from marionette_control.ocp.report import ConvergenceHistory, constraint_summary, describe

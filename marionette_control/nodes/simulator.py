@@ -5,7 +5,7 @@ What it does
 The arm itself (plant model, command delay, drives, encoders, disturbances) is
 :class:`~marionette_control.sim.simulator.SimulatedArm`, configured by a
 :class:`~marionette_control.sim.profile.HardwareProfile`. Everything else that needs no ROS lives beside it
-in ``sim/``: the parameters (:mod:`marionette_control.sim.options`), the configure step that checks them and
+in ``sim/``: the parameters (:mod:`marionette_control.sim.simulator_options`), the configure step that checks them and
 builds the arm (:mod:`marionette_control.sim.configure`) and the time base (:mod:`marionette_control.sim.schedule`).
 This node declares the parameters, turns messages into arrays and back, and paces the integrator steps.
 Every ``dt`` of simulated time it takes one step, and every ``1/publish_rate`` it publishes
@@ -93,7 +93,7 @@ Interfaces
   commands, measurements and disturbances dropped; time keeps running) and ``~/disturb``
   (marionette_interfaces/Disturb: push a body of the plant), and the lifecycle services.
 
-Parameters: see :func:`marionette_control.sim.options.parameters` (each with description, default and validation) and
+Parameters: see :func:`marionette_control.sim.simulator_options.parameters` (each with description, default and validation) and
 ``config/simulator.yaml``.
 """
 
@@ -125,7 +125,7 @@ from marionette_control.nodes.process import run_node
 from marionette_control.parameters import ParameterError
 from marionette_control.sim.configure import SimulatorConfig, configure
 from marionette_control.sim.disturbance import DisturbanceError
-from marionette_control.sim.options import (NODE_PARAMETERS, PROFILE_FIELDS, PROFILE_PARAMETER, disturbance_limits,
+from marionette_control.sim.simulator_options import (NODE_PARAMETERS, PROFILE_FIELDS, PROFILE_PARAMETER, disturbance_limits,
                                             hardware_profile, profile_parameters)
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import NANOSECONDS, AnswerGate, MeasurementQueue, StepSchedule

@@ -6,7 +6,7 @@ Cost and constraint terms (:mod:`.terms`, :mod:`.cost`, :mod:`.constraints`), th
 the projection-operator optimizer; :mod:`.dmocc` with :mod:`.transcription`) behind the one
 :func:`~.optimizer.solve` and its result record (:mod:`.report`), initial trajectories (:mod:`.embedding`) and
 receding-horizon re-planning (:mod:`.mpc`). The ROS-free halves of the optimizer and planner nodes: their
-parameters and set-up (:mod:`.options`, :mod:`.mpc_options`).
+parameters and set-up (:mod:`.optimizer_options`, :mod:`.mpc_options`).
 
 Imports the tracking layer only for the receding horizon's view of the controller (its plans, law and
 commands in flight); nothing of ROS (``docs/architecture.md``, "Layers").

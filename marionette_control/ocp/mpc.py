@@ -1,14 +1,14 @@
 """Receding-horizon re-optimization (model predictive control) of a tracked motion, ROS-free.
 
 The controller tracks the optimum of a :class:`~.problem.Problem` with time-varying LQR
-(:mod:`.tracking`), which corrects small errors only: after a push the linear feedback saturates
+(:mod:`marionette_control.tracking.law`), which corrects small errors only: after a push the linear feedback saturates
 the drives and the stored trajectory stops being a good reference. :class:`RecedingHorizon`
 re-plans the rest of the motion from where the arm is, several times a second:
 
 1. **Start.** From the controller's estimate x̂_k of tick k, :func:`predict_start` steps the model
    (the DEL step, thesis (4.36)) to the step j at which the new plan takes effect: through the
-   commands already sent (in flight, :mod:`.prediction`) and then through the commands the
-   controller will send meanwhile under the plan it has (:meth:`~.plan_switch.PlannedLaw.preview`),
+   commands already sent (in flight, :mod:`marionette_control.tracking.prediction`) and then through the commands the
+   controller will send meanwhile under the plan it has (:meth:`~marionette_control.tracking.plan_switch.PlannedLaw.preview`),
    the way the controller clamps and predicts them. j = k + d + ``latency_steps``: the controller
    uses a plan first at tick j − d, so the update has ``latency_steps`` ticks to arrive
    (:meth:`RecedingHorizon.update` does both steps).
@@ -28,7 +28,7 @@ re-plans the rest of the motion from where the arm is, several times a second:
    (:meth:`RecedingHorizon.warm_start`). The candidates (:meth:`RecedingHorizon.seeds`), in order: the
    previous plan shifted to the window, padded beyond its end with the motion's optimum, tracked from x(0)
    with its gains (the projection operator, thesis (6.10)); then tracked the way the controller does, each
-   input clamped to the drives' range, speed and acceleration (:meth:`~.limits.CommandLimits.clamp`, a
+   input clamped to the drives' range, speed and acceleration (:meth:`~marionette_control.tracking.command_limits.CommandLimits.clamp`, a
    ``WARM_START_RESERVE`` inside the limits), with the gains scaled by each of ``SEED_GAIN_SCALES``; then the
    same for the motion's optimum alone. The first that satisfies every constraint (the string's tension
    included) is the seed, else the one closest to it. After a push the full gains' answer asks the drives for
@@ -43,8 +43,8 @@ re-plans the rest of the motion from where the arm is, several times a second:
    plan would arrive late).
 5. **Plan.** The window's trajectory with the tracking gains designed for it and the controller's
    command delay (:func:`~marionette_control.lq.gains.design_gains`), the step it starts at and the model identity: a
-   :class:`~.plan_switch.Plan`, which the controller switches to at its first step
-   (:meth:`~.controller_core.ControllerCore.offer_plan`, :mod:`.plan_switch`).
+   :class:`~marionette_control.tracking.plan_switch.Plan`, which the controller switches to at its first step
+   (:meth:`~marionette_control.tracking.controller.ControllerCore.offer_plan`, :mod:`marionette_control.tracking.plan_switch`).
 
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
@@ -259,12 +259,12 @@ def predict_start(system, limits, history: CommandHistory, k: int, x_hat: np.nda
                   law: Callable[[int, np.ndarray], np.ndarray], j: int) -> np.ndarray:
     """x̂_j (nx,) predicted from x̂_k (nx,) through the DEL step (thesis (4.36)) the way the controller will go there.
 
-    ``history`` holds the commands the controller sent up to tick k (:class:`~.prediction.CommandHistory`, not
+    ``history`` holds the commands the controller sent up to tick k (:class:`~marionette_control.tracking.prediction.CommandHistory`, not
     changed); the commands of the ticks k+1 … j−d−1 are predicted as the controller will compute them: the law
-    (``law(i, x)``, e.g. :meth:`~.plan_switch.PlannedLaw.preview`) on the predicted state, clamped from the command
-    stream (:meth:`~.prediction.CommandHistory.stream_state`). Over each step the input in effect is clamped to the
-    drives' limits from the predicted drive state (:class:`~.prediction.DelayPredictor`'s rule). ``limits``:
-    :class:`~.limits.CommandLimits` for Δt. Raises ``_core.StepError`` when the model cannot take a step.
+    (``law(i, x)``, e.g. :meth:`~marionette_control.tracking.plan_switch.PlannedLaw.preview`) on the predicted state, clamped from the command
+    stream (:meth:`~marionette_control.tracking.prediction.CommandHistory.stream_state`). Over each step the input in effect is clamped to the
+    drives' limits from the predicted drive state (:class:`~marionette_control.tracking.prediction.DelayPredictor`'s rule). ``limits``:
+    :class:`~marionette_control.tracking.command_limits.CommandLimits` for Δt. Raises ``_core.StepError`` when the model cannot take a step.
     """
     m = system.model
     nd, nq, dt = m.nd, m.nq, system.dt

@@ -4,7 +4,7 @@
 - :mod:`.profile`: the hardware profile, one field per effect (command delay, encoders, drive law, plant);
 - :mod:`.plant`: the plant model and where it rests; :mod:`.drives`: the position drives' laws;
   :mod:`.disturbance`: pushes on the plant's bodies;
-- :mod:`.options`, :mod:`.configure`, :mod:`.schedule`: the simulator node's parameters, its configure step
+- :mod:`.simulator_options`, :mod:`.configure`, :mod:`.schedule`: the simulator node's parameters, its configure step
   and its time base, ROS-free (``nodes/simulator.py`` is their rclpy adapter);
 - :mod:`.offline_loop`: the controller's tick logic against the simulated arm, cycle by cycle.
 

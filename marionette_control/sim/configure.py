@@ -5,7 +5,7 @@ cannot (``dt`` against ``publish_rate``, the clock parameters, the command joint
 the initial pose against the drives' range, the profile against the plant) and builds the
 :class:`~marionette_control.sim.simulator.SimulatedArm`; a value that does not work raises
 :class:`~marionette_control.parameters.ParameterError` naming the parameter. The parameters themselves are
-:mod:`marionette_control.sim.options`'.
+:mod:`marionette_control.sim.simulator_options`'.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import ModelDescription, load_packaged_model
 from marionette_control.parameters import ParameterError
-from marionette_control.sim.options import disturbance_limits, hardware_profile
+from marionette_control.sim.simulator_options import disturbance_limits, hardware_profile
 from marionette_control.sim.plant import load_plant
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import NANOSECONDS

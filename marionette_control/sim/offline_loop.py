@@ -1,7 +1,7 @@
 """The controller in closed loop with the simulated arm, offline: tuning and evaluation without a ROS graph.
 
 :func:`run_loop` runs the tick logic the ``marionette_controller`` node runs
-(:class:`~.controller_core.ControllerCore`, built by :func:`~.controller_core.make_core` from the
+(:class:`~marionette_control.tracking.controller.ControllerCore`, built by :func:`~marionette_control.tracking.controller.make_core` from the
 same model file) against the hardware stand-in the ``marionette_simulator`` node runs
 (:class:`~marionette_control.sim.simulator.SimulatedArm` with a :class:`~marionette_control.sim.profile.HardwareProfile`:
 plant model, command delay, drives, encoders), cycle by cycle in the order of ros2_control's
@@ -24,12 +24,12 @@ joint states), then tracking starts and runs N + ``hold_cycles`` ticks. ``feedba
 options gives the feed-forward-only run (the same commands u_d(k+d) without K): "open loop".
 
 Scripted pushes (:class:`Push`: ``SimulatedArm.disturb`` at a tick) and receding-horizon
-re-planning (``mpc``: a :class:`~.mpc.RecedingHorizon`) compose into the same cycle. With
+re-planning (``mpc``: a :class:`~marionette_control.ocp.mpc.RecedingHorizon`) compose into the same cycle. With
 ``mpc``, every ``period`` ticks, right after tick k, an update predicts the estimate x̂_k to the
-step j = k + d + ``latency_steps`` its plan starts at (:func:`~.mpc.predict_start`: the commands
+step j = k + d + ``latency_steps`` its plan starts at (:func:`~marionette_control.ocp.mpc.predict_start`: the commands
 in flight, then the controller's law) and re-optimizes; the plan arrives ``latency_steps`` cycles
 later, before the sample of tick k + ``latency_steps``, whose command is the first for step j, and
-is offered to the controller (:meth:`~.controller_core.ControllerCore.offer_plan`) — as a planner
+is offered to the controller (:meth:`~marionette_control.tracking.controller.ControllerCore.offer_plan`) — as a planner
 in another process that answers within its deadline::
 
     [plans due] → core.offer_plan(plan)                        # arrived during the previous cycle

@@ -3,7 +3,7 @@
 :class:`HardwareProfile` lists the effects :class:`~marionette_control.sim.simulator.SimulatedArm` puts
 between the controller and the plant, each a documented field whose metadata carries its description and
 validation (:func:`check_profile_field`, the one place of these rules; the simulator node declares its
-hardware parameters from them, :mod:`marionette_control.sim.options`). :data:`PROFILES` holds the two
+hardware parameters from them, :mod:`marionette_control.sim.simulator_options`). :data:`PROFILES` holds the two
 profiles the package ships: ``"realistic"`` (the default of the simulator node) and ``"perfect"`` (the
 nominal model, no delay, no noise, rate-limited drives: the simulator as it was before these effects
 existed, for tests that need exactness). ``docs/simulator.md`` gives the default numbers and why they were

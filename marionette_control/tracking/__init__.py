@@ -1,7 +1,7 @@
 """The real-time tracking controller without ROS (thesis §6.7.2).
 
 :mod:`.controller` (``ControllerCore``) composes the parts the ``marionette_controller`` node drives, each in its
-own module: the options and parameters (:mod:`.options`), joint states in (:mod:`.joint_states`), sample intake
+own module: the options and parameters (:mod:`.controller_options`), joint states in (:mod:`.joint_states`), sample intake
 (:mod:`.intake`, :mod:`.sample_checks`), the staging of trajectories and plans (:mod:`.staging`,
 :mod:`.plan_switch`), the tick over one trajectory (:mod:`.tick`: :mod:`.estimation`, :mod:`.prediction`,
 :mod:`.law`, :mod:`.integral_action`, :mod:`.command_limits`, fused in :mod:`.native_tick`), tolerances

@@ -14,7 +14,7 @@ The core keeps the run (running, its last tick, the goal, the counters) and deci
 each part has one job, documented and tested on its own:
 
 ==================  ===============================================================================================
-:mod:`.options`     ControllerOptions and the node's parameters (specs, defaults, their options)
+:mod:`.controller_options` ControllerOptions and the node's parameters (specs, defaults, their options)
 :mod:`.intake`      samples in: stamp checks, content (``read``) and plausibility (:mod:`.sample_checks`), the
                     buffer, the alignment of samples to ticks
 :mod:`.staging`     trajectories and plans: checked, staged, taken, switched, refused
@@ -64,7 +64,7 @@ from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.faults import ERROR, OK, STALE, WARN, Faults
 from marionette_control.tracking.intake import SampleIntake
 from marionette_control.tracking.joint_states import NS, JointStateReader
-from marionette_control.tracking.options import ControllerOptions, controller_options
+from marionette_control.tracking.controller_options import ControllerOptions, controller_options
 from marionette_control.tracking.plan_switch import Plan
 from marionette_control.tracking.sample_checks import SampleChecks
 from marionette_control.tracking.staging import StagedTrajectory, Staging
@@ -100,7 +100,7 @@ def make_core(desc: ModelDescription, options: Optional[ControllerOptions] = Non
 
 def core_from_description(desc: ModelDescription, values: Optional[dict] = None) -> "ControllerCore":
     """The ControllerCore the node runs for a model description and parameter values {name: value}
-    (:func:`~.options.controller_options`; also for replaying recorded joint states: feed
+    (:func:`~.controller_options.controller_options`; also for replaying recorded joint states: feed
     ``core.on_joint_state(msg, stamp_ns, receive_ns)`` and ``core.on_watchdog(now_ns)`` in time order)."""
     reader = JointStateReader(JointMap.of(desc.model, desc.hardware_joints))
     return make_core(desc, controller_options(values or {}, desc), reader)

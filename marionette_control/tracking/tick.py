@@ -49,7 +49,7 @@ from marionette_control.tracking.estimation import KalmanEstimator, LegendreEsti
 from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.tracking.native_tick import make_kernel, set_plan
-from marionette_control.tracking.options import ControllerOptions
+from marionette_control.tracking.controller_options import ControllerOptions
 from marionette_control.tracking.plan_switch import Plan, PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.tracking.tolerances import Tolerances, Violation

@@ -15,7 +15,7 @@ tested on their own; the controller core decides what a violation means:
 A tolerance of 0 leaves that configuration unchecked (joint_trajectory_controller's
 convention). Shapes: error and tolerances (nq,), in model order. :func:`make_tolerances` sets them
 for a model: :data:`TOLERANCE_DEFAULTS` by kind of configuration, overridden per configuration
-(the controller's ``constraints.<joint>.*`` parameters, :mod:`.options`).
+(the controller's ``constraints.<joint>.*`` parameters, :mod:`.controller_options`).
 """
 
 from __future__ import annotations

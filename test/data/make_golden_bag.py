@@ -303,7 +303,7 @@ def main(argv=None) -> int:
         # every parameter that shapes the commands is recorded (the node's defaults), so the replay does not
         # depend on defaults that may change later
         from marionette_control.model.library import marionette_arm as arm
-        from marionette_control.tracking.options import controller_param_defaults, core_values
+        from marionette_control.tracking.controller_options import controller_param_defaults, core_values
 
         fixed = {"state_timeout", "stamp_tolerance"}
         config = ReplayConfig(parameters={k: v for k, v in core_values(controller_param_defaults(
