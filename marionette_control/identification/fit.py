@@ -1,0 +1,334 @@
+"""The fit: parameters that make the DEL equations hold along a recording, with honest uncertainty.
+
+Statistical model. The encoders report q̃_k = q_k + ε_k with independent noise of standard deviation σ_j per
+configuration (:func:`noise_levels` estimates it from the recording). The equation error ε (:mod:`.equation_error`,
+the DEL step's Newton correction at the measured configurations) is then, to first order, ε(θ) + G n with
+G = ∂ε/∂q̃: every node depends on three samples, so neighbouring nodes' noise is correlated, and its covariance
+C = G Σ Gᵀ is banded. The fit is the maximum a posteriori estimate under a Gaussian prior θ ~ N(θ₀, diag(s²))
+(the model file's values and their uncertainty, :class:`Prior`):
+
+    minimize  ½ |L⁻¹ ε(θ)|² + ½ |(θ − θ₀)/s|²,     C = L Lᵀ
+
+by Gauss–Newton with the exact Jacobians (scipy's trust-region reflective least squares within physical bounds:
+masses, inertias and damping > 0), re-weighting C at the new θ until it no longer changes.
+
+Scale. Motion data without a measured force cannot fix a common factor of the masses, inertias and damping: the
+string's tension is unknown and gravity scales with the masses, so the dynamics — and ε — are the same for
+s·θ_lin (the geometry unchanged). The data's information along that direction is exactly 0; the factor is the
+prior's (or a weighed mass's, ``known``), and :attr:`Calibration.scale_note` says so.
+
+Uncertainty: the posterior covariance (JᵀJ)⁻¹ of the whitened problem, scaled by the reduced χ² when the noise
+model underestimates the residuals. A parameter is *identifiable* when the data shrinks its prior standard
+deviation at least :data:`IDENTIFIABLE_SHRINK`-fold; the others stay near their prior and are reported as not
+identifiable, with the data's combinations that do fix them (:attr:`Calibration.directions`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+from scipy.linalg import cholesky_banded, solve_banded
+from scipy.optimize import least_squares
+
+from marionette_control.identification.equation_error import EquationError, EquationErrorPoint
+from marionette_control.identification.output_error import OutputError
+from marionette_control.identification.parameters import ModelParameters, Parameter
+
+#: the default prior standard deviation of each kind: what a careful CAD model and a data sheet leave open
+DEFAULT_PRIOR = {"mass": ("relative", 0.10), "inertia": ("relative", 0.20), "damping": ("relative", 1.0),
+                 "center_of_mass": ("absolute", 0.010), "translation": ("absolute", 0.005),
+                 "offset": ("absolute", 0.01)}
+#: a parameter is identifiable when the data shrinks its prior standard deviation at least this many times
+IDENTIFIABLE_SHRINK = 3.0
+#: lower bound of masses, inertias and damping (kg, kg m², N m s/rad): physical consistency
+POSITIVE_FLOOR = 1e-9
+
+
+class CalibrationError(ValueError):
+    """The data cannot calibrate the model; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    """θ ~ N(mean, std²) for one parameter; ``known`` marks a measured value (e.g. a weighed mass)."""
+
+    mean: float
+    std: float
+    known: bool = False
+
+
+def default_prior(params: ModelParameters, p: Parameter) -> Prior:
+    """The model file's value with :data:`DEFAULT_PRIOR`'s uncertainty."""
+    mean = params.nominal(p)
+    how, size = DEFAULT_PRIOR[p.kind]
+    std = size * abs(mean) if how == "relative" else size
+    if std <= 0:                 # a relative prior of a zero value: an absolute one on the kind's scale
+        std = {"mass": 0.05, "inertia": 1e-4, "damping": 0.01}[p.kind]
+    return Prior(mean, std)
+
+
+def noise_levels(Q: np.ndarray) -> np.ndarray:
+    """σ (nq,): each configuration's sensor noise, from the recording itself.
+
+    Sampled at the control rate a motion is smooth, so the third differences of the samples are the noise's:
+    Δ³ε has variance 20 σ² for white ε. A robust estimate (the median absolute deviation, for the rare
+    fast drive reversal) over the rows where four consecutive samples exist."""
+    Q = np.asarray(Q, dtype=float)
+    d3 = np.diff(Q, n=3, axis=0)
+    d3 = d3[np.all(np.isfinite(d3), axis=1)]
+    if len(d3) < 10:
+        raise CalibrationError(f"too few consecutive samples to estimate the sensor noise ({len(d3)} runs of four)")
+    mad = np.median(np.abs(d3 - np.median(d3, axis=0)), axis=0)
+    return 1.4826 * mad / math.sqrt(20.0)
+
+
+@dataclass
+class ParameterEstimate:
+    """One fitted parameter (SI units): the model file's value, the estimate, its standard deviation, the prior's,
+    and whether the data determined it (``identifiable``)."""
+
+    name: str
+    unit: str
+    nominal: float
+    estimate: float
+    std: float
+    prior_std: float
+    identifiable: bool
+    known: bool = False
+
+    def to_dict(self) -> dict:
+        return {"nominal": self.nominal, "estimate": self.estimate, "std": self.std, "prior_std": self.prior_std,
+                "identifiable": self.identifiable, "known": self.known, "unit": self.unit}
+
+
+@dataclass
+class Calibration:
+    """The result of :func:`fit_equation_error`.
+
+    parameters : the fitted parameters; estimates : one :class:`ParameterEstimate` each; theta (p,), covariance
+    (p, p); noise (nq,) the sensor noise used; chi2, dof : the whitened residuals' sum of squares and degrees of
+    freedom (χ²/dof ≈ 1 when the noise model holds); directions : [(data's standard deviation, {name:
+    weight})] the parameter combinations the data fixes, best first; tension (N,) the string tension estimates
+    [N] per node (NaN where unused); iterations; scale_note.
+    """
+
+    parameters: list
+    estimates: list
+    theta: np.ndarray
+    covariance: np.ndarray
+    noise: np.ndarray
+    chi2: float
+    dof: int
+    directions: list
+    multipliers: np.ndarray
+    iterations: int
+    scale_note: str
+    nodes: int = 0
+
+    def estimate(self, name: str) -> ParameterEstimate:
+        return next(e for e in self.estimates if e.name == name)
+
+    def values(self) -> dict:
+        """{name: estimate}."""
+        return {e.name: e.estimate for e in self.estimates}
+
+
+class _Whitening:
+    """L⁻¹ for the banded covariance C = G Σ Gᵀ of the projected residuals (rows node by node, r per node).
+
+    Node k uses samples k−1, k, k+1, so nodes k and k + d (d ≤ 2) share 3 − d samples: the covariance block of
+    nodes k0 and k1 = k0 + d is Σ_b G_{k1, b−d} Σ G_{k0, b}ᵀ over the shared sample blocks b = d … 2."""
+
+    def __init__(self, pt: EquationErrorPoint, sigma: np.ndarray):
+        g = pt.noise_gain * sigma                          # (K, r, 3, nq): noise-scaled sensitivities
+        K, r = pt.error.shape
+        self.band = 3 * r
+        ab = np.zeros((self.band, K * r))                  # lower banded storage: ab[i, j] = C[j + i, j]
+        where = {int(k): i for i, k in enumerate(pt.nodes)}
+        for i0, k in enumerate(pt.nodes):
+            for d in range(3):
+                i1 = where.get(int(k) + d)
+                if i1 is None:
+                    continue
+                block = sum(g[i1, :, b - d] @ g[i0, :, b].T for b in range(d, 3))   # (r, r): C[(i1, ·), (i0, ·)]
+                for a in range(r):
+                    for c in range(r):
+                        row, col = i1 * r + a, i0 * r + c
+                        if row >= col:
+                            ab[row - col, col] = block[a, c]
+        ab[0] = np.maximum(ab[0], 1e-12 * max(float(np.max(ab[0])), 1e-300))
+        self.L = cholesky_banded(ab, lower=True)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """L⁻¹ x for x (K·r,) or (K·r, p)."""
+        return solve_banded((self.band - 1, 0), self.L, x)
+
+
+def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names: Sequence[str],
+                       priors: Optional[Mapping[str, Prior]] = None, noise: Optional[np.ndarray] = None,
+                       max_reweightings: int = 6, tolerance: float = 1e-3, start=None) -> Calibration:
+    """Fits the parameters ``names`` to the configurations Q (N+1, nq) sampled every dt (module docstring).
+
+    priors : {name: Prior} (default :func:`default_prior`); noise : σ (nq,) of the sensors (default
+    :func:`noise_levels` of Q). Raises CalibrationError when the recording is unusable.
+    """
+    parameters = params.parameters(names)
+    priors = {p.name: (priors or {}).get(p.name) or default_prior(params, p) for p in parameters}
+    ee = EquationError(params, Q, dt, parameters)
+    if len(ee.nodes) < 10 * len(parameters):
+        raise CalibrationError(f"the recording has {len(ee.nodes)} usable nodes (three consecutive samples each) "
+                               f"for {len(parameters)} parameters: record at least {10 * len(parameters)}")
+    sigma = np.asarray(noise if noise is not None else noise_levels(Q), dtype=float)
+    sigma = np.maximum(sigma, 1e-12)
+    mean = np.array([priors[p.name].mean for p in parameters])
+    s = np.array([priors[p.name].std for p in parameters])
+    lower = np.array([POSITIVE_FLOOR if p.linear else -np.inf for p in parameters])
+    theta = np.clip(mean if start is None else np.asarray(start, dtype=float), lower, np.inf)
+
+    cache: dict = {}
+
+    def point(th) -> EquationErrorPoint:
+        key = th.tobytes()
+        if key not in cache:
+            cache.clear()
+            cache[key] = ee.evaluate(th)
+        return cache[key]
+
+    iterations = 0
+    for rw in range(max_reweightings):
+        W = _Whitening(point(theta), sigma)
+
+        def residual(th):
+            return np.concatenate([W.apply(point(th).error.ravel()), (th - mean) / s])
+
+        def jacobian(th):
+            return np.vstack([W.apply(point(th).jacobian.reshape(-1, len(th))), np.diag(1.0 / s)])
+
+        res = least_squares(residual, theta, jac=jacobian, method="trf", x_scale=s, bounds=(lower, np.inf))
+        iterations += res.nfev
+        step = np.max(np.abs(res.x - theta) / s)
+        theta = res.x
+        if step < tolerance:
+            break
+    pt = point(theta)
+    J = jacobian(theta)
+    r = residual(theta)
+    p = len(theta)
+    n_data = len(r) - p
+    chi2 = float(np.sum(r[:n_data] ** 2))
+    dof = max(n_data - p, 1)
+    inflate = max(1.0, chi2 / dof)
+    H = J.T @ J
+    covariance = np.linalg.inv(H) * inflate
+    std = np.sqrt(np.diag(covariance))
+    Jd = J[:n_data] * s                                   # the data's information in prior units
+    _, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
+    directions = [(float(s_i), {q.name: float(v) for q, v in zip(parameters, row) if abs(v) > 0.05})
+                  for s_i, row in zip(sv, Vt)]
+    estimates = [ParameterEstimate(q.name, q.unit, params.nominal(q), float(v), float(sd), float(s_), 
+                                   bool(sd * IDENTIFIABLE_SHRINK <= s_), priors[q.name].known)
+                 for q, v, sd, s_ in zip(parameters, theta, std, s)]
+    lengths = _string_lengths(params, Q)
+    tension = 2.0 * lengths[:-1, None] * pt.multipliers / dt if lengths is not None else pt.multipliers
+    linear = [q.name for q in parameters if q.linear]
+    note = ("the masses, inertias and damping are fixed by the data only up to a common factor (no force is "
+            "measured: gravity and the string's tension scale with the masses); that factor is the prior's"
+            + (" and the known (weighed) values'" if any(priors[n].known for n in linear) else "")) if linear else ""
+    return Calibration(parameters, estimates, theta, covariance, sigma, chi2, dof, directions, tension,
+                       iterations, note, len(pt.nodes))
+
+
+def _string_lengths(params: ModelParameters, Q: np.ndarray) -> Optional[np.ndarray]:
+    """The first string's length column of Q (N+1,), or None when its length is not a configuration."""
+    frames = params.description.model.constraint_frames
+    for _, kind, _, _, length in frames:
+        if kind == "distance" and isinstance(length, str) and length in params.configs:
+            return np.asarray(Q)[:, params.configs.index(length)]
+    return None
+
+
+def window_starts(Q: np.ndarray, W: int, multipliers: Optional[np.ndarray] = None) -> np.ndarray:
+    """First nodes of consecutive windows of W steps (samples k − 1 … k + W all measured), skipping windows where
+    the equation error's multipliers (N, m) say the string did not pull (a slack string is not the holonomic
+    model's, :mod:`marionette_control.sim.strings`)."""
+    ok = np.all(np.isfinite(np.asarray(Q, dtype=float)), axis=1)
+    starts, k = [], 1
+    while k + W < len(ok):
+        span = slice(k - 1, k + W + 1)
+        pulls = multipliers is None or np.all(np.nan_to_num(multipliers[k:k + W], nan=1.0) > 0)
+        if ok[span].all() and pulls:
+            starts.append(k)
+            k += W + 1
+        else:
+            k += 1
+    return np.array(starts, dtype=int)
+
+
+def refine_output_error(params: ModelParameters, Q: np.ndarray, dt: float, first: Calibration,
+                        priors: Optional[Mapping[str, Prior]] = None, W: int = 30) -> Calibration:
+    """The output-error refinement of an equation-error fit ``first`` (:mod:`.output_error`): θ and each window's
+    initial state fitted to the measured dynamic configurations (independent samples: weights 1/σ), under the same
+    prior; the covariance of θ with the windows' states marginalized."""
+    parameters = first.parameters
+    priors = {p.name: (priors or {}).get(p.name) or default_prior(params, p) for p in parameters}
+    mean = np.array([priors[p.name].mean for p in parameters])
+    s = np.array([priors[p.name].std for p in parameters])
+    nd = params.description.model.nd
+    sigma = np.maximum(first.noise[:nd], 1e-12)
+    lam = first.multipliers / np.where(np.isfinite(first.multipliers), 1.0, np.nan)
+    starts = window_starts(Q, W, lam)
+    if len(starts) == 0:
+        raise CalibrationError(f"no window of {W} steps with every sample measured and the string pulling")
+    oe = OutputError(params, Q, dt, parameters, starts, W)
+    p_n, n_w = len(parameters), len(starts)
+    x0 = np.r_[first.theta, oe.initial_states(first.theta).ravel()]
+    lower = np.r_[[POSITIVE_FLOOR if p.linear else -np.inf for p in parameters], np.full(n_w * 2 * nd, -np.inf)]
+    cache: dict = {}
+
+    def point(z):
+        key = z.tobytes()
+        if key not in cache:
+            cache.clear()
+            cache[key] = oe.evaluate(z[:p_n], z[p_n:].reshape(n_w, 2 * nd))
+        return cache[key]
+
+    def residual(z):
+        return np.r_[(point(z).error / sigma).ravel(), (z[:p_n] - mean) / s]
+
+    def jacobian(z):
+        pt = point(z)
+        rows = n_w * (W + 1) * nd
+        J = np.zeros((rows + p_n, len(z)))
+        J[:rows, :p_n] = (pt.jacobian_theta / sigma[None, None, :, None]).reshape(rows, p_n)
+        js = pt.jacobian_state / sigma[None, None, :, None]
+        for w in range(n_w):
+            r0 = w * (W + 1) * nd
+            J[r0:r0 + (W + 1) * nd, p_n + w * 2 * nd:p_n + (w + 1) * 2 * nd] = js[w].reshape(-1, 2 * nd)
+        J[rows:, :p_n] = np.diag(1.0 / s)
+        return J
+
+    scale_x = np.r_[s, np.tile(np.r_[sigma, np.full(nd, 1e-3)], n_w)]
+    res = least_squares(residual, np.clip(x0, lower + 1e-300, np.inf), jac=jacobian, method="trf",
+                        x_scale=scale_x, bounds=(lower, np.inf))
+    print("refine nfev", res.nfev, res.njev, res.status, res.message)
+    z = res.x
+    J = jacobian(z)
+    r = residual(z)
+    n_data = len(r) - p_n
+    chi2 = float(np.sum(r[:n_data] ** 2))
+    dof = max(n_data - len(z), 1)
+    covariance = np.linalg.inv(J.T @ J)[:p_n, :p_n] * max(1.0, chi2 / dof)
+    std = np.sqrt(np.diag(covariance))
+    Jd = J[:n_data, :p_n] * s
+    _, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
+    directions = [(float(v), {q.name: float(c) for q, c in zip(parameters, row) if abs(c) > 0.05})
+                  for v, row in zip(sv, Vt)]
+    theta = z[:p_n]
+    estimates = [ParameterEstimate(q.name, q.unit, params.nominal(q), float(v), float(sd), float(s_),
+                                   bool(sd * IDENTIFIABLE_SHRINK <= s_), priors[q.name].known)
+                 for q, v, sd, s_ in zip(parameters, theta, std, s)]
+    return Calibration(parameters, estimates, theta, covariance, first.noise, chi2, dof, directions,
+                       first.multipliers, first.iterations + res.nfev, first.scale_note, first.nodes)
