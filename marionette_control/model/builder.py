@@ -165,6 +165,15 @@ class SystemBuilder:
         self._core.add_plane_constraint(name, plane_frame, int(axis), point_frame)
         return self
 
+    def coupling_constraint(self, follower: str, leader: str, multiplier: float = 1.0, offset: float = 0.0,
+                            name: str = "") -> "SystemBuilder":
+        """h = q_follower - multiplier q_leader - offset = 0 (a URDF ``<mimic>`` joint; thesis §2.5 keeps one
+        configuration per transform and couples them by a holonomic constraint). The follower is dynamic; the
+        default name is ``<follower>_coupling``."""
+        self._core.add_coupling_constraint(name or f"{follower}_coupling", follower, leader, float(multiplier),
+                                           float(offset))
+        return self
+
     def build(self) -> _core.Model:
         """Validates the description and returns the immutable core model."""
         return self._core.build()
