@@ -15,10 +15,11 @@ prismatic                     a primitive translation tx/ty/tz, likewise
 fixed                         the constant origin only; its ``<dynamics>`` and ``<mimic>`` are
                               ignored (URDF gives them meaning on moving joints only)
 any other axis                exactly: the motion about/along the unit axis a is
-                              R Prim_k(q) R^T with R e_k = a, R a constant rotation (a
-                              half-turn for -x, -y, -z; the rotation nearest the identity
-                              otherwise), a constant frame ``<joint>_origin`` rotated by R,
-                              the driven frame ``<joint>_motion`` and the link rotated back
+                              R Prim_k(q) R^T with R e_k = a for the nearest coordinate axis
+                              k (a half-turn for -x, -y, -z; otherwise the rotation of least
+                              angle onto a from +-e_k, after that half-turn for -e_k): a
+                              constant frame ``<joint>_origin`` rotated by R, the driven frame
+                              ``<joint>_motion`` and the link rotated back by R^T
 ``<inertial>``                a mass at the centre of mass on principal axes: a constant
                               frame ``<link>_inertial`` at the inertial origin rotated onto
                               the eigenvectors of the inertia tensor when it is not diagonal
@@ -43,8 +44,8 @@ accepted when its smallest principal moment is >= -(``INERTIA_ABSOLUTE_TOLERANCE
 indefinite tensor is refused with its principal moments.
 
 Rejected with an error naming the joint (never approximated): floating and planar joints,
-damping on a joint declared kinematic, a mimic joint declared kinematic or mimicking a joint that is
-not a moving joint of the tree. ``<limit>`` is read and kept in :class:`UrdfJoint` (actuator
+damping on a joint declared kinematic, a mimic joint declared kinematic, mimicking a joint that is
+not a moving joint of the tree, or in a cycle of mimic joints. ``<limit>`` is read and kept in :class:`UrdfJoint` (actuator
 ranges) but does not enter the dynamics; ``<visual>``, ``<collision>``, ``<calibration>``,
 ``<safety_controller>``, ``<transmission>``, ``<gazebo>`` and materials are ignored because they
 carry no dynamics.
