@@ -110,7 +110,8 @@ def test_json_report_of_each_run_and_the_plant_shorthand(bump, tmp_path, capsys)
     text = capsys.readouterr().out
     assert "plant_model_file=plants/damping_x3.yaml" in text and text.count("  string: lowest tension ") == 2
     report = json.loads(out.read_text())
-    assert report["profile"]["plant_model_file"] == "plants/damping_x3.yaml" and report["profile"]["string"] == "one_sided"
+    assert report["profile"]["plant_model_file"] == "plants/damping_x3.yaml"
+    assert report["profile"]["string"] == "one_sided"
     limits = from_description(ma.load_description())
     N = Trajectory.load(bump[1]).N
     for run in ("closed_loop", "open_loop"):

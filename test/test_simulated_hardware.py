@@ -58,8 +58,8 @@ def test_named_profiles_and_their_numbers():
     assert real.command_delay_steps == 1 and real.drive_mode == "cyclic_position" and real.string == "one_sided"
     np.testing.assert_allclose(real.encoder_resolution, [2 * np.pi / 16384] * 2 + [0.04 / 4096, 2 * np.pi * 0.02 / 4096])
     np.testing.assert_allclose(real.noise_std, np.array(real.encoder_resolution) / 2)
-    assert perfect.as_dict() == {"name": "perfect", "plant_model_file": "", "string": "holonomic", "command_delay_steps": 0,
-                                 "command_jitter_steps": 0, "command_jitter_probability": 0.0,
+    assert perfect.as_dict() == {"name": "perfect", "plant_model_file": "", "string": "holonomic",
+                                 "command_delay_steps": 0, "command_jitter_steps": 0, "command_jitter_probability": 0.0,
                                  "drive_mode": "rate_limited", "encoder_resolution": [0.0], "noise_std": [0.0],
                                  "seed": 0}
     changed = HardwareProfile.named("realistic", command_delay_steps=2)

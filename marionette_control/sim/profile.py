@@ -6,8 +6,8 @@ validation (:func:`check_profile_field`, the one place of these rules; the simul
 hardware parameters from them, :mod:`marionette_control.sim.simulator_options`). :data:`PROFILES` holds the two
 profiles the package ships: ``"realistic"`` (the default of the simulator node) and ``"perfect"`` (the
 nominal model with its holonomic string, no delay, no noise, rate-limited drives: the simulator as it was
-before these effects existed, for tests that need exactness). ``docs/simulator.md`` gives the default numbers and why they were
-chosen.
+before these effects existed, for tests that need exactness). ``docs/simulator.md`` gives the default numbers and
+why they were chosen.
 
 Command timing (ros2_control)
 -----------------------------

@@ -187,7 +187,8 @@ class SimulatedArm:
 
     def reset(self, q0: Optional[np.ndarray] = None, settle: bool = True) -> None:
         """Puts the arm at rest: drives at q0's kinematic configurations, setpoint there, no command pending,
-        no disturbance, the strings taut. With ``settle`` the dynamic configurations are the plant's rest pose nearest q0
+        no disturbance, the strings taut. With ``settle`` the dynamic configurations are the plant's rest pose
+        nearest q0
         (:func:`rest_configuration`; q0 itself when it is one, e.g. a rest pose of the nominal model on the
         nominal plant); otherwise exactly q0 (which must satisfy the constraints), starting with the discrete
         rest momenta. ``q0`` None: the last initial configuration. Time (``k``) keeps running.

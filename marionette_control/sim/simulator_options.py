@@ -50,7 +50,8 @@ PROFILE_PARAMETER = ParamSpec(
     "command_jitter_steps, command_jitter_probability, drive_mode, encoder_resolution, noise_std, seed): "
     "'realistic' (a plausible real arm: model errors, a string that can go slack, one period of command delay, "
     "acceleration-limited drives, encoder counts and noise) or 'perfect' (the nominal model with its holonomic "
-    "string, no delay, no noise, rate-limited drives: exact); a hardware parameter given explicitly overrides its profile value",
+    "string, no delay, no noise, rate-limited drives: exact); a hardware parameter given explicitly overrides its "
+    "profile value",
     check=_one_of(*PROFILES), read_only=True)
 
 #: Hardware parameters fixed at start-up (the plant and the generators are built once).
