@@ -220,25 +220,30 @@ def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names:
     n_data = len(r) - p
     chi2 = float(np.sum(r[:n_data] ** 2))
     dof = max(n_data - p, 1)
-    inflate = max(1.0, chi2 / dof)
-    H = J.T @ J
-    covariance = np.linalg.inv(H) * inflate
-    std = np.sqrt(np.diag(covariance))
-    Jd = J[:n_data] * s                                   # the data's information in prior units
-    _, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
-    directions = [(float(s_i), {q.name: float(v) for q, v in zip(parameters, row) if abs(v) > 0.05})
-                  for s_i, row in zip(sv, Vt)]
-    estimates = [ParameterEstimate(q.name, q.unit, params.nominal(q), float(v), float(sd), float(s_), 
-                                   bool(sd * IDENTIFIABLE_SHRINK <= s_), priors[q.name].known)
-                 for q, v, sd, s_ in zip(parameters, theta, std, s)]
+    covariance = np.linalg.inv(J.T @ J) * max(1.0, chi2 / dof)
     lengths = _string_lengths(params, Q)
     tension = 2.0 * lengths[:-1, None] * pt.multipliers / dt if lengths is not None else pt.multipliers
     linear = [q.name for q in parameters if q.linear]
     note = ("the masses, inertias and damping are fixed by the data only up to a common factor (no force is "
             "measured: gravity and the string's tension scale with the masses); that factor is the prior's"
             + (" and the known (weighed) values'" if any(priors[n].known for n in linear) else "")) if linear else ""
-    return Calibration(parameters, estimates, theta, covariance, sigma, chi2, dof, directions, tension,
-                       iterations, note, len(pt.nodes))
+    return _calibration(params, parameters, priors, theta, covariance, J[:n_data] * s, sigma, chi2, dof, tension,
+                        iterations, note, len(pt.nodes))
+
+
+def _calibration(params, parameters, priors, theta, covariance, data_jacobian, noise, chi2, dof, multipliers,
+                 iterations, note, nodes) -> Calibration:
+    """The result record: estimates with their standard deviations and identifiability, the data's directions
+    (singular vectors of the data's Jacobian in prior units, ``data_jacobian`` (rows, p))."""
+    std = np.sqrt(np.diag(covariance))
+    _, sv, Vt = np.linalg.svd(data_jacobian, full_matrices=False)
+    directions = [(float(v), {q.name: float(c) for q, c in zip(parameters, row) if abs(c) > 0.05})
+                  for v, row in zip(sv, Vt)]
+    estimates = [ParameterEstimate(q.name, q.unit, params.nominal(q), float(v), float(sd), float(priors[q.name].std),
+                                   bool(sd * IDENTIFIABLE_SHRINK <= priors[q.name].std), priors[q.name].known)
+                 for q, v, sd in zip(parameters, theta, std)]
+    return Calibration(parameters, estimates, np.asarray(theta), covariance, noise, chi2, dof, directions,
+                       multipliers, iterations, note, nodes)
 
 
 def _string_lengths(params: ModelParameters, Q: np.ndarray) -> Optional[np.ndarray]:
@@ -268,67 +273,66 @@ def window_starts(Q: np.ndarray, W: int, multipliers: Optional[np.ndarray] = Non
 
 
 def refine_output_error(params: ModelParameters, Q: np.ndarray, dt: float, first: Calibration,
-                        priors: Optional[Mapping[str, Prior]] = None, W: int = 30) -> Calibration:
-    """The output-error refinement of an equation-error fit ``first`` (:mod:`.output_error`): θ and each window's
-    initial state fitted to the measured dynamic configurations (independent samples: weights 1/σ), under the same
-    prior; the covariance of θ with the windows' states marginalized."""
+                        priors: Optional[Mapping[str, Prior]] = None, W: int = 30,
+                        state_iterations: int = 6) -> Calibration:
+    """The output-error refinement of an equation-error fit ``first`` (:mod:`.output_error`): θ fitted to the
+    measured dynamic configurations (independent samples: weights 1/σ) under the same prior, each window's initial
+    state (q_dyn, p) eliminated (variable projection): for every θ it is the Gauss–Newton solution of its own
+    window, and θ's Jacobian is the window's, projected off the span of the state's (Kaufman) — so the covariance
+    of θ has the windows' states marginalized."""
     parameters = first.parameters
     priors = {p.name: (priors or {}).get(p.name) or default_prior(params, p) for p in parameters}
     mean = np.array([priors[p.name].mean for p in parameters])
     s = np.array([priors[p.name].std for p in parameters])
     nd = params.description.model.nd
     sigma = np.maximum(first.noise[:nd], 1e-12)
-    lam = first.multipliers / np.where(np.isfinite(first.multipliers), 1.0, np.nan)
-    starts = window_starts(Q, W, lam)
+    starts = window_starts(Q, W, first.multipliers)
     if len(starts) == 0:
         raise CalibrationError(f"no window of {W} steps with every sample measured and the string pulling")
     oe = OutputError(params, Q, dt, parameters, starts, W)
-    p_n, n_w = len(parameters), len(starts)
-    x0 = np.r_[first.theta, oe.initial_states(first.theta).ravel()]
-    lower = np.r_[[POSITIVE_FLOOR if p.linear else -np.inf for p in parameters], np.full(n_w * 2 * nd, -np.inf)]
+    lower = np.array([POSITIVE_FLOOR if p.linear else -np.inf for p in parameters])
+    memo = {"states": oe.initial_states(first.theta)}
     cache: dict = {}
 
-    def point(z):
-        key = z.tobytes()
-        if key not in cache:
-            cache.clear()
-            cache[key] = oe.evaluate(z[:p_n], z[p_n:].reshape(n_w, 2 * nd))
+    def solved(th):
+        """(residual rows (n_w, (W+1) nd), projected θ-Jacobian (n_w, (W+1) nd, p)) at the windows' best states."""
+        key = th.tobytes()
+        if key in cache:
+            return cache[key]
+        states = memo["states"].copy()
+        for _ in range(state_iterations):
+            pt = oe.evaluate(th, states)
+            r = (pt.error / sigma).reshape(len(starts), -1)
+            Js = (pt.jacobian_state / sigma[None, None, :, None]).reshape(len(starts), r.shape[1], -1)
+            step = np.array([np.linalg.lstsq(Js[w], -r[w], rcond=None)[0] for w in range(len(starts))])
+            states = states + step
+            if np.max(np.abs(step[:, :nd]) / sigma) < 1e-6:
+                break
+        pt = oe.evaluate(th, states)
+        memo["states"] = states
+        r = (pt.error / sigma).reshape(len(starts), -1)
+        Js = (pt.jacobian_state / sigma[None, None, :, None]).reshape(len(starts), r.shape[1], -1)
+        Jt = (pt.jacobian_theta / sigma[None, None, :, None]).reshape(len(starts), r.shape[1], -1)
+        proj = np.array([Jt[w] - Js[w] @ np.linalg.lstsq(Js[w], Jt[w], rcond=None)[0] for w in range(len(starts))])
+        cache.clear()
+        cache[key] = (r, proj)
         return cache[key]
 
-    def residual(z):
-        return np.r_[(point(z).error / sigma).ravel(), (z[:p_n] - mean) / s]
+    def residual(th):
+        return np.r_[solved(th)[0].ravel(), (th - mean) / s]
 
-    def jacobian(z):
-        pt = point(z)
-        rows = n_w * (W + 1) * nd
-        J = np.zeros((rows + p_n, len(z)))
-        J[:rows, :p_n] = (pt.jacobian_theta / sigma[None, None, :, None]).reshape(rows, p_n)
-        js = pt.jacobian_state / sigma[None, None, :, None]
-        for w in range(n_w):
-            r0 = w * (W + 1) * nd
-            J[r0:r0 + (W + 1) * nd, p_n + w * 2 * nd:p_n + (w + 1) * 2 * nd] = js[w].reshape(-1, 2 * nd)
-        J[rows:, :p_n] = np.diag(1.0 / s)
-        return J
+    def jacobian(th):
+        proj = solved(th)[1]
+        return np.vstack([proj.reshape(-1, len(th)), np.diag(1.0 / s)])
 
-    scale_x = np.r_[s, np.tile(np.r_[sigma, np.full(nd, 1e-3)], n_w)]
-    res = least_squares(residual, np.clip(x0, lower + 1e-300, np.inf), jac=jacobian, method="trf",
-                        x_scale=scale_x, bounds=(lower, np.inf))
-    print("refine nfev", res.nfev, res.njev, res.status, res.message)
-    z = res.x
-    J = jacobian(z)
-    r = residual(z)
-    n_data = len(r) - p_n
+    res = least_squares(residual, np.clip(first.theta, lower, np.inf), jac=jacobian, method="trf", x_scale=s,
+                        bounds=(lower, np.inf))
+    theta = res.x
+    J = jacobian(theta)
+    r = residual(theta)
+    n_data = len(r) - len(theta)
     chi2 = float(np.sum(r[:n_data] ** 2))
-    dof = max(n_data - len(z), 1)
-    covariance = np.linalg.inv(J.T @ J)[:p_n, :p_n] * max(1.0, chi2 / dof)
-    std = np.sqrt(np.diag(covariance))
-    Jd = J[:n_data, :p_n] * s
-    _, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
-    directions = [(float(v), {q.name: float(c) for q, c in zip(parameters, row) if abs(c) > 0.05})
-                  for v, row in zip(sv, Vt)]
-    theta = z[:p_n]
-    estimates = [ParameterEstimate(q.name, q.unit, params.nominal(q), float(v), float(sd), float(s_),
-                                   bool(sd * IDENTIFIABLE_SHRINK <= s_), priors[q.name].known)
-                 for q, v, sd, s_ in zip(parameters, theta, std, s)]
-    return Calibration(parameters, estimates, theta, covariance, first.noise, chi2, dof, directions,
-                       first.multipliers, first.iterations + res.nfev, first.scale_note, first.nodes)
+    dof = max(n_data - len(theta) - len(starts) * 2 * nd, 1)
+    covariance = np.linalg.inv(J.T @ J) * max(1.0, chi2 / dof)
+    return _calibration(params, parameters, priors, theta, covariance, J[:n_data] * s, first.noise, chi2, dof,
+                        first.multipliers, first.iterations + res.nfev, first.scale_note, first.nodes)

@@ -75,10 +75,12 @@ class Parameter:
 
 @dataclass
 class _Recorded:
-    """What a model file put into the builder: constant frames (translation (3,)), masses ((mass, inertia (3,))
-    by frame), damping by configuration (summed), the kinematic configurations."""
+    """What a model file put into the builder: constant frames (translation (3,), rotation (3, 3), parent),
+    masses ((mass, inertia (3,)) by frame), damping by configuration (summed)."""
 
     translations: dict = field(default_factory=dict)
+    rotations: dict = field(default_factory=dict)
+    parents: dict = field(default_factory=dict)
     masses: dict = field(default_factory=dict)
     damping: dict = field(default_factory=dict)
 
@@ -109,6 +111,8 @@ class ParametrizedBuilder(SystemBuilder):
                     inertia=(0.0, 0.0, 0.0)):
         t = np.array(translation, dtype=float)
         self._record.translations[name] = t.copy()
+        self._record.rotations[name] = np.eye(3) if rotation is None else np.array(rotation, dtype=float)
+        self._record.parents[name] = parent
         kind = "center_of_mass" if mass is not None else "translation"
         t = np.array([self._value(kind, name, i, t[i]) for i in range(3)])
         axes = self._kinematic.get(name, ())
@@ -215,6 +219,28 @@ class ModelParameters:
         if len({p.name for p in out}) != len(out):
             raise ParameterError("a parameter is named twice")
         return out
+
+    def body_extent(self, frame: str) -> tuple[np.ndarray, np.ndarray]:
+        """(lower (3,), upper (3,)): the box of a body's own origin and the constant frames attached to it, in its
+        link frame — where its centre of mass can be (``frame`` is its ``<body>_inertial`` frame)."""
+        link = self._recorded.parents[frame]
+        points = [np.zeros(3)] + [t for f, t in self._recorded.translations.items()
+                                  if self._recorded.parents.get(f) == link and f != frame]
+        pts = np.array(points)
+        return pts.min(axis=0), pts.max(axis=0)
+
+    def frame_rotation(self, frame: str) -> np.ndarray:
+        """The constant rotation (3, 3) of a constant frame relative to its parent."""
+        return self._recorded.rotations[frame]
+
+    def frame_translation(self, frame: str) -> np.ndarray:
+        """The model file's translation (3,) of a constant frame."""
+        return self._recorded.translations[frame].copy()
+
+    def mass_of(self, frame: str) -> tuple[float, np.ndarray]:
+        """The model file's (mass, principal inertias (3,)) at a frame."""
+        m, inertia = self._recorded.masses[frame]
+        return m, inertia.copy()
 
     def nominal(self, p: Parameter) -> float:
         """The model file's value of ``p`` (an offset's is 0)."""
