@@ -230,11 +230,13 @@ class OptimizerNode(Node):
         except ProblemError as e:
             raise ParameterError(str(e)) from None
         self._models = RequestModels()
-        self.default_model = self._values["model"]
+        source = "model_file" if self._values["model_file"] else "model"
         try:
+            self.default_model = (self._models.add_file(self._values["model_file"]) if source == "model_file"
+                                  else self._values["model"])
             self._models.get(self.default_model)
         except ProblemError as e:
-            raise ParameterError(f"parameter 'model': {e}") from None
+            raise ParameterError(f"parameter '{source}': {e}") from None
         self.policy = self._values["concurrency"]
         self.capacity = 1 if self.policy == "reject" else 1 + int(self._values["queue_size"])
         for name in ("qos_depth.service", "qos_depth.action"):

@@ -113,7 +113,11 @@ def parameter_specs() -> list[ParamSpec]:
     w, g, d, c = WeightDefaults(), GainDesign(), ProblemDefaults(), ConstraintOptions()
     return [
         ParamSpec("model", "marionette_arm", "Model (model-library name) requests optimize for when their model_id "
-                  "is empty; built at start-up.", check=_model_check, read_only=True),
+                  "is empty and model_file is; built at start-up.", check=_model_check, read_only=True),
+        ParamSpec("model_file", "", "YAML model file (a file under config/ or an absolute path; a variant file "
+                  "such as a calibrated model, docs/calibration.md) built at start-up: requests whose model_id is "
+                  "empty or names its model optimize for it, with its limits and hardware joint names; empty: none "
+                  "(the model-library model 'model').", read_only=True),
         ParamSpec("dt", d.dt, "Default integrator time step [s] for named motions and for desired points that are "
                   "not evenly spaced (options.dt = 0).", check=_positive),
         ParamSpec("max_steps", d.max_steps, "Largest number of steps N a request may ask for.", minimum=1),

@@ -56,8 +56,9 @@ from marionette_control.lq.gains import GainDesign
 from marionette_control.model import library
 from marionette_control.model.joint_map import JointMap
 from marionette_control.model.library.source import ModelSource
-from marionette_control.model.limits import limits_of, load_limits
+from marionette_control.model.limits import from_description, limits_of, load_limits
 from marionette_control.model.motion import MotionError, desired_configurations, load_motion, sample_times
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.ocp.problem import ConstraintOptions, Problem, ProblemError, build
 from marionette_control.ocp.projection import OptimizerOptions
 from marionette_control.ocp.tracking_problem import (
@@ -340,11 +341,25 @@ def actuator_joints(model) -> list[str]:
 
 class RequestModels:
     """The models requests name (model-library names), each built once with its limits and the hardware names
-    of its drives; safe to share between threads."""
+    of its drives, and the model files :meth:`add_file` built under their models' names (which take precedence
+    over the library's); safe to share between threads."""
 
     def __init__(self):
         self._models: dict = {}
         self._lock = threading.Lock()
+
+    def add_file(self, path: str) -> str:
+        """Builds the model file ``path`` (absolute, or a name under ``config/``: ``load_packaged_model``, as every
+        node's ``model_file``; a variant file such as a calibrated model works too) with its limits and hardware
+        joint names, and returns its model's name; ProblemError when it does not load."""
+        try:
+            desc = load_packaged_model(path)
+        except (ValueError, OSError) as e:
+            raise ProblemError(f"model file '{path}' cannot be built: {e}") from None
+        joints = JointMap.of(desc.model, desc.hardware_joints).kinematic_hardware_names
+        with self._lock:
+            self._models[desc.model.name] = (desc.model, from_description(desc), joints)
+        return desc.model.name
 
     def get(self, name: str) -> tuple:
         """(model, limits, :func:`actuator_joints`) of a model-library name; ProblemError when there is no such

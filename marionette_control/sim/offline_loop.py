@@ -109,7 +109,7 @@ class LoopResult:
     """One offline run (arrays over the ticks k = 0 … n−1 of the run).
 
     k : (n,) tick index; X_true : (n, nx) the plant's true state at each tick's measurement;
-    X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
+    Q_measured : (n, nq) the joint state the controller read at each tick (the encoders': counts and noise); X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
     commands : (n, nU) the commands sent at the ticks; fault_counts, status : the core's at the end;
     profile : the hardware profile; options : the controller options; dynamic_names : names of the
     dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
@@ -123,6 +123,7 @@ class LoopResult:
 
     k: np.ndarray
     X_true: np.ndarray
+    Q_measured: np.ndarray
     X_hat: np.ndarray
     X_ref: np.ndarray
     commands: np.ndarray
@@ -251,7 +252,7 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         sim.step()
         stamp += dt_ns
         cycles += 1
-        return res, x_true, sim.tension(), sim.slack()
+        return res, q, x_true, sim.tension(), sim.slack()
 
     for _ in range(settle_cycles):
         cycle()
@@ -261,21 +262,21 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     rows = []
     n_ticks = trajectory.N + 1 + hold_cycles
     while len(rows) < n_ticks:
-        res, x_true, tension, slack = cycle()
+        res, q, x_true, tension, slack = cycle()
         if res.kind == "tick":
             ref = trajectory.X[min(res.k, trajectory.N)]
-            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension, slack))
+            rows.append((res.k, x_true, q, res.x_hat, res.x_ref, res.command, ref, tension, slack))
         elif not core.running:
             break  # aborted (a tolerance): the status says why
         elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
             break  # holding on a fault that does not clear
     if not rows:
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
-    k, X_true, X_hat, X_ref, U, X_motion, T, slack = (np.array(a) for a in zip(*rows))
+    k, X_true, Q_meas, X_hat, X_ref, U, X_motion, T, slack = (np.array(a) for a in zip(*rows))
     record = {}
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
-    return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
+    return LoopResult(k.astype(int), X_true, Q_meas, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
                       X_motion, T, slack, record)
