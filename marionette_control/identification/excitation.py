@@ -85,7 +85,7 @@ from marionette_control.trajectory import Trajectory
 JOINTS = ("shoulder", "elbow")
 DURATION = 8.0           # s: as long as the wave, so that the main job's runs take the same time
 DT = 0.01                # s: the controller's and the simulator's step
-KEY_STEP = 0.1           # s between the shipped keyframes (10 per period of the fastest harmonic at 1 Hz)
+KEY_STEP = 0.1           # s between the shipped keyframes (12 per period of the fastest harmonic)
 HARMONICS = 6            # h = 1 … 6 of f₀ = 1/7.4 Hz: up to 0.81 Hz, below the arm's swinging mode (0.92 Hz)
 #: the workspace of the centres (deg): inside the poses the string holds with a taut string (docs/models.md)
 CENTRE_BOX = ((30.0, 80.0), (75.0, 120.0))

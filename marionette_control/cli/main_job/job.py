@@ -101,6 +101,7 @@ from marionette_control.cli.ros_isolation import (
     claim_domain_id,
     isolated_env,
 )
+from marionette_control.identification.excitation import MARGINS
 from marionette_control.identification.parameters import ModelParameters
 from marionette_control.model import library
 from marionette_control.model.library import marionette_arm as arm
@@ -201,15 +202,17 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` when given, optimizer
     saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
     with ``mpc`` the planner, planning for the re-planned controller), the feed-forward-only controller, with
-    ``mpc`` the re-planned controller, and the bag recorder. ``model_file``: the optimizer's and the controllers'
-    model file (default: theirs, the nominal one; the simulator keeps the nominal file for its joint names)."""
+    ``mpc`` the re-planned controller, and the bag recorder. ``model_file``: the model file of the optimizer, the
+    controllers and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
+    gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
+    at rest: the start of their trajectories)."""
 
     # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
     # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
     planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
                "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
     plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
-    model_args = [a for node in (OPTIMIZER, CLOSED) for a in ("-p", f"{node}:model_file:={model_file}")] \
+    model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
         if model_file else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
                             "--real-time-factor", str(real_time_factor), *planner, *plant_args, *model_args,
@@ -242,12 +245,16 @@ def wait_for_joint_states(obs: Observer) -> None:
     say(f"joint states arriving on {JOINT_STATES} from {SIMULATOR}")
 
 
-def optimize(obs: Observer, motion: str, model, timeout: float, save_path: str = "trajectory.npz"):
+def optimize(obs: Observer, motion: str, model, timeout: float, save_path: str = "trajectory.npz",
+             reserve: Optional[dict] = None):
     """The optimizer's answer (trajectory and statistics) to the motion's request, saved as ``save_path`` in the
-    job's directory."""
+    job's directory; ``reserve`` {range, speed, acceleration}: the fractions of the drive limits the request keeps
+    in reserve (default: the optimizer's)."""
 
     t0 = time.monotonic()
     req = OptimizeTrajectory.Request(motion_name=motion, model_id=model.name, save_path=save_path)
+    for family, fraction in (reserve or {}).items():
+        setattr(req.options, f"{family}_margin", float(fraction))
     say(f"requesting the '{motion}' optimization from /{OPTIMIZER}/optimize ...")
     res = obs.call(obs.optimize, req, timeout, "optimization",
                    progress=lambda: say(f"  optimizing ... {time.monotonic() - t0:.0f} s"))
@@ -495,6 +502,11 @@ SIMULATOR_COUNTERS = ("time_base_reanchors", "steps", "achieved_real_time_factor
                       "disturbances")
 #: the identification motion (config/motions/identify.yaml) the job records for ``--calibrate``
 IDENTIFY = "identify"
+#: with ``--calibrate``, every optimization (the identification motion, the motion on the nominal and on the
+#: calibrated model) keeps the identification motion's reserve of the drive limits for the feedback: at the drives'
+#: acceleration limit from its first step, the wave's start outruns the stand-in's drives by up to 3 cm, a transient
+#: feed-forward alone never corrects and that would hide what the calibration changes (docs/calibration.md)
+CALIBRATION_RESERVE = dict(MARGINS)
 
 
 @dataclass
@@ -515,22 +527,24 @@ class GraphRuns:
 
 
 def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: int, record: bool, mpc: bool,
-              model_file: Optional[str] = None, identify: bool = False, save_path: str = "trajectory.npz") -> GraphRuns:
-    """Starts the node graph (:func:`start_processes`; ``model_file`` for the optimizer and the controllers), with
+              plant: Optional[str] = None, model_file: Optional[str] = None, identify: bool = False,
+              save_path: str = "trajectory.npz") -> GraphRuns:
+    """Starts the node graph (:func:`start_processes`: the simulator's ``plant``, the nodes' ``model_file``), with
     ``identify`` first records the identification run (:func:`identification_run`), then optimizes ``args.motion``
     and tracks it once per run of ``plan``; stops the graph."""
     logs.mkdir(parents=True, exist_ok=True)
     procs = Processes(logs, env)
     obs = None
     try:
-        say(f"starting simulator ({args.profile} profile{', plant ' + args.plant if args.plant else ''}, real-time "
+        say(f"starting simulator ({args.profile} profile{', plant ' + plant if plant else ''}, real-time "
             f"factor {args.real_time_factor:g}), optimizer and controllers"
             + (f" on {model_file}" if model_file else "") + " ...")
-        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, args.plant, model_file)
+        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, plant, model_file)
         obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
         wait_for_joint_states(obs)
-        identification = identification_run(obs, env, out, logs, model, args.timeout) if identify else None
-        traj, optimization, constraints = optimize(obs, args.motion, model, args.timeout, save_path)
+        reserve = CALIBRATION_RESERVE if args.calibrate else None
+        identification = identification_run(obs, env, out, logs, model, args.timeout, reserve) if identify else None
+        traj, optimization, constraints = optimize(obs, args.motion, model, args.timeout, save_path, reserve)
         runs = {spec.name: track(obs, spec, traj.N, traj.dt, model, args.push_force) for spec in plan}
         st = obs.status(SIMULATOR)
         simulator = {k: st[3].get(k) for k in SIMULATOR_COUNTERS} if st else {}
@@ -542,11 +556,12 @@ def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: 
         procs.stop_all()
 
 
-def identification_run(obs: Observer, env: dict, out: Path, logs: Path, model, timeout: float) -> dict:
+def identification_run(obs: Observer, env: dict, out: Path, logs: Path, model, timeout: float,
+                       reserve: Optional[dict] = None) -> dict:
     """The identification motion optimized (``identify_trajectory.npz``) and tracked closed loop with a bag recorder
     of its own (``identify_bag/``: the joint states and commands, from the arm at rest before the start to the end
     of the run); {trajectory, optimization, constraints, run, bag}. MainJobError when the run aborts."""
-    traj, optimization, constraints = optimize(obs, IDENTIFY, model, timeout, "identify_trajectory.npz")
+    traj, optimization, constraints = optimize(obs, IDENTIFY, model, timeout, "identify_trajectory.npz", reserve)
     bag = out / "identify_bag"
     recorder = RecorderProcess(bag, [JOINT_STATES, COMMANDS], env=env, log_path=logs / "identify_recorder.log")
     run = track(obs, RunSpec("identification", CLOSED, True), traj.N, traj.dt, model, None, recorder)
@@ -572,8 +587,10 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
                                         out / "calibrated_model.yaml")
     say(f"calibrated in {time.monotonic() - t0:.0f} s (chi^2/dof {fit['chi2_per_dof']:.3g}): wrote {variant}")
     model = load_packaged_model(variant.resolve()).model
+    # the plant named explicitly: the profile's, or with none (perfect) the nominal model, not the calibrated one
     second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(None, False), delay, record=False,
-                       mpc=False, model_file=str(variant.resolve()), save_path="trajectory_calibrated.npz")
+                       mpc=False, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
+                       save_path="trajectory_calibrated.npz")
     nd, dt = model.nd, second.traj.dt
     names = list(model.config_names[:nd])
     ev = {n: A.evaluate(r, second.traj.X, dt, nd, limits) for n, r in second.runs.items()}
@@ -624,7 +641,7 @@ def run(args) -> dict:
               "simulated_hardware": hardware.as_dict(), "files": {},
               "ros": {k.lower(): env[k] for k in ISOLATION_VARIABLES}}
     first = run_graph(args, env, out, out / "logs", model, plan, delay, record=not args.no_bag, mpc=args.mpc,
-                      identify=args.calibrate)
+                      plant=args.plant, identify=args.calibrate)
     traj, runs = first.traj, first.runs
     report["optimization"] = first.optimization
     report["constraint_margins"] = {"optimized": first.constraints}
