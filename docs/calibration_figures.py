@@ -2,8 +2,9 @@
 
     .venv/bin/python docs/calibration_figures.py [--out out/reproductions/calibration_figures.json] [--seeds 0 1 2]
 
-Every motion is optimized as the optimizer node optimizes it (``ocp.request.build_problem`` with the node's
-defaults, ``ocp.optimizer.solve``; the gains included) and tracked offline by the controller node's tick logic
+Every motion is optimized as the main job's ``--calibrate`` has the optimizer node optimize it
+(``ocp.request.build_problem`` with the node's defaults and the identification motion's reserve of the drive limits,
+``ocp.optimizer.solve``; the gains included) and tracked offline by the controller node's tick logic
 on the hardware stand-in (``sim.offline_loop``: the realistic profile, the plant of the profile or of the plant
 family, one noise seed per run). The calibration (``identification.calibrate``) reads only the encoder readings
 of the run and the nominal model file; the links' masses are given as the main job gives them
@@ -53,8 +54,10 @@ FAMILY = ("plants/damping_x3.yaml", "plants/forearm_heavy.yaml", "plants/hook_ou
 
 
 def optimized(desc, motion: str):
-    """The motion optimized for the model of ``desc`` as the optimizer node does (its default problem)."""
-    problem = P.build_problem(desc.model, motion_name=motion, limits=from_description(desc))
+    """The motion optimized for the model of ``desc`` as the main job's ``--calibrate`` has the optimizer node do
+    it: its default problem with the identification motion's reserve of the drive limits."""
+    reserve = P.RequestOptions(**{f"{family}_margin": v for family, v in E.MARGINS.items()})
+    problem = P.build_problem(desc.model, motion_name=motion, options=reserve, limits=from_description(desc))
     return solve(problem, problem.X0, problem.U0).trajectory
 
 
