@@ -120,34 +120,39 @@ def amplitude_matches(case: Case, target: float, models: dict) -> dict:
 def equation_error(case: Case, t, theta, seeds: int) -> dict:
     out = {}
     for sigma in NOISE_LEVELS:
-        fits = [SL.equation_error_fit(case.lift, SL.measure(case.lift, case.forcing, t, theta, sigma,
-                                                            sigma * SIGMA_SLIDER / SIGMA_JOINT, seed))
+        data = [SL.measure(case.lift, case.forcing, t, theta, sigma, sigma * SIGMA_SLIDER / SIGMA_JOINT, seed)
                 for seed in range(seeds if sigma else 1)]
+        begun = time.perf_counter()
+        fits = [SL.equation_error_fit(case.lift, d) for d in data]
+        seconds = (time.perf_counter() - begun) / len(fits)
         ls, iv = np.array([f.least_squares for f in fits]), np.array([f.instrumental for f in fits])
         out[f"{sigma:g}"] = {"sigma_joint": sigma, "sigma_slider": sigma * SIGMA_SLIDER / SIGMA_JOINT,
                              "seeds": len(fits), "least_squares": ls.tolist(), "instrumental": iv.tolist(),
                              "ls_mean_relative_error": float(ls.mean() / case.damping - 1.0),
-                             "ls_std": float(ls.std()), "iv_mean_relative_error": float(iv.mean() / case.damping - 1.0),
-                             "iv_std": float(iv.std()), "ls_max_abs_relative_error": float(np.abs(ls / case.damping - 1).max()),
+                             "ls_std": float(ls.std()),
+                             "iv_mean_relative_error": float(iv.mean() / case.damping - 1.0), "iv_std": float(iv.std()),
+                             "ls_max_abs_relative_error": float(np.abs(ls / case.damping - 1).max()),
                              "iv_max_abs_relative_error": float(np.abs(iv / case.damping - 1).max()),
-                             "rows": fits[0].rows, "rms": fits[0].rms}
+                             "rows": fits[0].rows, "rms": fits[0].rms, "seconds_per_fit": seconds}
         say(f"  sigma {sigma:g}: LS {ls.mean():.5f} +- {ls.std():.5f}, IV {iv.mean():.5f} +- {iv.std():.5f}")
     return out
 
 
 def output_error(case: Case, t, theta, seeds, simulate, dt: float) -> dict:
     start, window = SL.Start(case.theta), t >= WINDOW
-    fits = []
+    fits, seconds = [], []
     for seed in seeds:
         data = SL.measure(case.lift, case.forcing, t[window], theta[window], SIGMA_JOINT, SIGMA_SLIDER, seed)
+        begun = time.perf_counter()
         fit = SL.output_error_fit(lambda c: sampled(simulate(case.lift, case.forcing, c, start, HORIZON, dt=dt),
                                                     t[window]), data.q[:, SL.THETA_INDEX], case.damping)
         fits.append(fit)
+        seconds.append(time.perf_counter() - begun)
         say(f"  seed {seed}: c = {fit.damping:.6f} ({fit.damping / case.damping - 1:+.3%}), rms {fit.rms:.3g} rad, "
             f"{fit.simulations} simulations")
     c = np.array([f.damping for f in fits])
-    return {"dt": dt, "seeds": list(seeds), "damping": c.tolist(), "mean_relative_error": float(c.mean() / case.damping - 1),
-            "rms": [f.rms for f in fits], "simulations": [f.simulations for f in fits]}
+    return {"dt": dt, "seeds": list(seeds), "damping": c.tolist(),
+            "mean_relative_error": float(c.mean() / case.damping - 1), "rms": [f.rms for f in fits], "simulations": [f.simulations for f in fits], "seconds": seconds}
 
 
 def run_case(case: Case, seeds: int, data_fit_baumgarte: bool) -> dict:
@@ -177,12 +182,28 @@ def run_case(case: Case, seeds: int, data_fit_baumgarte: bool) -> dict:
         say("  output-error fit through the Baumgarte integrator")
         out["output_error"]["baumgarte"] = output_error(case, t, theta, range(2), SL.simulate_baumgarte, BAUMGARTE_DT)
     out["vi_order"] = vi_order(case, t, target)
+    out["force_timing"] = force_timing(case, t, theta)
     last = t >= HORIZON - 3 * period
     out["steady_state"] = {"t": t[last], "benchmark": theta[last]}
     for name, simulate in models.items():
         m = simulate(case.lift, case.forcing, case.damping, SL.Start(case.theta), HORIZON)
         out["steady_state"][name] = sampled(m, t[last])
         out["steady_state"][f"{name}_max_abs_error"] = float(np.abs(out["steady_state"][name] - theta[last]).max())
+    return out
+
+
+def force_timing(case: Case, t, theta) -> dict:
+    """u_k = F(t_k) (force_at 0, used everywhere) against F(t_k + dt/2): the VI's steady waveform error at the
+    true c (max |θ − θ_b| over the last 3 periods) and the noise-free DEL least-squares estimate."""
+    out, last, window = {}, t >= HORIZON - 3 * case.forcing.period, t >= WINDOW
+    for force_at in (0.0, 0.5):
+        m = SL.simulate_vi(case.lift, case.forcing, case.damping, SL.Start(case.theta), HORIZON, force_at=force_at)
+        fit = SL.equation_error_fit(case.lift, SL.measure(case.lift, case.forcing, t[window], theta[window], 0.0, 0.0,
+                                                          0, force_at=force_at))
+        out[f"{force_at:g}"] = {"vi_max_abs_error": float(np.abs(sampled(m, t[last]) - theta[last]).max()),
+                                "equation_error_relative": fit.least_squares / case.damping - 1.0}
+        say(f"  force at {force_at:g} dt: VI steady error {out[f'{force_at:g}']['vi_max_abs_error']:.3g} rad, "
+            f"noise-free DEL fit {out[f'{force_at:g}']['equation_error_relative']:+.3%}")
     return out
 
 
@@ -213,6 +234,8 @@ def public(d):
 LABELS = {"vi": f"midpoint VI (Δt = {VI_DT} s)", "baumgarte": f"semi-impl. Euler + Baumgarte (Δt = {BAUMGARTE_DT} s)",
           "baumgarte_coarse": f"semi-impl. Euler + Baumgarte (Δt = {COARSE_BAUMGARTE_DT} s)"}
 COLORS = {"vi": "tab:blue", "baumgarte": "tab:red", "baumgarte_coarse": "tab:orange"}
+SHORT = {"vi": f"VI, Δt = {VI_DT} s", "baumgarte": f"Baumgarte, Δt = {BAUMGARTE_DT} s",
+         "baumgarte_coarse": f"Baumgarte, Δt = {COARSE_BAUMGARTE_DT} s"}
 MARKERS = {CASES[0].name: "o", CASES[1].name: "s"}
 
 
@@ -222,62 +245,81 @@ def identified(result: dict) -> list[tuple[str, float, float, float, str]]:
     c0, rows = result["true_damping"], []
     for name, m in result["amplitude_match"].items():
         lo, hi = m["one_percent"]
-        rows.append((f"amplitude match: {LABELS[name]}", m["relative_error"], lo / c0 - 1, hi / c0 - 1, COLORS[name]))
+        rows.append((f"amplitude match, {SHORT[name]}", m["relative_error"], lo / c0 - 1, hi / c0 - 1, COLORS[name]))
     ee = result["equation_error"][f"{SIGMA_JOINT:g}"]
-    for key, label, color in (("least_squares", "DEL equation error, least squares", "tab:cyan"),
-                              ("instrumental", "DEL equation error, instr. variables", "tab:green")):
+    for key, label, color in (("least_squares", "DEL eq. error, least squares", "tab:cyan"),
+                              ("instrumental", "DEL eq. error, instr. variables", "tab:green")):
         v = np.array(ee[key]) / c0 - 1
-        rows.append((f"{label} (σ = {SIGMA_JOINT:g} rad)", v.mean(), v.mean() - v.std(), v.mean() + v.std(), color))
+        rows.append((f"{label}, σ = {SIGMA_JOINT:g} rad", v.mean(), v.mean() - v.std(), v.mean() + v.std(), color))
     for name, oe in result["output_error"].items():
         v = np.array(oe["damping"]) / c0 - 1
-        rows.append((f"output error: {LABELS[name]}", v.mean(), v.mean() - v.std(), v.mean() + v.std(), COLORS[name]))
+        rows.append((f"output error, {SHORT[name]}", v.mean(), v.mean() - v.std(), v.mean() + v.std(), COLORS[name]))
     return rows
 
 
 def plot(img: Path, results: dict):
     plt = pyplot()
-    fig, ax = plt.subplots(1, 3, figsize=(17, 5.2), gridspec_kw={"width_ratios": [1, 1.25, 1]})
+    fig, ax = plt.subplots(2, 2, figsize=(15, 10), layout="constrained")
     main = results[CASES[0].name]
     ss = main["steady_state"]
+    a = ax[0, 0]
     for name in LABELS:
-        ax[0].plot(ss["t"], 1e3 * (ss[name] - ss["benchmark"]), color=COLORS[name], lw=1, label=LABELS[name])
-    ax[0].set_xlabel("t [s]")
-    ax[0].set_ylabel("θ − θ_benchmark [mrad]")
-    ax[0].set_title(f"Steady state at the true c = {main['true_damping']} (N = {main['lift']['segments']}; "
-                    f"amplitude {main['benchmark']['amplitude']:.3f} rad)", fontsize=9)
-    ax[0].legend(fontsize=7)
-    ax[0].grid(alpha=0.3)
+        a.plot(ss["t"], 1e3 * (ss[name] - ss["benchmark"]), color=COLORS[name], lw=1, label=LABELS[name])
+    a.set_xlabel("t [s]")
+    a.set_ylabel("θ − θ_benchmark [mrad]")
+    a.set_title(f"(a) Steady state at the true c = {main['true_damping']} (N = {main['lift']['segments']}; "
+                f"amplitude {main['benchmark']['amplitude']:.3f} rad)", fontsize=10)
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3)
+    a = ax[0, 1]
+    for name, r in results.items():
+        dts = np.array([float(k) for k in r["vi_order"]])
+        plain = [abs(v["amplitude_error"]) for v in r["vi_order"].values()]
+        heavy = [abs(v["amplitude_error_vs_added_mass_benchmark"]) for v in r["vi_order"].values()]
+        a.loglog(dts, 100 * np.array(plain), MARKERS[name] + "-", color="tab:blue",
+                 label=f"{name}: VI against the benchmark")
+        a.loglog(dts, 100 * np.array(heavy), MARKERS[name] + "--", color="tab:purple",
+                 label=f"{name}: VI against the benchmark with M + cDΔt/2")
+        for model, dt in (("baumgarte", BAUMGARTE_DT), ("baumgarte_coarse", COARSE_BAUMGARTE_DT)):
+            a.loglog([dt], [100 * abs(r["amplitude_match"][model]["amplitude_error_at_true_c"])], MARKERS[name],
+                     color=COLORS[model], ms=8, label=f"{name}: {SHORT[model]}")
+    a.set_xlabel("Δt [s]")
+    a.set_ylabel("|steady amplitude error| at the true c [%]")
+    a.set_title("(b) Order: the VI's friction impulse adds cDΔt/2 to the mass (first order)", fontsize=10)
+    a.legend(fontsize=7, loc="lower right")
+    a.grid(alpha=0.3, which="both")
+    a = ax[1, 0]
     rows = {name: identified(r) for name, r in results.items()}
     labels = [row[0] for row in rows[CASES[0].name]]
     for j, (name, rs) in enumerate(rows.items()):
         for i, (label, value, lo, hi, color) in enumerate(rs):
-            y = i + 0.15 * (1 - 2 * j)
-            ax[1].errorbar([100 * value], [y], xerr=[[100 * (value - lo)], [100 * (hi - value)]], fmt=MARKERS[name],
-                           color=color, ms=5, capsize=3, label=f"{name}" if i == 0 else None)
-    ax[1].axvline(0.0, color="k", ls=":", lw=1)
-    ax[1].set_yticks(range(len(labels)), labels, fontsize=7)
-    ax[1].invert_yaxis()
-    ax[1].set_xlabel("identified c / true c − 1 [%]  (bars: ±1 % amplitude band; data fits: ± std over seeds)")
-    ax[1].set_title("Identified damping, both lifts (○ N = 5, c = 0.2; □ N = 3, c = 0.1)", fontsize=9)
-    ax[1].grid(alpha=0.3)
+            a.errorbar([100 * value], [i + 0.15 * (1 - 2 * j)], xerr=[[100 * (value - lo)], [100 * (hi - value)]],
+                       fmt=MARKERS[name], color=color, ms=5, capsize=3)
+    a.axvline(0.0, color="k", ls=":", lw=1)
+    a.set_yticks(range(len(labels)), labels, fontsize=8)
+    a.invert_yaxis()
+    a.set_xlabel("identified c / true c − 1 [%]\n"
+                 "(bars: amplitude match, the ±1 % amplitude band; data fits, ± std over seeds)")
+    a.set_title("(c) Identified damping (○ N = 5, c = 0.2;  □ N = 3, c = 0.1)", fontsize=10)
+    a.grid(alpha=0.3)
+    a = ax[1, 1]
     for name, r in results.items():
         c0, ee = r["true_damping"], r["equation_error"]
         sig = np.array([v["sigma_joint"] for v in ee.values()])
         for key, color, dx in (("least_squares", "tab:cyan", 0.96), ("instrumental", "tab:green", 1.04)):
             vals = [100 * (np.array(v[key]) / c0 - 1) for v in ee.values()]
-            ax[2].errorbar(np.maximum(sig, 3e-5) * dx, [v.mean() for v in vals], yerr=[v.std() for v in vals],
-                           fmt=MARKERS[name] + "-", color=color, ms=4, capsize=3,
-                           label=f"{name}: {'least squares' if key == 'least_squares' else 'instrumental variables'}")
-    ax[2].axhline(0.0, color="k", ls=":", lw=1)
-    ax[2].axvline(SIGMA_JOINT, color="0.6", ls="--", lw=1)
-    ax[2].set_xscale("log")
-    ax[2].set_xlabel("joint encoder noise σ [rad] (σ = 0 plotted at 3e-5)")
-    ax[2].set_ylabel("identified c / true c − 1 [%]")
-    ax[2].set_title(f"DEL equation error from noisy samples (Δt = {VI_DT} s, {WINDOW:g}–{HORIZON:g} s)", fontsize=9)
-    ax[2].legend(fontsize=7)
-    ax[2].grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(img / "scissor_lift_identification.png", dpi=110)
+            a.errorbar(np.maximum(sig, 3e-5) * dx, [v.mean() for v in vals], yerr=[v.std() for v in vals],
+                       fmt=MARKERS[name] + "-", color=color, ms=4, capsize=3,
+                       label=f"{name}: {'least squares' if key == 'least_squares' else 'instrumental variables'}")
+    a.axhline(0.0, color="k", ls=":", lw=1)
+    a.axvline(SIGMA_JOINT, color="0.6", ls="--", lw=1)
+    a.set_xscale("log")
+    a.set_xlabel("joint encoder noise σ [rad] (σ = 0 plotted at 3e-5; dashed: the stated level)")
+    a.set_ylabel("identified c / true c − 1 [%]")
+    a.set_title(f"(d) DEL equation error from noisy samples (Δt = {VI_DT} s, {WINDOW:g}–{HORIZON:g} s)", fontsize=10)
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3)
+    fig.savefig(img / "scissor_lift_identification.png", dpi=100)
     plt.close(fig)
 
 

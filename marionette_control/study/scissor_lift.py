@@ -37,7 +37,8 @@ The models identified (thesis §5.1.3's "vary the damping until the steady-state
   (below);
 * :func:`simulate_baumgarte`: the continuous dynamics (thesis (3.21), ``_core.forward_dynamics``) with
   Baumgarte's stabilization by semi-implicit Euler (``study.integrators``: the integrator study's
-  stabilized scheme, the "ODE-like" integrator of the thesis's comparison), the force at t_n.
+  stabilized scheme, a continuous-time integrator with stabilized constraints like the thesis's ODE), the
+  force at t_n.
 
 :func:`steady_amplitude` measures half the peak-to-peak of θ over the last periods (peaks refined by a
 parabola through the three samples around each extreme); :func:`match_amplitude` solves amplitude(c) =
@@ -51,7 +52,9 @@ step's start (F(t_k + Δt/2) would shift the forcing by half a step). For the jo
 damping plus an inertia c Δt/2 on every damped joint, on θ an added mass c D Δt/2 (:func:`vi_added_mass`).
 The VI with friction is therefore first order; the one-DOF benchmark with that added mass
 (``benchmark(..., added_mass=...)``) matches it to second order. The initial momentum accounts for the
-one-sided forcing as well (``simulate_vi``).
+one-sided forcing as well (``simulate_vi``). In steady state the added mass lags the response's phase by
+about ωΔt/2 near resonance, which the half-step lead of u_k = F(t_k + Δt/2) happens to cancel there
+(``force_at=0.5``; docs/reproductions.md §9 measures both choices).
 
 Identification from sampled data
 --------------------------------
@@ -65,7 +68,8 @@ Identification from sampled data
   eliminates them: r_k = N_kᵀR₀[k], g_k = N_kᵀG[k]. Least squares: c = −Σ g_k·r_k / Σ g_k·g_k. Noise in
   q enters the regressor g (errors in variables) and biases that estimate towards 0 by O(σ²); the
   instrumental-variable estimate c = −Σ z_k·r_k / Σ z_k·g_k with z_k = g_{k−3} (row k reads samples
-  k−1 … k+1; g_{k−3} reads k−3, k−2, so its noise is independent of row k's) removes that bias.
+  k−1 … k+1; g_{k−3} reads k−3, k−2, so its noise is independent of row k's) removes that bias, at the
+  price of a larger spread and of weighing the DEL's own model error differently.
 * :func:`output_error_fit`: the least-squares fit of c through a simulator (the continuous-time fit):
   minimize Σ (θ_sim(t_k; c) − θ̃_k)² over a window of the measured θ̃ by Gauss–Newton on c with a
   forward-difference sensitivity.
@@ -216,15 +220,23 @@ def _steps(duration: float, dt: float) -> int:
     return steps
 
 
+def force_samples(forcing: Forcing, t, force_at: float) -> np.ndarray:
+    """u_k = F(t_k + force_at Δt) (K,) for the steps of the times ``t`` (K + 1,): ``force_at`` 0 (the default
+    everywhere, module docstring) or ½ (the step's midpoint)."""
+    validation.number(force_at, "force_at", minimum=0.0, maximum=1.0)
+    t = np.asarray(t, dtype=float)
+    return forcing(t[:-1] + force_at * np.diff(t))
+
+
 def simulate_vi(lift: ScissorLift, forcing: Forcing, damping: float, start: Start, duration: float,
-                dt: float = 0.01, tolerance: float = 1e-12) -> Motion:
-    """The midpoint VI on the tree with joint friction ``damping`` (module docstring)."""
+                dt: float = 0.01, tolerance: float = 1e-12, force_at: float = 0.0) -> Motion:
+    """The midpoint VI on the tree with joint friction ``damping``, u_k = ``force_samples`` (module docstring)."""
     model = lift_model.build(replace(lift, damping=damping))
     steps = _steps(duration, dt)
     q0 = lift_model.configuration(lift, start.theta)
     v0 = lift_model.tangent(lift, start.theta) * start.theta_dot
     t = start.t + dt * np.arange(steps + 1)
-    U = forcing(t[:-1])[:, None]
+    U = force_samples(forcing, t, force_at)[:, None]
     # The state's momentum is the discrete one, p_k = D2 Ld(q_{k-1}, q_k): with the whole forcing in f- (f+ = 0)
     # it trails the continuous momentum by half a step's impulse, p_0 = dL/dqdot - dt/2 F(q_0, qdot_0, u_0);
     # starting from dL/dqdot instead would add a first-order error to the run's start.
@@ -318,7 +330,7 @@ def match_amplitude(amplitude_of: Callable[[float], float], target: float, brack
 @dataclass
 class Measurements:
     """Noisy sampled configurations of a run: ``t`` (K + 1,), ``q`` (K + 1, 2N + 1), the known force samples
-    ``force`` (K,) at the steps' starts (u_k = F(t_k), module docstring), and the noise: ``sigma_joint`` [rad], ``sigma_slider`` [m], ``seed``."""
+    ``force`` (K,) (``force_samples``), and the noise: ``sigma_joint`` [rad], ``sigma_slider`` [m], ``seed``."""
     t: np.ndarray
     q: np.ndarray
     force: np.ndarray
@@ -332,9 +344,10 @@ class Measurements:
 
 
 def measure(lift: ScissorLift, forcing: Forcing, t, theta, sigma_joint: float, sigma_slider: float,
-            seed: int) -> Measurements:
+            seed: int, force_at: float = 0.0) -> Measurements:
     """The configurations q(θ_k) of a one-DOF run θ (K + 1,) at equally spaced ``t``, each entry with Gaussian
-    noise (σ_joint on the 2N joint angles, σ_slider on the block's position)."""
+    noise (σ_joint on the 2N joint angles, σ_slider on the block's position); the force samples
+    ``force_samples(forcing, t, force_at)``."""
     t, theta = np.asarray(t, dtype=float), np.asarray(theta, dtype=float)
     dt = np.diff(t)
     if len(t) < 2 * IV_LAG + 3 or np.ptp(dt) > 1e-9 * dt[0]:
@@ -344,7 +357,7 @@ def measure(lift: ScissorLift, forcing: Forcing, t, theta, sigma_joint: float, s
     q = np.array([lift_model.configuration(lift, th) for th in theta])
     sigma = np.where(np.array(lift_model.config_names(lift)) == "slider", sigma_slider, sigma_joint)
     q = q + sigma * np.random.default_rng(seed).standard_normal(q.shape)
-    return Measurements(t, q, forcing(t[:-1]), sigma_joint, sigma_slider, seed)
+    return Measurements(t, q, force_samples(forcing, t, force_at), sigma_joint, sigma_slider, seed)
 
 
 @dataclass
