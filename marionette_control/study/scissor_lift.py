@@ -54,7 +54,7 @@ The VI with friction is therefore first order; the one-DOF benchmark with that a
 (``benchmark(..., added_mass=...)``) matches it to second order. The initial momentum accounts for the
 one-sided forcing as well (``simulate_vi``). In steady state the added mass lags the response's phase by
 about ωΔt/2 near resonance, which the half-step lead of u_k = F(t_k + Δt/2) happens to cancel there
-(``force_at=0.5``; docs/reproductions.md §9 measures both choices).
+(``force_at=0.5``; docs/reproductions.md §10 measures both choices).
 
 Identification from sampled data
 --------------------------------
