@@ -197,6 +197,12 @@ def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names:
             cache[key] = ee.evaluate(th)
         return cache[key]
 
+    # nodes where the string would have to push are not the holonomic model's (a slack string,
+    # marionette_control.sim.strings): they take no part in the fit
+    slack = np.flatnonzero(np.any(point(theta).multipliers[ee.nodes] <= 0.0, axis=1))
+    if len(slack):
+        ee.nodes = np.delete(ee.nodes, slack)
+        cache.clear()
     iterations = 0
     for rw in range(max_reweightings):
         W = _Whitening(point(theta), sigma)
@@ -306,7 +312,7 @@ def refine_output_error(params: ModelParameters, Q: np.ndarray, dt: float, first
             Js = (pt.jacobian_state / sigma[None, None, :, None]).reshape(len(starts), r.shape[1], -1)
             step = np.array([np.linalg.lstsq(Js[w], -r[w], rcond=None)[0] for w in range(len(starts))])
             states = states + step
-            if np.max(np.abs(step[:, :nd]) / sigma) < 1e-6:
+            if np.max(np.abs(step[:, :nd]) / sigma) < 1e-3:
                 break
         pt = oe.evaluate(th, states)
         memo["states"] = states
