@@ -6,21 +6,26 @@ refusals and honest answers for bad data."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from identification_data import run_open_loop, write_bag
 from marionette_control import _core
+from marionette_control.bags.stand_in import run_open_loop, write_bag
 from marionette_control.cli import calibrate as cli
 from marionette_control.identification.calibration import calibrate, default_parameters
-from marionette_control.identification.equation_error import EquationError, parameter_values
-from marionette_control.identification.fit import CalibrationError, Prior, noise_levels
+from marionette_control.identification.equation_error import (
+    EquationError,
+    parameter_values,
+)
+from marionette_control.identification.fit import Prior, noise_levels
 from marionette_control.identification.output_error import OutputError
 from marionette_control.identification.parameters import ModelParameters, ParameterError
-from marionette_control.identification.recording import RecordingError, from_bag, from_table
-from marionette_control.identification.variant import write_variant
+from marionette_control.identification.recording import (
+    RecordingError,
+    from_bag,
+    from_table,
+)
 from marionette_control.model.yaml_model import load_model_file
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
@@ -200,3 +205,69 @@ def table(tmp_path, Q, params, dt=0.01):
     f = tmp_path / "recording.npz"
     np.savez(f, t=np.arange(len(Q)) * dt, q=Q)
     return from_table(f, params.description, dt)
+
+
+@pytest.mark.slow
+def test_the_cli_calibrates_a_bag_with_dropped_samples_and_writes_a_usable_model(params, wave, tmp_path, capsys):
+    """marionette-calibrate as a user runs it, on a bag that lost 5 % of its joint states: exit 0, every estimate
+    inside its 3σ, the variant file loads as a model file with the estimates, the report names the gaps."""
+    Q, C, _, _ = run_open_loop(wave, "marionette_arm_plant.yaml", seed=2)
+    keep = np.random.default_rng(0).random(len(Q)) > 0.05
+    bag = write_bag(tmp_path / "bag", params.description, 0.01, Q, C, keep=keep)
+    out, report = tmp_path / "arm_calibrated.yaml", tmp_path / "report.json"
+    code = cli.main([str(bag), "--parameters", *NAMES, "-o", str(out), "--json", str(report)])
+    assert code == 0, capsys.readouterr().err
+    rep = json.loads(report.read_text())
+    assert any("without a sample" in n for n in rep["notes"])
+    truth = ModelParameters(config_file("marionette_arm_plant.yaml"))
+    for name, p in rep["parameters"].items():
+        assert abs(p["estimate"] - truth.nominal(truth.parameter(name))) <= 3 * p["std"], name
+    calibrated = ModelParameters(out)
+    for name in ("elbow.damping", "hook.translation.z"):
+        assert calibrated.nominal(calibrated.parameter(name)) == pytest.approx(rep["parameters"][name]["estimate"],
+                                                                                rel=1e-5)
+    assert "not identifiable" in out.read_text() and "identified" in out.read_text()
+
+
+@pytest.mark.slow
+def test_poor_data_gives_honest_uncertainty(params, wave, tmp_path):
+    """Encoder noise ×3: every estimate still inside its (wider) 3σ. A parameter no planar motion excites (the
+    hook's offset out of the arm's plane): reported not identifiable, its uncertainty the prior's, never invented."""
+    Q, _, _, _ = run_open_loop(wave, "marionette_arm_plant.yaml", seed=3, noise_scale=3.0)
+    calibration, report = calibrate(params, table(tmp_path, Q, params), NAMES + ["hook.translation.x"])
+    _check(calibration, ModelParameters(config_file("marionette_arm_plant.yaml")), [], {}, {})
+    out_of_plane = report["parameters"]["hook.translation.x"]
+    assert not out_of_plane["identifiable"] and out_of_plane["std"] >= 0.4 * out_of_plane["prior_std"]
+
+
+def test_unusable_recordings_are_refused_naming_what_is_missing(params, realistic, tmp_path):
+    Q = realistic[0]
+    bag = write_bag(tmp_path / "other_topic", params.description, 0.01, Q, topic="/arm/joint_states")
+    with pytest.raises(RecordingError, match="no /joint_states in the bag .it has /arm/joint_states"):
+        from_bag(bag, params.description, 0.01)
+    with pytest.raises(RecordingError, match="too short"):
+        calibrate(params, table(tmp_path, Q[:30], params), NAMES)
+    rest = np.repeat(Q[:1], 400, axis=0)
+    with pytest.raises(RecordingError, match="did not move"):
+        calibrate(params, table(tmp_path, rest, params), NAMES)
+    with pytest.raises(RecordingError, match="lacks the joint.s. elbow"):
+        from_bag(_renamed_bag(tmp_path / "renamed", params, Q), params.description, 0.01)
+
+
+def _renamed_bag(path, params, Q):
+    """A bag whose joint states name the elbow 'wrist': a recording of another arm."""
+    desc = params.description
+    renamed = type(desc)(desc.name, desc.path, desc.model, desc.description, desc.strings,
+                         {("wrist" if h == "elbow" else h): c for h, c in desc.hardware_joints.items()},
+                         desc.actuators, desc.urdf, desc.raw)
+    return write_bag(path, renamed, 0.01, Q)
+
+
+def test_default_parameters_of_the_arm(params):
+    """What a planar arm's motion can excite: each link's mass, centre of mass along it, inertia about its joint,
+    the joints' damping and the string's two attachments (the hook on the forearm, the rail the carriage rides)."""
+    assert default_parameters(params) == [
+        "upper_arm.mass", "upper_arm.center_of_mass.z", "upper_arm.inertia.xx", "forearm.mass",
+        "forearm.center_of_mass.z", "forearm.inertia.xx", "shoulder.damping", "elbow.damping",
+        "hook.translation.x", "hook.translation.y", "hook.translation.z",
+        "rail.translation.x", "rail.translation.y", "rail.translation.z"]

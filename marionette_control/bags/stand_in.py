@@ -1,7 +1,12 @@
-"""Recordings for the calibration tests: a motion run on the hardware stand-in (its plant, drives, encoders,
-one-sided string), written as the rosbag2 directory the package's recorder writes (``/joint_states``
-sensor_msgs/JointState stamped by their headers, the command topic std_msgs/Float64MultiArray), with rosbags'
-own CDR serializer. The calibrator reads only the bag."""
+"""A motion run on the hardware stand-in offline and written as the bag the recorder would have written.
+
+:func:`run_open_loop` sends a trajectory's commands to the stand-in (:class:`~marionette_control.sim.simulator.
+SimulatedArm`: its plant, drives, encoders and one-sided string) one per cycle; :func:`write_bag` writes encoder
+readings (and commands) as the rosbag2 directory ``marionette-bag-record`` writes from the live graph
+(``/joint_states`` sensor_msgs/JointState stamped by their headers, ``/forward_position_controller/commands``
+std_msgs/Float64MultiArray), serialized by rosbags. The calibration's tests and benchmark use them: seconds
+instead of a ROS graph, the same bytes for the calibrator, which reads only the bag.
+"""
 
 from __future__ import annotations
 
