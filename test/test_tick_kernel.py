@@ -78,8 +78,12 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_
     for core in (fused, parts):
         core.load_trajectory(traj, "bump")
     assert fused.tracking.kernel is not None and parts.tracking.kernel is None
+    # the holonomic string: this loop (jitter, lost samples, a switch and a plan) slackens a one-sided one, and the
+    # estimate of a model whose string pushes where the plant's went slack is ill-conditioned enough to amplify the
+    # two implementations' last-digit differences past 1e-12; what is tested here is that arithmetic, on a smooth
+    # plant (the one-sided string's episodes are the controller's to avoid: test_tracking_safety)
     profile = HardwareProfile.named("realistic", command_delay_steps=delay, command_jitter_steps=1,
-                                    command_jitter_probability=0.2)
+                                    command_jitter_probability=0.2, string="holonomic")
     arm = SimulatedArm(profile, traj.dt, nominal=desc, q0=traj.X[0, :desc.model.nq])
     nu = desc.model.nu
     stamp, dt_ns = NS, int(round(traj.dt * NS))
