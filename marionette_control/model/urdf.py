@@ -49,7 +49,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.model.builder import SystemBuilder, rotation_rpy
+from marionette_control.model.builder import FORCING_RULES, SystemBuilder, rotation_rpy
 
 SUPPORTED_JOINTS = ("revolute", "continuous", "prismatic", "fixed")
 #: Relative size of an axis component off the coordinate axis that still counts as zero.
@@ -404,10 +404,14 @@ def add_urdf(builder: SystemBuilder, robot: UrdfRobot, kinematic: Iterable[str] 
 
 
 def load_urdf(source: str | os.PathLike, kinematic: Iterable[str] = (), rename: Mapping[str, str] | None = None,
-              gravity: Sequence[float] = (0.0, 0.0, -9.81), name: str | None = None) -> _core.Model:
-    """Builds the core model of a URDF (a path or URDF text); see the module docstring for the mapping."""
+              gravity: Sequence[float] = (0.0, 0.0, -9.81), name: str | None = None,
+              forcing: str = FORCING_RULES[0]) -> _core.Model:
+    """Builds the core model of a URDF (a path or URDF text); see the module docstring for the mapping.
+
+    URDF says nothing about the integrator: ``forcing`` is the forcing discretization of the model
+    (``builder.FORCING_RULES``; the joints' damping is a force)."""
     robot = parse_urdf(source)
-    b = SystemBuilder(name or robot.name, gravity=gravity)
+    b = SystemBuilder(name or robot.name, gravity=gravity, forcing=forcing)
     add_urdf(b, robot, kinematic=kinematic, rename=rename)
     try:
         return b.build()
