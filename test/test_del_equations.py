@@ -195,8 +195,9 @@ def test_humanoid_del_equations():
                           np.random.default_rng(5))
 
 
-def test_marionette_arm_del_equations():
-    model = library.get("marionette_arm")
+@pytest.mark.parametrize("forcing", ["thesis", "symmetric"])
+def test_marionette_arm_del_equations(forcing):
+    model = library.get("marionette_arm", forcing=forcing)
     sys = _core.DiscreteSystem(model, 0.01, tolerance=1e-12)
     q = np.zeros(model.nq)
     from marionette_control.ocp.tracking_problem import consistent_configuration, rest_state
