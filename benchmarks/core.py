@@ -57,16 +57,21 @@ def interleaved(plain, variant, repeats: int) -> tuple[list[float], list[float]]
 
 
 def paired(plain, variant, indices, sweeps: int) -> tuple[list[float], list[float]]:
-    """Per-call wall times (s) of ``plain(i)`` and ``variant(i)``, the two calls at each index back to back, over
-    ``sweeps`` sweeps of ``indices`` (after one warm-up call of each)."""
+    """Per-call wall times (s) of ``plain(i)`` and ``variant(i)``, the two calls at each index back to back (which
+    one goes first alternates, so that neither gains from caches the other warmed), over ``sweeps`` sweeps of
+    ``indices`` (after one warm-up call of each)."""
     indices = list(indices)
     plain(indices[0])
     variant(indices[0])
     a, b = [], []
-    for _ in range(sweeps):
-        for i in indices:
-            a += time_calls(plain, (i,), 1, warmup=0)
-            b += time_calls(variant, (i,), 1, warmup=0)
+    for s in range(sweeps):
+        for j, i in enumerate(indices):
+            if (j + s) % 2:
+                b += time_calls(variant, (i,), 1, warmup=0)
+                a += time_calls(plain, (i,), 1, warmup=0)
+            else:
+                a += time_calls(plain, (i,), 1, warmup=0)
+                b += time_calls(variant, (i,), 1, warmup=0)
     return a, b
 
 
