@@ -21,7 +21,6 @@ Every run is deterministic (the profiles are seeded). --quick skips the twice-as
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
