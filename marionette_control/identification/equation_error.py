@@ -20,8 +20,8 @@ depend on a value chosen for them. In configuration units the error is independe
 masses, inertias and damping (R and ∂R/∂q scale together), which motion data cannot fix (:mod:`.fit`), and the
 sensor noise reaches it the same way whatever the parameters: the fit's weights follow from the encoders.
 
-Exact derivatives, no finite differences (of r; ε's Jacobian is −[G⁻¹ ∂r/∂θ]_q, Gauss–Newton's, which leaves
-out the change of G, a term of the size of the residual itself):
+Exact derivatives, no finite differences: with G y = −r (y = (δq, λ)), dy/dθ = −G⁻¹ (∂r/∂θ at the step's λ +
+(∂G_q/∂θ) δq), where G_q is G's configuration block:
 
 * **Linear parameters** (masses, principal inertias, damping): R is affine in each of them (thesis
   (3.7)–(3.12), (3.19): T = ½ m |v|² + ½ ωᵀ I ω, V = m g·p, F = −c q̇), so the increment of R (λ fixed) over a
@@ -32,6 +32,9 @@ out the change of G, a term of the size of the residual itself):
   Jacobian columns of that configuration at q_{k−1}, q_k and q_{k+1} (``del_residual(..., jacobian=True)``, the
   multiplier term at the step's λ_k included).
 * **Sensor offsets** (measured = true + o): ∂r_k/∂o = −(the same sum for the measured configuration).
+* **The Newton matrix's change** (∂G_q/∂θ) δq: for linear parameters the increment of the core's Jacobian
+  contracted with δq; for placements and offsets the mixed blocks of the interval Hessians of node k's own
+  residual (``del_hessian``, one contraction per row).
 
 Shapes: K nodes (the valid k: q_{k−1}, q_k, q_{k+1} measured), ε (K, nd), its Jacobian (K, nd, p), its sensitivity
 to the three samples (K, nd, 3, nq).
@@ -137,24 +140,33 @@ class EquationError:
         R0, _, J0, _ = system.del_residual(np.zeros(nd), Q, zeros_u, np.zeros((N, m)), True)
         # G_k = d(R_k, H_k)/d(q_{k+1,dyn}, lambda_k): the step's Newton matrix at the measured configurations
         dyn = [model.config_names.index(c) for c in self.params.dynamic]
-        G = np.concatenate([J0[K][:, :, [2 * nq + j for j in dyn]], J0[K][:, :, 3 * nq + nu:]], axis=2)
+        G = np.concatenate([J0[K][:, :, [2 * nq + j for j in dyn]], J0[K][:, :, 3 * nq + 2 * nu:]], axis=2)
         step = np.linalg.solve(G, -R0[K][..., None])[..., 0]             # (K, nd + m): (delta q, lambda)
         lam = np.full((N, m), np.nan)
         lam[K] = step[:, nd:]
-        R, _, J, _ = system.del_residual(np.zeros(nd), Q, zeros_u, np.where(np.isfinite(lam), lam, 0.0), True)
-        dr = self._jacobian(theta, values, model, Q, J)[K]              # (K, nd + m, p)
-        jacobian = -np.linalg.solve(G, dr)[:, :nd]
+        Lam = np.where(np.isfinite(lam), lam, 0.0)
+        R, _, J, _ = system.del_residual(np.zeros(nd), Q, zeros_u, Lam, True)
+        dq = np.zeros((N, nd))
+        dq[K] = step[:, :nd]
+        dr, dG = self._jacobian(theta, values, model, system, Q, Lam, J, dq)
+        # G y = -r  =>  dy/dθ = -G^-1 (dr/dθ at the step's λ + (dG_q/dθ) δq)
+        jacobian = -np.linalg.solve(G, dr[K] + dG[K])[:, :nd]
         cols = np.array([model.config_names.index(c) for c in self.params.configs])
         Jq = np.stack([J[K][:, :, b * nq + cols] for b in range(3)], axis=2)     # (K, nd + m, 3, nq)
         gain = -np.linalg.solve(G, Jq.reshape(len(K), nd + m, -1))[:, :nd].reshape(len(K), nd, 3, len(cols))
         return EquationErrorPoint(step[:, :nd], jacobian, gain, lam, K)
 
-    def _jacobian(self, theta, values, model, Q, J) -> np.ndarray:
-        """dr/dθ (N, nd + m, p): linear parameters by the increment of R, placements and offsets through the
-        configuration columns of the core's Jacobian J (N, nd + m, 3 nq + nu + m)."""
+    def _jacobian(self, theta, values, model, system, Q, Lam, J, dq) -> tuple[np.ndarray, np.ndarray]:
+        """(dr/dθ, (dG_q/dθ) δq), each (N, nd + m, p), at the step's multipliers Lam (N, m) and corrections dq
+        (N, nd): linear parameters by the increments of R and of its Jacobian (R is affine in them), placements and
+        offsets through the configuration columns of the core's Jacobian J (N, nd + m, 3 nq + 2 nu + m) and, for the
+        change of the Newton matrix, of its interval Hessians (``del_hessian``, contracted row by row)."""
         N, nd, m, nq = len(Q) - 1, self.nd, self.m, model.nq
         names = model.config_names
-        out = np.zeros((N, nd + m, len(self.parameters)))
+        p_n = len(self.parameters)
+        dr = np.zeros((N, nd + m, p_n))
+        dG = np.zeros((N, nd + m, p_n))
+        dyn = [names.index(c) for c in self.params.dynamic]
 
         def config_columns(name: str) -> np.ndarray:
             j = names.index(name)
@@ -162,24 +174,50 @@ class EquationError:
 
         plain = self.params.model(values)
         Qp = Q[:, [names.index(c) for c in plain.config_names]]   # without the placements' configurations
+        npl = plain.nq
 
-        def residual(model) -> np.ndarray:
-            R, _ = _core.DiscreteSystem(model, self.dt).del_residual(
-                np.zeros(nd), Qp, np.zeros((N, model.nu)), np.zeros((N, m)))
-            return R[:, :nd]
+        def residual(model_):
+            R_, _, J_, _ = _core.DiscreteSystem(model_, self.dt).del_residual(
+                np.zeros(nd), Qp, np.zeros((N, model_.nu)), Lam, True)
+            # the dynamic rows and the Newton matrix's configuration block contracted with dq
+            return R_[:, :nd], np.einsum("kij,kj->ki", J_[:, :nd, 2 * npl:2 * npl + nd], dq)
 
         base = None
+        hessians = None
         for i, p in enumerate(self.parameters):
             if p.linear:
-                # R is affine in a linear parameter: its increment over any step s is s times the derivative
+                # R and its Jacobian are affine in a linear parameter: their increments over any step s are s times
+                # the derivatives
                 s = abs(theta[i]) if theta[i] else LINEAR_STEP[p.kind]
                 base = residual(plain) if base is None else base
-                out[:, :nd, i] = (residual(self.params.model({**values, p: theta[i] + s})) - base) / s
-            elif p.kind == "offset":
-                out[:, :, i] = -config_columns(p.target)
-            else:
-                out[:, :, i] = config_columns(translation_config(p.target, p.axis))
-        return out
+                moved = residual(self.params.model({**values, p: theta[i] + s}))
+                dr[:, :nd, i] = (moved[0] - base[0]) / s
+                dG[:, :nd, i] = (moved[1] - base[1]) / s
+                continue
+            hessians = self._row_hessians(system, Q, Lam) if hessians is None else hessians
+            j = names.index(p.target if p.kind == "offset" else translation_config(p.target, p.axis))
+            sign = -1.0 if p.kind == "offset" else 1.0
+            dr[:, :, i] = sign * config_columns(names[j])
+            # d/dθ of dr/dq_{k+1,dyn}: the mixed block of the interval Hessians (θ enters q_k and q_{k+1})
+            mixed = hessians[:, :, j, :][..., [nq + d for d in dyn]] + hessians[:, :, nq + j, :][..., [nq + d for d in dyn]]
+            dG[:, :, i] = sign * np.einsum("kid,kd->ki", mixed, dq)
+        return dr, dG
+
+    def _row_hessians(self, system, Q, Lam) -> np.ndarray:
+        """(N, nd + m, 2 nq + nu + m, 2 nq + nu + m): row i, interval k: the Hessian of node k's own residual
+        r_k = a_k + c_k (its D₁L_d, forcing and constraint terms and h(q_{k+1}); not b_{k−1} = D₂L_d(q_{k−1}, q_k),
+        which does not depend on q_{k+1}) over (q_k, q_{k+1}, u_k, λ_k). ``del_hessian`` contracts Σ Y_k·R_k +
+        Z_k·P_k; with Y = e_i at every node and Z_k = −Y_{k+1} the b terms cancel."""
+        N, rows = len(Q) - 1, self.nd + self.m
+        out = []
+        for i in range(rows):
+            Y = np.zeros((N, rows))
+            Y[:, i] = 1.0
+            Z = np.zeros((N, self.nd))
+            if i < self.nd:
+                Z[:-1, i] = -1.0
+            out.append(system.del_hessian(Q, np.zeros((N, system.model.nu)), Lam, Y, Z))
+        return np.stack(out, axis=1)
 
 
 def parameter_values(params: ModelParameters, parameters: Sequence[Parameter],

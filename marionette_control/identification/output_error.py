@@ -101,99 +101,94 @@ class OutputError:
         return Q
 
     def evaluate(self, theta: Sequence[float], states: np.ndarray) -> OutputErrorPoint:
+        """The output error and its sensitivities at θ (p,) and the windows' initial states (n_windows, 2 nd)."""
         theta = np.asarray(theta, dtype=float)
         values = self._values(theta)
         model = self.params.model(values, kinematic=self.geometry)
         system = _core.DiscreteSystem(model, self.dt)
-        plain = self.params.model(values)
         names, nd, nq, W = model.config_names, self.nd, model.nq, self.W
         nx, nU, nu = model.nx, model.nU, model.nu
         measured = self._measured(theta)
         col = {c: names.index(c) for c in names}
-        kin = [c for c in names[nd:]]
-        # the columns of a model configuration in the measured table, or the value of a placement's configuration
         place = {translation_config(p.target, p.axis): v for p, v in values.items()
                  if p.kind in ("center_of_mass", "translation")}
-        increments = self._linear_models(theta, values)
+        source = [(True, place[c]) if c in place else (False, self.params.configs.index(c)) for c in names[nd:]]
         n_w, p_n = len(self.starts), len(theta)
-        err = np.empty((n_w, W + 1, nd))
-        jt = np.empty((n_w, W + 1, nd, p_n))
-        js = np.empty((n_w, W + 1, nd, 2 * nd))
-        lam = np.empty((n_w, W, model.nc))
+        # the windows simulated from their states, driven by the measured drives (placements: their values)
+        Xs, Us, lam = [], [], np.empty((n_w, W, model.nc))
         for w, k in enumerate(self.starts):
-            rho = np.array([[place[c] if c in place else measured[j, self.params.configs.index(c)] for c in kin]
-                            for j in range(k - 1, k + W + 1)])
-            x0 = np.empty(nx)
-            x0[:nd] = states[w, :nd]
-            x0[nd:nq] = rho[1]
-            x0[nq:nq + nd] = states[w, nd:]
-            x0[nq + nd:] = (rho[1] - rho[0]) / self.dt
+            rows = measured[k - 1:k + W + 1]
+            rho = np.column_stack([np.full(W + 2, v) if fixed else rows[:, v] for fixed, v in source])
+            x0 = np.concatenate([states[w, :nd], rho[1], states[w, nd:], (rho[1] - rho[0]) / self.dt])
             U = np.zeros((W, nU))
             U[:, nu:] = rho[2:]
-            X, _, Lam = system.simulate(x0, U, True)
-            A, B = system.linearize_trajectory(X, U)
-            lam[w] = Lam
-            # sensitivities S (nx, p + 2 nd)
-            S = np.zeros((nx, p_n + 2 * nd))
-            S[:nd, p_n:p_n + nd] = np.eye(nd)
-            S[nq:nq + nd, p_n + nd:] = np.eye(nd)
-            dU = np.zeros((nU, p_n + 2 * nd))
-            for i, p in enumerate(self.parameters):
-                if p.kind in ("center_of_mass", "translation"):
-                    c = col[translation_config(p.target, p.axis)]
-                    S[c, i] = 1.0
-                    dU[nu + c - nd, i] = 1.0
-                elif p.kind == "offset":
-                    c = col[p.target]
-                    if c >= nd:         # a drive's offset moves the inputs the window is driven with
-                        S[c, i] = -1.0
-                        dU[nu + c - nd, i] = -1.0
-            Qplain = X[:, [col[c] for c in plain.config_names]]
-            da, db = increments(Qplain)                            # (p, W, nd) each
-            traj_err = [X[0, :nd] - measured[k, :nd]]
-            sens = [S[:nd].copy()]
+            X, _, lam[w] = system.simulate(x0, U, True)
+            Xs.append(X)
+            Us.append(U)
+        X = np.array(Xs)                                               # (n_w, W + 1, nx)
+        # the linear parameters' increments of a_j = D1 L_d + dt F and b_j = D2 L_d along every window at once
+        plain_cols = [col[c] for c in self.params.configs]
+        da, db = self._increments(theta, values, X[:, :, plain_cols])  # (n_lin, n_w, W, nd) each
+        lin = np.flatnonzero([p.linear for p in self.parameters])
+        # initial sensitivities and the inputs' dependence on θ (placements, drive offsets)
+        S0 = np.zeros((nx, p_n + 2 * nd))
+        S0[:nd, p_n:p_n + nd] = np.eye(nd)
+        S0[nq:nq + nd, p_n + nd:] = np.eye(nd)
+        dU = np.zeros((nU, p_n + 2 * nd))
+        measured_offset = []
+        for i, p in enumerate(self.parameters):
+            if p.kind in ("center_of_mass", "translation"):
+                c = col[translation_config(p.target, p.axis)]
+                S0[c, i] = 1.0
+                dU[nu + c - nd, i] = 1.0
+            elif p.kind == "offset":
+                c = col[p.target]
+                if c >= nd:             # a drive's offset moves the inputs the window is driven with
+                    S0[c, i] = -1.0
+                    dU[nu + c - nd, i] = -1.0
+                else:                   # the measured dynamic configuration itself
+                    measured_offset.append((c, i))
+        sens = np.empty((n_w, W + 1, nd, p_n + 2 * nd))
+        for w in range(n_w):
+            A, B = system.linearize_trajectory(X[w], Us[w])
+            BdU = B @ dU                                               # (W, nx, ·)
+            Ap = A[:, :, nq:nq + nd]                                   # (W, nx, nd): the momentum columns
+            S = S0.copy()
+            sens[w, 0] = S[:nd]
             for j in range(W):
-                S = A[j] @ S + B[j] @ dU
-                for i in np.flatnonzero([p.linear for p in self.parameters]):
-                    S[:, i] += A[j][:, nq:nq + nd] @ da[i, j]
-                    S[nq:nq + nd, i] += db[i, j]
-                traj_err.append(X[j + 1, :nd] - measured[k + j + 1, :nd])
-                sens.append(S[:nd].copy())
-            err[w] = traj_err
-            sens = np.array(sens)
-            for i, p in enumerate(self.parameters):
-                if p.kind == "offset" and col[p.target] < nd:   # the measured dynamic configuration itself
-                    sens[:, col[p.target], i] += 1.0
-            jt[w] = sens[:, :, :p_n]
-            js[w] = sens[:, :, p_n:]
-        return OutputErrorPoint(err, jt, js, lam)
+                S = A[j] @ S + BdU[j]
+                S[:, lin] += Ap[j] @ da[:, w, j].T
+                S[nq:nq + nd, lin] += db[:, w, j].T
+                sens[w, j + 1] = S[:nd]
+        for c, i in measured_offset:
+            sens[:, :, c, i] += 1.0
+        err = X[:, :, :nd] - np.array([measured[k:k + W + 1, :nd] for k in self.starts])
+        return OutputErrorPoint(err, sens[..., :p_n], sens[..., p_n:], lam)
 
-    def _linear_models(self, theta, values):
-        """A function of simulated plain-model configurations (W + 1, nq) giving (da, db) (p, W, nd): ∂a_j/∂θ_i,
-        ∂b_j/∂θ_i for the linear parameters (zeros for the others), by the affine increments (module docstring)."""
+    def _increments(self, theta, values, Qw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(da, db) (n_lin, n_w, W, nd): ∂a_j/∂θ_i and ∂b_j/∂θ_i of the linear parameters along the windows'
+        configurations Qw (n_w, W + 1, nq) of the plain model, by the affine increments (module docstring). The
+        windows are laid end to end in one ``del_residual`` call per model; the intervals across a seam are not
+        used."""
         lin = [(i, p) for i, p in enumerate(self.parameters) if p.linear]
-        base = self.params.model(values)
-        steps = {i: (abs(theta[i]) if theta[i] else LINEAR_STEP[p.kind]) for i, p in lin}
-        moved = {i: self.params.model({**values, p: theta[i] + steps[i]}) for i, p in lin}
-        systems = {None: _core.DiscreteSystem(base, self.dt), **{i: _core.DiscreteSystem(mdl, self.dt)
-                                                                   for i, mdl in moved.items()}}
-        nd, m = self.nd, base.nc
+        n_w, W1, nq = Qw.shape
+        flat = Qw.reshape(-1, nq)
+        n = len(flat) - 1
+        nd = self.nd
+        inner = np.array([w * W1 + j for w in range(n_w) for j in range(W1 - 1)])   # interval w, j -> global
 
-        def ab(system, Qw):
-            Wn = len(Qw) - 1
-            R, P = system.del_residual(np.zeros(nd), Qw, np.zeros((Wn, system.model.nu)), np.zeros((Wn, m)))
+        def ab(model):
+            R, P = _core.DiscreteSystem(model, self.dt).del_residual(
+                np.zeros(nd), flat, np.zeros((n, model.nu)), np.zeros((n, model.nc)))
             a = R[:, :nd].copy()
             a[1:] -= P[:-1]
-            return a, P
+            return a[inner].reshape(n_w, W1 - 1, nd), P[inner].reshape(n_w, W1 - 1, nd)
 
-        def increments(Qw):
-            Wn = len(Qw) - 1
-            da = np.zeros((len(self.parameters), Wn, nd))
-            db = np.zeros_like(da)
-            a0, b0 = ab(systems[None], Qw)
-            for i, _ in lin:
-                a1, b1 = ab(systems[i], Qw)
-                da[i], db[i] = (a1 - a0) / steps[i], (b1 - b0) / steps[i]
-            return da, db
-
-        return increments
+        a0, b0 = ab(self.params.model(values))
+        da = np.empty((len(lin), n_w, W1 - 1, nd))
+        db = np.empty_like(da)
+        for r, (i, p) in enumerate(lin):
+            step = abs(theta[i]) if theta[i] else LINEAR_STEP[p.kind]
+            a1, b1 = ab(self.params.model({**values, p: theta[i] + step}))
+            da[r], db[r] = (a1 - a0) / step, (b1 - b0) / step
+        return da, db
