@@ -29,7 +29,7 @@ SCALE_SEED = 25
 def weighed_masses(plant: ModelParameters, names: Sequence[str] = WEIGHED, std: float = SCALE_STD,
                    seed: int = SCALE_SEED) -> dict:
     """{name: {reading, std, truth}} [kg]: the plant's masses ``names`` as a scale of uncertainty ``std`` reads
-    them (module docstring)."""
+    them (module docstring), to its display's 0.1 g."""
     errors = np.random.default_rng(seed).normal(0.0, std, len(names))
     out = {}
     for name, error in zip(names, errors):
