@@ -100,7 +100,7 @@ def solve(problem: Problem, X0: np.ndarray, U0: np.ndarray, method: Optional[str
         solve's.
     deadline : s from ``started`` (a ``time.perf_counter()`` reading; default: now) the solver may run until
         (at least :data:`MIN_BUDGET`), the unconstrained stage's included; None: the problem's options' own, counted
-        from ``started``.
+        from ``started`` with an unconstrained stage, else from the solver's start.
     stages : the initial-trajectory stages that made the start, reported with the result.
     callback(record) : after every iteration of the final solve;  stage_callback(stage, record) : after every
     iteration of the unconstrained stage (module docstring, "Start");  should_stop() : polled every iteration
@@ -115,10 +115,11 @@ def solve(problem: Problem, X0: np.ndarray, U0: np.ndarray, method: Optional[str
     say = log or (lambda message: None)
     say(f"initial trajectory cost {initial_cost:.6g}" + (f", largest constraint violation {initial_violation:.3g}"
                                                          if sum(len(c) for c in problem.constraints) else ""))
-    deadline = problem.options.deadline if deadline is None and problem.options.deadline is not None else deadline
     stages = list(stages)
     t = time.perf_counter()
     if method == "projection" and problem.start == "unconstrained" and problem.constraints:
+        if deadline is None and problem.options.deadline is not None:   # the stage's time counts too
+            deadline = problem.options.deadline
         X0, U0, stage = _unconstrained_stage(problem, X0, U0, deadline, started, stage_callback, should_stop)
         stages.append(stage)
         say(f"{UNCONSTRAINED_STAGE}: {stage.result.reason} after {stage.result.iterations} iterations (cost "

@@ -67,7 +67,7 @@ class Verdict:
         why = [] if self.feasible else ["violates its constraints"]
         if name and rms > self.tolerance:
             why.append(f"misses the motion by {error}")
-        return f"not trackable: {' and '.join(why)}; riding {self.limits_text()}"
+        return f"not trackable: {' and '.join(why)}" + (f"; riding {self.limits_text()}" if self.limiting else "")
 
     def to_dict(self) -> dict:
         return {"trackable": self.trackable, "feasible": self.feasible, "rms": dict(self.rms),
