@@ -20,6 +20,10 @@ Evidence:
   stage (the default start) the result is the start;
 * the Newton model with barrier terms (linear and tension) is the second derivative of the
   projected cost g = h∘P (central differences, as for the unconstrained model);
+* from a start that satisfies the constraints the iterates stay inside them and can end at a limit they
+  cannot get around: reach-and-point from the hanging arm presses the carriage against its range end and misses
+  the motion by tens of degrees; from the unconstrained optimum (the default start) the constrained optimum is
+  reached in a few iterations;
 * bad constraint options get specific errors in specs, requests and Python.
 """
 
@@ -221,6 +225,26 @@ def test_cancel_and_deadline_return_constraint_satisfying_trajectories():
     res = solve_spec(load_spec(WAVE_SPEC, {"optimizer.deadline": 0.3}))
     assert res.result.reason in ("deadline", "converged") and res.result.feasible
     assert_within_limits(res.problem, res.trajectory.X, res.trajectory.U)
+
+
+def test_the_unconstrained_optimum_starts_where_the_hanging_arm_gets_stuck():
+    """Reach-and-point on the hardware's limits: straight from the hanging arm (``optimizer.start: initial``) the
+    barrier's interior iterates push the carriage to its 0.9 m range end, where they stay (hundreds of active
+    steps) with the arm far below the motion (RMS > 20°) and the cost thousands of times the optimum's; from the
+    optimum without the inequality constraints (the default), which lies inside the range, the constrained
+    optimum is reached (converged, RMS < 0.1°) and satisfies every limit."""
+    over = dict(NO_RESERVE, **{"motion.name": "reach_point", "optimizer.max_iterations": 15})
+    stuck = solve_spec(load_spec(WAVE_SPEC, dict(over, **{"optimizer.start": "initial"})))
+    good = solve_spec(load_spec(WAVE_SPEC, over))
+    rms = {name: [math.degrees(r.summary["tracking_errors"][j]["rms"]) for j in ("shoulder", "elbow")]
+           for name, r in (("stuck", stuck), ("good", good))}
+    rows = {r["label"]: r for r in stuck.trajectory.info["constraints"]["margins"]}
+    assert rows["carriage <= 0.9 m"]["active_steps"] > 200 and min(rms["stuck"]) > 20.0
+    assert good.result.converged and max(rms["good"]) < 0.1 and stuck.result.cost > 1000 * good.result.cost
+    assert [s["stage"] for s in good.trajectory.info["stages"]] == ["without inequality constraints"]
+    assert good.trajectory.info["stages"][0]["converged"]
+    assert_within_limits(good.problem, good.trajectory.X, good.trajectory.U)
+    print(f"\nreach_point: from the hanging arm RMS {rms['stuck']} deg, from the unconstrained optimum {rms['good']}")
 
 
 def test_a_start_that_violates_the_constraints_is_reported_until_one_iterate_satisfies_them(wave_runs):
