@@ -7,9 +7,9 @@ For every motion of the library (config/motions/), optimized with the package's 
 ``config/optimize/marionette_arm_wave.yaml``, with ``motion.name``; a motion drawn too fast re-timed uniformly),
 it records the optimization (iterations, time, re-timing factor, worst margins to the reserved and to the
 hardware's limits: the table of docs/motions.md; and the optimum straight from the initial trajectory,
-``optimizer.start: initial``, against the default start from the unconstrained optimum) and tracks the result offline on the realistic hardware profile
-(``marionette_control.sim.offline_loop.run_loop``: the controller node's tick logic against the stand-in), closed
-loop and feed-forward only, for each noise seed. From the two runs it measures what the feedback adds:
+``optimizer.start: initial``, against the default start from the unconstrained optimum) and tracks the result
+offline on the realistic hardware profile (``marionette_control.sim.offline_loop.run_loop``: the controller node's
+tick logic against the stand-in), closed loop and feed-forward only, for each noise seed. From the two runs it measures what the feedback adds:
 
 * the commands' spread, per drive: δρ_k = u_closed(k) − u_open(k) (the command sent at tick k, the feed-forward
   alone in the open-loop run, so δρ is the feedback's correction after the controller's clamp), its speed
@@ -20,14 +20,14 @@ loop and feed-forward only, for each noise seed. From the two runs it measures w
 * the drives' own lag: |ρ_true(k + d + 1) − u_closed(k)|, the drive's position when the command is due (d the
   command delay) against the command (and its speed and acceleration); 0 when the drives follow the (clamped)
   stream exactly;
-* what the closed loop did against the hardware's limits (``LoopResult.record``, :mod:`marionette_control.sim.margins`):
-  the worst executed margins of the commands and the plant's string (its lowest tension, time slack) during the
+* what the closed loop did against the hardware's limits (``LoopResult.record``,
+  :mod:`marionette_control.sim.margins`): the worst executed margins of the commands and the plant's string (its lowest tension, time slack) during the
   motion.
 
 The rule (docs/margins.md): a drive family's margin = max over the drives of (p99 of the feedback's spread in
 that family + the drive's lag) / the drive's limit (the range width for ``range``), over every motion and seed
-whose closed loop did not abort, rounded up to the next percent; the tension reserve = the p99 of the closed loop's dip below the plan where the
-plan is near its floor, rounded up to the next 0.05 N. ``--no-reserve`` optimizes without any reserve (the
+whose closed loop did not abort, rounded up to the next percent; the tension reserve = the p99 of the closed
+loop's dip below the plan where the plan is near its floor, rounded up to the next 0.05 N. ``--no-reserve`` optimizes without any reserve (the
 spread measured on the trajectories the reserve was not yet sized for).
 
 Every run is seeded (the profiles' seeds), so the figures repeat exactly on any machine.
@@ -189,7 +189,8 @@ def markdown(report: dict) -> str:
         start = (f"{s['reason']}, cost ×{s['cost_ratio']:.4f}" if "cost_ratio" in s else s["reason"]) + \
             f", RMS {' / '.join(f'{v:.2f}' for v in s['rms_deg'].values())}"
         lines.append(f"| {name} | {o['iterations']} ({o['iterations_total']}) | {o['elapsed']:.1f} | "
-                     f"{o['retime_factor']:.3f} | {' / '.join(f'{v:.3f}' for v in o['rms_deg'].values())} | {margins} | "
+                     f"{o['retime_factor']:.3f} | {' / '.join(f'{v:.3f}' for v in o['rms_deg'].values())} | "
+                     f"{margins} | "
                      f"{o['tension_min_margin']:.3f} ({o['tension_min_hardware_margin']:.3f}) | {closed} | {start} |")
     return "\n".join(lines)
 

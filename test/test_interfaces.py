@@ -143,7 +143,8 @@ def test_message_fields_and_types():
     assert ConvergenceData.REASON_INFEASIBLE == "infeasible"
     assert ConstraintReport.get_fields_and_field_types() == {
         "family": "string", "component": "string", "side": "string", "limit": "double", "unit": "string",
-        "hardware_limit": "double", "reserve": "double", "label": "string", "worst_margin": "double", "normalized_margin": "double", "step": "uint32",
+        "hardware_limit": "double", "reserve": "double", "label": "string", "worst_margin": "double",
+        "normalized_margin": "double", "step": "uint32",
         "time_s": "double", "satisfied": "boolean", "active_steps": "uint32",
         "active_from_s": "sequence<double>", "active_to_s": "sequence<double>",
     }

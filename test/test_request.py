@@ -233,7 +233,8 @@ def test_retime_fields_reach_the_problem_and_bad_ones_are_named(arm, pendulum):
     keyframes stay with the problem and its ``rebuild`` makes the same request for re-timed ones (at the
     request's time step); errors name the field."""
     p = P.build_problem(arm, motion_name="beckon", options=RequestOptions(retime="warp", retime_tolerance=0.01))
-    assert (p.retime.mode, p.retime.tolerance, p.retime.max_factor) == ("warp", 0.01, ProblemDefaults().retime.max_factor)
+    assert (p.retime.mode, p.retime.tolerance) == ("warp", 0.01)
+    assert p.retime.max_factor == ProblemDefaults().retime.max_factor
     assert p.keyframes.joints == ("shoulder", "elbow") and p.keyframes.interpolation == "clamped"
     slower = p.rebuild(p.keyframes.retimed(1.5 * p.keyframes.times))
     assert slower.N == round(1.5 * p.N) and slower.dt == p.dt and slower.X0.shape == (slower.N + 1, 8)

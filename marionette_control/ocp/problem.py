@@ -222,7 +222,8 @@ class ConstraintOptions:
         return {"enabled": bool(self.enabled), "families": list(self.families),
                 "min_tension": self.min_tension if not isinstance(self.min_tension, Mapping)
                 else dict(self.min_tension), "margins": dict(self.margins),
-                "tension_reserve": self.tension_reserve, "barrier_weight": self.barrier_weight, "tolerance": self.tolerance}
+                "tension_reserve": self.tension_reserve, "barrier_weight": self.barrier_weight,
+                "tolerance": self.tolerance}
 
 
 @dataclass

@@ -503,4 +503,5 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
 
 __all__ = ["ProblemError", "WeightDefaults", "ProblemDefaults", "DesiredMotion", "RequestOptions",
            "build_problem", "desired_keyframes", "library_motion", "sample_desired", "sample_motion",
-           "weight_vectors", "optimizer_options", "constraint_options", "retime_options", "request_limits", "actuator_joints", "RequestModels"]
+           "weight_vectors", "optimizer_options", "constraint_options", "retime_options", "request_limits",
+           "actuator_joints", "RequestModels"]

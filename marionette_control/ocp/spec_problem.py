@@ -289,4 +289,5 @@ def _jsonable(x: Any):
     return x
 
 
-__all__ = ["build_problem", "spec_keyframes", "desired_configurations", "initial_configuration", "initial_trajectory", "solve_spec"]
+__all__ = ["build_problem", "spec_keyframes", "desired_configurations", "initial_configuration", "initial_trajectory",
+           "solve_spec"]
