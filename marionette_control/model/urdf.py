@@ -270,8 +270,28 @@ def _parse_mimic(elem: ET.Element, where: str, jtype: str) -> Mimic | None:
                  _float_attr(me, "offset", f"{where} <mimic>", 0.0))
 
 
+#: parsed files by (path, modification time, size): a model file is often built many times (the calibration
+#: builds one per parameter change); the parsed robot is immutable, so it is shared
+_PARSED: dict[tuple, UrdfRobot] = {}
+
+
 def parse_urdf(source: str | os.PathLike) -> UrdfRobot:
-    """Parses a URDF file (a path) or URDF text (a string starting with ``<``) and checks that it is a tree."""
+    """Parses a URDF file (a path) or URDF text (a string starting with ``<``) and checks that it is a tree. A file
+    unchanged since it was last parsed (same modification time and size) is not parsed again."""
+    text_given = isinstance(source, str) and source.lstrip().startswith("<")
+    if text_given:
+        return _parse_urdf(source)
+    try:
+        st = os.stat(source)
+    except OSError as e:
+        raise UrdfError(f"{os.fspath(source)}: cannot read: {e}") from None
+    key = (os.path.abspath(source), st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = _parse_urdf(source)
+    return _PARSED[key]
+
+
+def _parse_urdf(source: str | os.PathLike) -> UrdfRobot:
     text_given = isinstance(source, str) and source.lstrip().startswith("<")
     label = "<urdf string>" if text_given else os.fspath(source)
     try:

@@ -64,6 +64,7 @@ same with or without it. Numbers may be written ``1e-3`` as well as ``1.0e-3``. 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -118,16 +119,27 @@ def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool 
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+#: parsed files by (path, modification time, size): a model is often built many times from one file (the
+#: calibration builds one per parameter change), and parsing is most of a build's time
+_PARSED: dict[tuple, Any] = {}
+
+
 def read_yaml(path: str | os.PathLike, error: type[ValueError] = ValueError) -> Any:
-    """Reads a YAML file with :class:`StrictLoader`; errors name the file (and line)."""
+    """Reads a YAML file with :class:`StrictLoader`; errors name the file (and line). Returns a fresh copy of
+    the parsed data: a file unchanged since it was last read (same modification time and size) is not parsed
+    again."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.load(f, Loader=StrictLoader)
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+        if key not in _PARSED:
+            with open(path, encoding="utf-8") as f:
+                _PARSED[key] = yaml.load(f, Loader=StrictLoader)
     except OSError as e:
         raise error(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
         raise error(f"{path}: invalid YAML: {e}") from None
+    return copy.deepcopy(_PARSED[key])
 
 
 class Checker:
@@ -408,11 +420,15 @@ class _Overrides:
                     self.fail(kind, name, f"'{name}' is neither {what} of the model")
 
 
-def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
+def load_model_file(path: str | os.PathLike, builder: type = SystemBuilder, **overrides) -> ModelDescription:
     """Loads and validates a YAML model file and builds its core model.
 
     ``overrides`` replace top-level keys before validation (e.g. ``gravity=[0, 0, -9.8]``,
     ``hardware={"joint_names": {...}}``), so callers can vary a parameter without copying the file.
+    ``builder`` is the :class:`~marionette_control.model.builder.SystemBuilder` (sub)class the model is built
+    with, constructed as ``builder(name, gravity=...)``: a subclass may build the same description differently
+    (the calibration turns constant placements into kinematic configurations to differentiate with respect to
+    them, :mod:`marionette_control.identification.geometry`).
     """
     path = os.fspath(path)
     data, patches = _read_with_base(path)
@@ -432,7 +448,7 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
     if not isinstance(description, str):
         c.fail("description", "expected text")
     gravity = c.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3)
-    b = SystemBuilder(name, gravity=gravity)
+    b = builder(name, gravity=gravity)
 
     frames: set[str] = {"world"}
     configs: dict[str, str] = {}  # config name -> key where it was introduced

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from marionette_control import _core
-from marionette_control.model.library import cart_pendulum, humanoid_marionette, marionette_arm, pendulum, seed_models
+from marionette_control.model.library import (cart_pendulum, humanoid_marionette, marionette_arm, pendulum, scissor_lift,
+                                              seed_models)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def _register_builtin() -> None:
     register("marionette_arm", marionette_arm.marionette_arm, marionette_arm.DESCRIPTION)
     register("rigid_sphere", seed_models.rigid_sphere, seed_models.SPHERE_DESCRIPTION)
     register("two_link_arm", seed_models.two_link_arm, seed_models.TWO_LINK_DESCRIPTION)
+    register("scissor_lift", scissor_lift.scissor_lift, scissor_lift.DESCRIPTION)
 
 
 _register_builtin()
