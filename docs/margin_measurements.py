@@ -1,7 +1,7 @@
 """The measurements behind docs/margins.md and docs/motions.md: the feedback's spread, the reserve, the library.
 
     .venv/bin/python docs/margin_measurements.py [--out out/reproductions/margins.json] [--motions wave,bow]
-                                                 [--seeds 0,1,2] [--no-reserve]
+                                                 [--seeds 0,1,2] [--no-reserve] [--retiming-curve]
 
 For every motion of the library (config/motions/), optimized with the package's own tool (the arm's spec,
 ``config/optimize/marionette_arm_wave.yaml``, with ``motion.name``; a motion drawn too fast re-timed uniformly),
@@ -30,6 +30,10 @@ whose closed loop did not abort, rounded up to the next percent; the tension res
 loop's dip below the plan where the plan is near its floor, rounded up to the next 0.05 N. ``--no-reserve`` optimizes without any reserve (the
 spread measured on the trajectories the reserve was not yet sized for).
 
+``--retiming-curve`` also optimizes the wave drawn twice as fast at a series of uniform slow-downs and prints,
+for each, the RMS error of the optimum over the motion and at the keyframes alone (docs/motions.md: why
+trackability is judged on the former), the verdict and the constraints it rides.
+
 Every run is seeded (the profiles' seeds), so the figures repeat exactly on any machine.
 """
 
@@ -43,6 +47,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -173,6 +178,31 @@ def rule(runs: list, limits) -> dict:
     return out
 
 
+def retiming_curve(factors=(1.0, 1.05, 1.075, 1.1, 1.15, 1.2, 1.3, 1.5, 2.0)) -> list:
+    """The wave drawn twice as fast, slowed uniformly by each of ``factors``: {factor, rms_deg, keyframe_rms_deg,
+    trackable, limiting} per factor (module docstring)."""
+    wave = yaml.safe_load((ROOT / "config" / "motions" / "wave.yaml").read_text())
+    keys = np.array([k[0] for k in wave["keyframes"]]) / 2.0
+    values = np.radians([k[1:] for k in wave["keyframes"]])
+    rows = []
+    for factor in factors:
+        motion = {"joints": wave["joints"], "angle_unit": "deg", "interpolation": "clamped",
+                  "keyframes": [[t * factor / 2.0] + v for t, *v in wave["keyframes"]]}
+        res = solve_spec(load_spec(SPEC, {"motion": motion}))
+        tr, p = res.trajectory, res.problem
+        t = tr.t - tr.t[0]
+        at_keys = np.column_stack([np.interp(keys * factor, t, tr.X[:, j]) for j in range(2)])
+        verdict = tr.info["trackability"]
+        rows.append({"factor": factor, "rms_deg": [math.degrees(v) for v in verdict["rms"].values()],
+                     "keyframe_rms_deg": np.degrees(np.sqrt(np.mean((at_keys - values) ** 2, axis=0))).tolist(),
+                     "trackable": verdict["trackable"], "limiting": [label for label, _ in verdict["limiting"]],
+                     "steps": p.N})
+        print(f"  x{factor:.3f}: RMS {rows[-1]['rms_deg'][0]:.3f}/{rows[-1]['rms_deg'][1]:.3f} deg, at the keys "
+              f"{rows[-1]['keyframe_rms_deg'][0]:.3f}/{rows[-1]['keyframe_rms_deg'][1]:.3f} deg, "
+              f"{'trackable' if verdict['trackable'] else 'not trackable'}; {', '.join(rows[-1]['limiting'][:4])}")
+    return rows
+
+
 def markdown(report: dict) -> str:
     """The per-motion table of docs/motions.md."""
     lines = ["| motion | iterations (with stages) | time [s] | re-timing factor | RMS shoulder / elbow [°] | "
@@ -201,6 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--motions", help="comma-separated library names (default: all)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--no-reserve", action="store_true", help="optimize without the reserve")
+    ap.add_argument("--retiming-curve", action="store_true", help="also the wave at twice its speed, slowed down")
     args = ap.parse_args(argv)
     names = args.motions.split(",") if args.motions else motion_names(default_motion_directories())
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -229,6 +260,9 @@ def main(argv=None) -> int:
     report["rule"] = rule(runs, hardware)
     print(json.dumps(report["rule"], indent=1))
     print(markdown(report))
+    if args.retiming_curve:
+        print("the wave drawn twice as fast, slowed uniformly:")
+        report["retiming_curve"] = retiming_curve()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     return 0
