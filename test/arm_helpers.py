@@ -1,4 +1,5 @@
-"""Trajectories of the marionette arm shared by the controller tests: a small limit-respecting bump, the wave."""
+"""Trajectories of the marionette arm shared by the tests: a small limit-respecting bump, the wave, and the physical
+drive motion and string tension of a trajectory."""
 
 from __future__ import annotations
 
@@ -43,3 +44,15 @@ def wave_motion(tolerance: Optional[float] = None) -> tuple:
     overrides = {} if tolerance is None else {"optimizer.tolerance": tolerance}
     result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), overrides))
     return result.problem, result.trajectory
+
+
+def physical(system, X: np.ndarray, U: np.ndarray) -> tuple:
+    """(ρ_{k+1} (N, nk), speed (N, nk), acceleration (N, nk), string tension (N,)) of an arm trajectory, recomputed
+    from X, U and the VI step's own multiplier (T = 2 L λ/Δt), independently of the optimizer's constraint code.
+    system : the arm's DiscreteSystem at the trajectory's Δt."""
+    m, dt = system.model, system.dt
+    rho, v = X[:, m.nd:m.nq], X[:, m.nq + m.nd:]
+    speed = (U[:, m.nu:] - rho[:-1]) / dt
+    acc = (speed - v[:-1]) / dt
+    tension = np.array([ma.string_tension(X[k, :m.nq], system.step(X[k], U[k])[2], dt) for k in range(U.shape[0])])
+    return U[:, m.nu:], speed, acc, tension

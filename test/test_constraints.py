@@ -44,7 +44,7 @@ from marionette_control.ocp.spec import SpecError, load_spec, parse_spec
 from marionette_control.ocp.spec_problem import build_problem, initial_trajectory, solve_spec
 from marionette_control.ocp.problem import ProblemError
 from marionette_control.model.limits import load_limits
-from marionette_control.model.library import marionette_arm as ma
+from arm_helpers import physical
 from marionette_control.model.library.source import ModelSource
 
 WAVE_SPEC = config_dir() / "optimize" / "marionette_arm_wave.yaml"
@@ -67,20 +67,8 @@ def fast_wave_spec(speed: float, constraints=None):
     return parse_spec(data, str(WAVE_SPEC))
 
 
-def physical(problem, X, U):
-    """Drive ranges, speeds, accelerations and string tension of a trajectory, recomputed from X, U and the
-    VI step's multiplier (independently of the constraint code)."""
-    m, dt = problem.model, problem.dt
-    rho, v = X[:, m.nd:m.nq], X[:, m.nq + m.nd:]
-    speed = (U[:, m.nu:] - rho[:-1]) / dt
-    acc = (speed - v[:-1]) / dt
-    tension = np.array([ma.string_tension(X[k, :m.nq], problem.system.step(X[k], U[k])[2], dt)
-                        for k in range(U.shape[0])])
-    return U[:, m.nu:], speed, acc, tension
-
-
 def assert_within_limits(problem, X, U, lim=LIMITS):
-    rho_next, speed, acc, tension = physical(problem, X, U)
+    rho_next, speed, acc, tension = physical(problem.system, X, U)
     eps = 1e-9
     for i in range(2):
         assert lim.lower[i] - eps <= rho_next[:, i].min() and rho_next[:, i].max() <= lim.upper[i] + eps
@@ -116,7 +104,7 @@ def test_wave_with_constraints_satisfies_every_limit_and_tracks(wave_runs):
     assert "carriage acceleration >= -15 m/s^2" in active
     # Without constraints the same spec violates the carriage's acceleration limit in the first step.
     assert not off.trajectory.info["constraints"]["margins"]
-    _, _, acc_off, _ = physical(off.problem, off.trajectory.X, off.trajectory.U)
+    _, _, acc_off, _ = physical(off.problem.system, off.trajectory.X, off.trajectory.U)
     assert abs(acc_off[0, 0]) > 60.0
     assert on.result.cost == pytest.approx(off.result.cost, rel=2e-3)   # the limits cost little tracking
 
@@ -154,7 +142,7 @@ def test_fast_wave_gets_the_best_constrained_trajectory_and_an_honest_report():
     times beyond their limits and makes the string push; constrained, every limit holds, the report names
     what the trajectory rides, and the tracking errors say what could not be followed."""
     off = solve_spec(fast_wave_spec(2.0, {"enabled": False}))
-    rho_next, speed, acc, tension = physical(off.problem, off.trajectory.X, off.trajectory.U)
+    rho_next, speed, acc, tension = physical(off.problem.system, off.trajectory.X, off.trajectory.U)
     assert rho_next[:, 1].max() > LIMITS.upper[1]
     assert (np.abs(acc).max(axis=0) > 5 * LIMITS.max_acceleration).all()
     assert tension.min() < 0
@@ -180,7 +168,7 @@ def test_fast_wave_with_the_tension_alone_converges_between_the_unconstrained_an
     that with every drive limit too (fewer constraints cannot cost more)."""
     ten = solve_spec(fast_wave_spec(2.0, {"families": ["tension"]}))
     assert ten.result.converged and ten.result.feasible
-    *_, tension = physical(ten.problem, ten.trajectory.X, ten.trajectory.U)
+    *_, tension = physical(ten.problem.system, ten.trajectory.X, ten.trajectory.U)
     floor = LIMITS.min_tension[0] + DEFAULT_TENSION_RESERVE      # the minimum and the reserve for the feedback
     assert ten.problem.limits.min_tension[0] == pytest.approx(floor)
     assert tension.min() >= floor - TOL

@@ -22,9 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from marionette_control.model.library import marionette_arm as ma
-from marionette_control.model.limits import load_limits
-from marionette_control.model.library.source import ModelSource
+from arm_helpers import physical
 from marionette_control.ocp.problem import DEFAULT_TRACKING_TOLERANCE, ProblemError
 from marionette_control.ocp.retiming import Timing, solve_retimed
 from marionette_control.ocp.spec import load_spec, parse_spec
@@ -32,7 +30,6 @@ from marionette_control.ocp.spec_problem import build_problem, solve_spec
 from marionette_control.resources import config_dir
 
 WAVE_SPEC = config_dir() / "optimize" / "marionette_arm_wave.yaml"
-HARDWARE = load_limits(ModelSource.registered("marionette_arm"))
 TOL = 1e-6   # the optimizer's feasibility tolerance on normalized margins
 WAVE = yaml.safe_load((config_dir() / "motions" / "wave.yaml").read_text())
 
@@ -47,22 +44,10 @@ def wave_spec(stretch: float, retime="off", **retime_options):
     return parse_spec(data, str(WAVE_SPEC))
 
 
-def physical(problem, X, U):
-    """Drive speeds, accelerations and string tension of a trajectory, recomputed from X, U and the VI step's
-    multipliers (not the constraint code)."""
-    m, dt = problem.model, problem.dt
-    rho, v = X[:, m.nd:m.nq], X[:, m.nq + m.nd:]
-    speed = (U[:, m.nu:] - rho[:-1]) / dt
-    acc = (speed - v[:-1]) / dt
-    tension = np.array([ma.string_tension(X[k, :m.nq], problem.system.step(X[k], U[k])[2], dt)
-                        for k in range(U.shape[0])])
-    return U[:, m.nu:], speed, acc, tension
-
-
 def within_reserved_limits(problem, X, U) -> bool:
     """Every drive range, speed and acceleration limit less its margin, and the tension floor, at every step."""
     lim = problem.limits
-    rho, speed, acc, tension = physical(problem, X, U)
+    rho, speed, acc, tension = physical(problem.system, X, U)
     return bool(np.all(rho >= lim.lower - 1e-9) and np.all(rho <= lim.upper + 1e-9)
                 and np.all(np.abs(speed) <= lim.max_velocity * (1 + TOL))
                 and np.all(np.abs(acc) <= lim.max_acceleration * (1 + TOL))
