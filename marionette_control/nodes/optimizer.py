@@ -22,7 +22,9 @@ Interfaces (with the default node name, in the root namespace)
     from); cancel and ``options.deadline_s`` stop the run and the result holds the best
     feasible trajectory so far (status CANCELED with ``termination_reason = "canceled"``, or
     SUCCEEDED with ``"deadline"``). Invalid goals are accepted and then aborted with
-    ``success = false`` and the message (a rejected goal could carry no message).
+    ``success = false`` and the message (a rejected goal could carry no message). With re-timing
+    (``options.retime``) every timing tried is a solve of its own: the feedback's iteration count starts
+    again at 1 for each, and the deadline covers the whole search.
 Every result's trajectory (TrackedTrajectory) also carries the drives' feed-forward alone as a
 ``trajectory_msgs/JointTrajectory`` (``actuators``: the hardware joint names of the kinematic
 configurations, positions and velocities per step), which a stock joint_trajectory_controller plays.
