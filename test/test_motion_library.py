@@ -83,7 +83,7 @@ def test_every_motion_optimizes_within_the_reserved_limits(tmp_path, name, capsy
     if name in TOO_FAST:
         r = info["retiming"]
         assert r["found"] and not r["drawn"]["trackable"] and r["factor"] > 1.0
-        assert f"motion needs {r['factor']:.3g}x its duration" in text
+        assert f"motion needs {r['factor']:.3g}× its duration" in text
     else:
         assert info["converged"] and "retiming" not in info and "the motion is trackable" in text
     check_limits(tr)

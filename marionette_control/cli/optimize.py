@@ -18,7 +18,7 @@ trackable: ``marionette_control/ocp/trackability.py``).
 ``--retime MODE`` re-times a motion too fast for the arm (the spec's ``retime``;
 ``marionette_control/ocp/retiming.py``): ``uniform`` finds the smallest uniform slow-down at which it
 is trackable, ``warp`` slows only the keyframe intervals that need it; the summary then says e.g.
-"motion needs 1.09x its duration (4 s -> 4.37 s, slowed uniformly): as drawn it misses the motion by
+"motion needs 1.09× its duration (4 s → 4.37 s, slowed uniformly): as drawn it misses the motion by
 shoulder 0.513° RMS (tolerance 0.25°); riding carriage acceleration >= -11.25 m/s^2 (47 steps), ...".
 
 ``--set`` overrides a spec key before checking (dotted path, YAML value), e.g.

@@ -142,13 +142,13 @@ class Retiming:
         if self.drawn.trackable:
             return f"motion is trackable as drawn ({self.drawn.describe()})"
         drawn = self.drawn.describe().removeprefix("not trackable: ")
-        duration = f"{self.timing.drawn[-1]:.3g} s -> {self.timing.times()[-1]:.3g} s"
+        duration = f"{self.timing.drawn[-1]:.3g} s → {self.timing.times()[-1]:.3g} s"
         how = "slowed where it needs it" if self.mode == "warp" else "slowed uniformly"
         if self.found:
-            return (f"motion needs {self.factor:.3g}x its duration ({duration}, {how}): as drawn it {drawn}"
+            return (f"motion needs {self.factor:.3g}× its duration ({duration}, {how}): as drawn it {drawn}"
                     + (" (search stopped early: a shorter timing may be trackable)" if self.stopped else ""))
         stop = "search stopped (deadline or cancel)" if self.stopped else self.limit
-        return f"motion is not trackable even at {self.factor:.3g}x its duration ({stop}): as drawn it {drawn}"
+        return f"motion is not trackable even at {self.factor:.3g}× its duration ({stop}): as drawn it {drawn}"
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "requested": self.requested, "found": self.found, "stopped": self.stopped,
@@ -219,7 +219,7 @@ class _Search:
         if result.result.reason in ("cancelled", "deadline") or self.should_stop():
             self.stopped = True
         name, rms = verdict.worst
-        self.say(f"re-timing: {timing.factor:.4g}x ({timing.times()[-1]:.3g} s): "
+        self.say(f"re-timing: {timing.factor:.4g}× ({timing.times()[-1]:.3g} s): "
                  f"{'trackable' if verdict.trackable else 'not trackable'} ({name} {math.degrees(rms):.3g}° RMS"
                  f"{'' if verdict.feasible else ', constraints violated'}; {result.result.reason})")
         if verdict.trackable and (self.best is None or timing.factor < self.best[0].factor):
