@@ -140,7 +140,7 @@ class EquationError:
         R0, _, J0, _ = system.del_residual(np.zeros(nd), Q, zeros_u, np.zeros((N, m)), True)
         # G_k = d(R_k, H_k)/d(q_{k+1,dyn}, lambda_k): the step's Newton matrix at the measured configurations
         dyn = [model.config_names.index(c) for c in self.params.dynamic]
-        G = np.concatenate([J0[K][:, :, [2 * nq + j for j in dyn]], J0[K][:, :, 3 * nq + nu:]], axis=2)
+        G = np.concatenate([J0[K][:, :, [2 * nq + j for j in dyn]], J0[K][:, :, 3 * nq + 2 * nu:]], axis=2)
         step = np.linalg.solve(G, -R0[K][..., None])[..., 0]             # (K, nd + m): (delta q, lambda)
         lam = np.full((N, m), np.nan)
         lam[K] = step[:, nd:]
@@ -159,7 +159,7 @@ class EquationError:
     def _jacobian(self, theta, values, model, system, Q, Lam, J, dq) -> tuple[np.ndarray, np.ndarray]:
         """(dr/dθ, (dG_q/dθ) δq), each (N, nd + m, p), at the step's multipliers Lam (N, m) and corrections dq
         (N, nd): linear parameters by the increments of R and of its Jacobian (R is affine in them), placements and
-        offsets through the configuration columns of the core's Jacobian J (N, nd + m, 3 nq + nu + m) and, for the
+        offsets through the configuration columns of the core's Jacobian J (N, nd + m, 3 nq + 2 nu + m) and, for the
         change of the Newton matrix, of its interval Hessians (``del_hessian``, contracted row by row)."""
         N, nd, m, nq = len(Q) - 1, self.nd, self.m, model.nq
         names = model.config_names

@@ -9,6 +9,8 @@ a worked example)::
     name: double_pendulum_on_a_string   # required; the model's name
     description: free text               # optional
     gravity: [0, 0, -9.81]               # optional, m/s^2 (default [0, 0, -9.81])
+    forcing: thesis                      # optional: the forcing discretization, thesis (default:
+                                         # f- = dt F, f+ = 0) or symmetric (f- = f+ = dt F / 2)
     urdf:                                # optional: the tree (or part of it) from a URDF
       file: arm.urdf                     #   path relative to this file
       rename: {joint_a: config_a}        #   optional: URDF joint -> configuration name
@@ -76,7 +78,7 @@ import numpy as np
 import yaml
 
 from marionette_control import _core
-from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.builder import FORCING_RULES, PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits, from_description
 from marionette_control.resources import config_file
 from marionette_control.model.urdf import (FRICTION_OPTIONS, Inertial, UrdfError, UrdfRobot, add_urdf, inertia_problem,
@@ -245,7 +247,7 @@ class ModelDescription:
         return {v: k for k, v in self.hardware_joints.items()}
 
 
-_TOP = ("name", "description", "gravity", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
+_TOP = ("name", "description", "gravity", "forcing", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
         "damping", "forces", "plane_constraints", "hardware", "actuators", "base", "overrides")
 _AXIS = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
 #: Longest chain of ``base`` files (deeper is a mistake, usually a cycle).
@@ -448,7 +450,10 @@ def load_model_file(path: str | os.PathLike, builder: type = SystemBuilder, **ov
     if not isinstance(description, str):
         c.fail("description", "expected text")
     gravity = c.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3)
-    b = builder(name, gravity=gravity)
+    forcing = data.get("forcing", FORCING_RULES[0])
+    if forcing not in FORCING_RULES:
+        c.fail("forcing", f"expected one of {', '.join(FORCING_RULES)}, got {forcing!r}")
+    b = builder(name, gravity=gravity).forcing(forcing)
 
     frames: set[str] = {"world"}
     configs: dict[str, str] = {}  # config name -> key where it was introduced
