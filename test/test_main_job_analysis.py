@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from marionette_control.cli.main_job import analysis as A
+from marionette_control.model import margins as margins_of
 from marionette_control.tracking.controller import ControllerOptions
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
@@ -60,7 +61,7 @@ def test_errors_are_the_true_angles_matched_by_stamp_against_the_trajectory():
     t, T = ev.tension["string"]
     np.testing.assert_array_equal(np.round(t / DT).astype(int), np.array(steps) - 1)
     np.testing.assert_array_equal(T, result.tension[np.array(steps) - 1, 0])
-    margins = A.tension_margins(ev.tension, limits)["string"]
+    margins = margins_of.tension_margins(ev.tension, limits)["string"]
     assert margins["lowest_N"] == T.min() and margins["margin"] == pytest.approx(T.min() - 0.5)
 
 
@@ -70,7 +71,7 @@ def test_drive_margins_of_a_known_motion():
     j = np.arange(0, 101)
     t = j * DT
     rho = np.c_[0.2 + 0.3 * t ** 2, np.full(t.size, 0.5)]
-    m = A.drive_margins(limits, rho, j, DT)["carriage"]
+    m = margins_of.drive_margins(limits, rho, j, DT)["carriage"]
     # nearest its range at the end: 0.5 m against the upper end (0.9 m), nearer than 0.2 m to the lower (−0.3 m)
     assert m["range"]["margin"] == pytest.approx(limits.upper[0] - 0.5) and m["range"]["time_s"] == 1.0
     v_last = 0.3 * (t[-1] ** 2 - t[-2] ** 2) / DT
@@ -80,9 +81,9 @@ def test_drive_margins_of_a_known_motion():
     # a lost sample: no speed or acceleration across the gap (a jump of 5 m there is not a speed)
     rho[50:, 0] += 5.0
     gap = np.r_[j[:50], j[50:] + 1]
-    m = A.drive_margins(limits, rho, gap, DT)["carriage"]
+    m = margins_of.drive_margins(limits, rho, gap, DT)["carriage"]
     assert m["speed"]["satisfied"] and not m["range"]["satisfied"]
-    assert A.consecutive_runs(gap) == [slice(0, 50), slice(50, 101)]
+    assert margins_of.consecutive_runs(gap) == [slice(0, 50), slice(50, 101)]
 
 
 def test_targets():

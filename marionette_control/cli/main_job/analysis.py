@@ -27,7 +27,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.ocp.problem import ConstraintOptions
+from marionette_control.model.margins import drive_margins, tension_margins
 
 NS = 1_000_000_000
 
@@ -96,63 +96,10 @@ def error_summary(errors: np.ndarray, names) -> dict:
             for i, n in enumerate(names)}
 
 
-def _worst(margins: np.ndarray, times: np.ndarray, unit: str, scale: float) -> dict:
-    """The smallest margin and its time; satisfied within the optimizer's feasibility tolerance (margin/scale ≥
-    −tolerance, the scales of its constraints: the range width, the speed or acceleration limit, 1 N)."""
-    i = int(np.argmin(margins))
-    return {"margin": float(margins[i]), "time_s": float(times[i]), "unit": unit,
-            "satisfied": bool(margins[i] >= -ConstraintOptions.tolerance * scale)}
-
-
-def consecutive_runs(index: np.ndarray) -> list[slice]:
-    """Slices of an increasing integer sequence where it steps by exactly 1 (a gap: a lost sample)."""
-    if index.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(index) != 1) + 1
-    bounds = np.r_[0, breaks, index.size]
-    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict:
-    """{drive: {range, speed, acceleration}} worst margins of positions ρ (n, nk) sampled at the step indices
-    ``index`` (n,) (speed and acceleration only across consecutive steps), each {margin, time_s, unit,
-    satisfied}. limits : model.limits.ModelLimits."""
-    out = {}
-    if index.size == 0:
-        return out
-    t = index * dt
-    for j, drive in enumerate(limits.kinematic):
-        r = rho[:, j]
-        entry = {"range": _worst(np.minimum(r - limits.lower[j], limits.upper[j] - r), t, "m",
-                                 limits.upper[j] - limits.lower[j])}
-        speed, accel = [], []
-        for s in consecutive_runs(index):
-            v = np.diff(r[s]) / dt
-            speed.append((limits.max_velocity[j] - np.abs(v), t[s][1:]))
-            accel.append((limits.max_acceleration[j] - np.abs(np.diff(v)) / dt, t[s][2:]))
-        for key, parts, unit, scale in (("speed", speed, "m/s", limits.max_velocity[j]),
-                                        ("acceleration", accel, "m/s²", limits.max_acceleration[j])):
-            values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
-            if values.size:
-                entry[key] = _worst(values, np.concatenate([p[1] for p in parts]), unit, scale)
-        out[drive] = entry
-    return out
-
-
 def tension_series(limits, effort: np.ndarray, step: np.ndarray, dt: float) -> dict:
     """{string: (t (m,), T (m,))}: the plant's tension over each step from the true states' efforts (m, nq) (the
     effort of a string's length joint at step k is its tension over step k−1 → k, timed at its start)."""
     return {name: ((step - 1) * dt, effort[:, j]) for name, j in zip(limits.strings, limits.string_length)}
-
-
-def tension_margins(series: dict, limits) -> dict:
-    """{string: {margin, time_s, unit, satisfied, lowest_N, minimum_N}} of a :func:`tension_series`
-    against the strings' minimum tension (limits : ModelLimits)."""
-    out = {}
-    for name, (t, T) in series.items():
-        minimum = float(limits.min_tension[list(limits.strings).index(name)])
-        out[name] = {**_worst(T - minimum, t, "N", 1.0), "lowest_N": float(T.min()), "minimum_N": minimum}
-    return out
 
 
 def stats(values: np.ndarray, unit: str) -> dict:
