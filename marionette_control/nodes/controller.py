@@ -609,10 +609,10 @@ class ControllerNode(ManagedNode):
         return core is not None and (core.tracking is not None or core.staged is not None)
 
     async def _trajectory_ready(self) -> None:
-        """Configured without a trajectory: waits up to ``trajectory_wait`` s until one is taken or staged, or a
-        trajectory message arrives and is refused (``_waited``: how long it waited)."""
+        """Configured without a trajectory and none refused: waits up to ``trajectory_wait`` s until one is taken or
+        staged, or a trajectory message arrives and is refused (``_waited``: how long it waited)."""
         self._waited = 0.0
-        if self._has_trajectory() or self.p["trajectory_wait"] <= 0.0:
+        if self._has_trajectory() or self.core.trajectory_error or self.p["trajectory_wait"] <= 0.0:
             return
         received, t0 = self._trajectory_msgs, time.monotonic()
         await self._until(lambda: self.core is None or self._has_trajectory() or self._trajectory_msgs > received,

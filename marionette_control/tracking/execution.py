@@ -142,15 +142,15 @@ def no_trajectory_reason(topic: str, publishers: int, received: int, refused: st
     """Why no trajectory could be taken from ``topic`` (``publishers`` discovered, ``received`` samples, the last
     refusal ``refused`` or "", after ``waited`` s): what the controller saw."""
     if refused:
-        return f"the trajectory received was refused: {refused}"
+        return f"no trajectory loaded: the last one was refused: {refused}"
     after = f" within {waited:g} s" if waited > 0.0 else ""
     if publishers == 0:
-        return (f"no trajectory: no publisher on {topic} was discovered{after} (is marionette_optimizer running in "
-                "this namespace and on this ROS graph?) and trajectory_file is empty")
+        return (f"no trajectory loaded: no publisher on {topic} was discovered{after} (is marionette_optimizer "
+                "running in this namespace and on this ROS graph?) and trajectory_file is empty")
     if received == 0:
-        return (f"no trajectory: {publishers} publisher(s) on {topic} but no sample received{after} (nothing "
+        return (f"no trajectory loaded: {publishers} publisher(s) on {topic} but no sample received{after} (nothing "
                 "optimized yet? call the optimizer's ~/optimize or ~/optimize_action, or set trajectory_file)")
-    return f"no trajectory: {received} sample(s) from {topic}, none usable"
+    return f"no trajectory loaded: {received} sample(s) from {topic}, none usable"
 
 
 @dataclass
