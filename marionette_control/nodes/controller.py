@@ -10,13 +10,15 @@ Lifecycle (rclpy.lifecycle: the ``lifecycle_msgs`` services ``~/change_state``, 
 A controller is switched the way ros2_control switches controllers:
 
 ``unconfigured`` (at start-up)
-    parameters declared; ``/diagnostics`` and the services below run; nothing else.
+    parameters declared; ``/diagnostics``, the services and the action below run, and the trajectory topic is
+    subscribed (its latest message kept: the optimizer's latched sample arrives whenever discovery brings it);
+    nothing else.
 ``configure``
     loads the model file (``model_file``: model, hardware joint names, actuator limits, joint limits of
     the plausibility checks), builds the core and its derived structures (limits, checks, tolerances),
-    declares the per-joint tolerances, subscribes to the joint states and the trajectory topic, creates
-    the command and ``~/tracking`` publishers (lifecycle publishers: silent until active) and loads
-    ``trajectory_file``. A model file that does not load fails the transition (the reason is logged and
+    declares the per-joint tolerances, subscribes to the joint states, creates
+    the command and ``~/tracking`` publishers (lifecycle publishers: silent until active), loads
+    ``trajectory_file`` and stages the trajectory topic's latest message. A model file that does not load fails the transition (the reason is logged and
     in /diagnostics); a refused trajectory file does not (the node is configured without it).
 ``activate``
     starts tracking the loaded trajectory (the start tolerance: the arm must be where it starts) and
@@ -32,7 +34,10 @@ A controller is switched the way ros2_control switches controllers:
     holds first if active, then releases; also run when the process is stopped (SIGINT/SIGTERM).
 
 ``~/start`` and ``~/stop`` (std_srvs/Trigger) are conveniences over the transitions: start configures
-when unconfigured and activates; stop deactivates (and clears a run fault when inactive). ``autostart``
+when unconfigured and activates — without a trajectory yet it first waits up to ``trajectory_wait`` s for the
+optimizer's latched one, and a refusal says what it saw (no publisher, no sample, a refused trajectory:
+:func:`~marionette_control.tracking.execution.no_trajectory_reason`); stop deactivates (and clears a run fault
+when inactive). ``autostart``
 configures and activates at start-up, and activates whenever a trajectory is taken while inactive (the
 optimizer's first result, say).
 
@@ -88,8 +93,22 @@ publishes
     with its message (``faults.active``, ``fault.<kind>``) and the count of every kind raised
     (``faults.<kind>``), trajectories, goal, tracking error, estimate, per-tick compute time,
     missed ticks, counters.
-services
-    ``~/start``, ``~/stop``, ``~/switch_trajectory`` (std_srvs/Trigger) and the lifecycle services.
+services, actions
+    ``~/start``, ``~/stop``, ``~/switch_trajectory`` (std_srvs/Trigger) and the lifecycle services;
+    ``~/execute`` (marionette_interfaces/action/ExecuteMotion, below); the optimizer's action
+    (``execute.optimizer_action``) as a client.
+
+~/execute (control_msgs/FollowJointTrajectory's model; the rules: :mod:`marionette_control.tracking.execution`)
+---------------------------------------------------------------------------------------------------------------
+A goal is admitted by ``execute.concurrency`` (a second one rejected, or queued up to ``execute.queue_size``; never
+retargeting the one that runs), then in turn: configured if needed (refused while a run of its own, ~/start or
+autostart, is active), its trajectory checked (a goal's TrackedTrajectory) or optimized through the optimizer's
+action (feedback forwarded), checked against the arm (the start tolerance), taken and started (activate); every
+tick of its run is measured and judged (:class:`~marionette_control.tracking.execution.Execution`), a feedback
+message goes out per ``execute.feedback_ticks`` ticks; its end (its tolerances, the core's, a cancel, a stop)
+deactivates (hold) and the result follows. Cancel holds at once. A goal that cannot run is accepted and ended with
+its error code and the reason (a rejected goal could carry none). The waiting (the queue, the optimization, the
+run) is done by coroutines in a reentrant callback group, so the ticks go on meanwhile.
 
 Times: the watchdog runs on the node's ROS clock (it follows ``/clock`` when
 ``use_sim_time`` is set); sample ages compare joint-state stamps with that clock.
