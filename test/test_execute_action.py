@@ -271,3 +271,31 @@ def test_goals_the_arm_cannot_start_and_absurd_goals_are_refused_naming_why(syst
     r = refused(ExecuteMotion.Goal(desired=JointTrajectory(joint_names=["shoulder"], points=points)))
     assert r.error_code == R.OPTIMIZATION_FAILED and "desired.points[1].positions[0]" in r.error_string, r.error_string
     assert len(s.commands) == moved, "no refused goal moved the arm"
+
+
+def test_a_queued_goal_waits_its_turn_and_is_judged_where_the_arm_then_is(system):
+    """execute.concurrency 'queue' (the controller restarted with it): a goal sent while another runs waits (phase
+    queued) and never retargets the first, which runs to its end; its turn comes where the first left the arm, away
+    from its own start, so it ends with START_TOLERANCE_VIOLATED, saying so."""
+    s = system
+    stop(s.controller)
+    s.lifecycle.clear()
+    s.controller = s.start("controller", controller_command() + ["-p", "execute.concurrency:=queue"])
+    s.spin_until(lambda: "unconfigured" in s.lifecycle, 60.0, "the controller restarted with the queue")
+    s.execute = ActionClient(s.probe.node, ExecuteMotion, f"{CTL}/execute")
+    s.reset_arm()
+    traj = trajectory_from_msg(s.trajectory[-1])
+    steps = 100   # the wave's first second
+    part = type(traj)(dt=traj.dt, X=traj.X[:steps + 1], U=traj.U[:steps], state_names=traj.state_names,
+                      input_names=traj.input_names, model_name=traj.model_name, model_hash=traj.model_hash,
+                      K=traj.K[:steps], info=traj.info)
+    goal = ExecuteMotion.Goal(trajectory=trajectory_to_msg(part, TrackedTrajectory, traj.state_names[:4]))
+    later = []
+    first = s.send(goal)
+    second = s.send(goal, lambda m: later.append(m.feedback.phase))
+    assert first.accepted and second.accepted
+    r1, r2 = s.result(first).result, s.result(second).result
+    assert r1.success and r1.last_tick >= steps, r1.error_string
+    assert later and later[0] == "queued" and "tracking" not in later
+    assert r2.error_code == ExecuteMotion.Result.START_TOLERANCE_VIOLATED, (r2.error_code, r2.error_string)
+    assert "not where the trajectory starts" in r2.error_string

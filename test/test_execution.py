@@ -119,7 +119,7 @@ def test_a_goal_tracked_exactly_succeeds_with_the_trajectorys_own_tension(desc, 
         | {("tension", "string")}
     limits = from_description(desc)
     Lam = core.tracking.system.constraint_forces_trajectory(bump.X, bump.U)
-    T = string_tensions(limits, bump.X, Lam, bump.dt)["string"]
+    T = string_tensions(limits, bump.X, Lam, bump.dt)[:, 0]
     assert rows[("tension", "string")]["margin"] == pytest.approx(T.min() - 0.5, abs=1e-6)
     assert rows[("tension", "string")]["satisfied"] and rows[("tension", "string")]["side"] == "lower"
     speed = np.abs(np.diff(bump.U[:, 0])).max() / bump.dt

@@ -14,6 +14,7 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.model import SystemBuilder
+from marionette_control.model.urdf import UrdfWarning
 from marionette_control.model.yaml_model import ModelFileError, load_model, load_model_file
 from marionette_control.resources import config_file
 
@@ -132,6 +133,24 @@ def test_urdf_rename_and_extra_frames(tmp_path):
     assert "tip" in desc.model.frame_names
 
 
+def test_urdf_friction_option(tmp_path):
+    """urdf.friction: ignore (the default: one UrdfWarning, the value kept in the description) or refuse."""
+    (tmp_path / "rubbing.urdf").write_text(
+        '<robot name="r"><link name="base"/><joint name="j" type="continuous"><parent link="base"/>'
+        '<child link="a"/><axis xyz="1 0 0"/><dynamics friction="0.3"/></joint><link name="a"><inertial>'
+        '<origin xyz="0 0 -1"/><mass value="1"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/>'
+        '</inertial></link></robot>')
+    for option in ("", ", friction: ignore"):
+        with pytest.warns(UrdfWarning, match=r"rubbing.urdf: Coulomb <dynamics friction> of 1 joint\(s\) \(j 0.3 "):
+            desc = load_model_file(write(tmp_path, f"name: r\nurdf: {{file: rubbing.urdf{option}}}\n"))
+        assert desc.urdf.joint("j").friction == 0.3
+    with pytest.raises(ModelFileError, match=r"model.yaml: urdf: .*rubbing.urdf: joint 'j' <dynamics friction=0.3>: "
+                                             r"Coulomb friction is not modelled and friction='refuse'"):
+        load_model(write(tmp_path, "name: r\nurdf: {file: rubbing.urdf, friction: refuse}\n"))
+    with pytest.raises(ModelFileError, match=r"model.yaml: urdf.friction: expected one of ignore, refuse, got 'on'"):
+        load_model(write(tmp_path, "name: r\nurdf: {file: rubbing.urdf, friction: 'on'}\n"))
+
+
 # ----------------------------------------------------------------------------------------------- errors
 
 BASE = """
@@ -232,11 +251,11 @@ def test_core_errors_carry_the_file_name(tmp_path):
 
 def test_arm_file_errors_name_urdf(tmp_path):
     (tmp_path / "arm.urdf").write_text(config_file("marionette_arm.urdf").read_text()
-                                       .replace('<axis xyz="1 0 0"/>', '<axis xyz="1 1 0"/>', 1))
+                                       .replace('<axis xyz="1 0 0"/>', '<axis xyz="0 0 0"/>', 1))
     text = config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
     p = write(tmp_path, text, "arm.yaml")
-    with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' \(type revolute\): "
-                                             r"axis \[1.0, 1.0, 0.0\] is not along a coordinate axis"):
+    with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' <axis xyz>: the axis "
+                                             r"is the zero vector"):
         load_model(p)
 
 

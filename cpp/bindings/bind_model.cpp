@@ -104,6 +104,9 @@ void bind_model(py::module_& m) {
            py::arg("frame2"), py::arg("length") = 0.0, py::arg("length_config") = "")
       .def("add_plane_constraint", &mc::ModelBuilder::add_plane_constraint, py::arg("name"), py::arg("plane_frame"),
            py::arg("axis"), py::arg("point_frame"))
+      .def("add_coupling_constraint", &mc::ModelBuilder::add_coupling_constraint, py::arg("name"),
+           py::arg("follower"), py::arg("leader"), py::arg("multiplier"), py::arg("offset"),
+           "h = q[follower] - multiplier q[leader] - offset (a URDF <mimic> joint); the follower is dynamic.")
       .def("remove_constraint", &mc::ModelBuilder::remove_constraint, py::arg("name"))
       .def("build", &mc::ModelBuilder::build);
 
@@ -158,6 +161,11 @@ void bind_model(py::module_& m) {
           [](const Model& s) {
             py::list r;
             for (const auto& c : s.constraints) {
+              if (c.type == mc::ConstraintType::COUPLING) {
+                r.append(py::make_tuple(c.name, "coupling", s.configs[c.follower].name, s.configs[c.leader].name,
+                                        py::make_tuple(c.multiplier, c.offset)));
+                continue;
+              }
               const bool dist = c.type == mc::ConstraintType::DISTANCE;
               py::object length = py::none();
               if (dist) length = c.length_config >= 0 ? py::object(py::str(s.configs[c.length_config].name))
@@ -168,7 +176,8 @@ void bind_model(py::module_& m) {
             return r;
           },
           "Per constraint: (name, 'distance' | 'plane', frame1, frame2, length (number or configuration name) "
-          "| plane axis).")
+          "| plane axis), or (name, 'coupling', follower configuration, leader configuration, (multiplier, "
+          "offset)).")
       .def(
           "to_builder", [](const Model& s) { return mc::ModelBuilder(*s.source); },
           "A copy of the description this model was built from, to build variants of it.")

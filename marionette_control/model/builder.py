@@ -165,6 +165,29 @@ class SystemBuilder:
         self._core.add_plane_constraint(name, plane_frame, int(axis), point_frame)
         return self
 
+    def coupling_constraint(self, follower: str, leader: str, multiplier: float = 1.0, offset: float = 0.0,
+                            name: str = "") -> "SystemBuilder":
+        """h = q_follower - multiplier q_leader - offset = 0 (a URDF ``<mimic>`` joint; thesis §2.5 keeps one
+        configuration per transform and couples them by a holonomic constraint). The follower is dynamic; the
+        default name is ``<follower>_coupling``."""
+        self._core.add_coupling_constraint(name or f"{follower}_coupling", follower, leader, float(multiplier),
+                                           float(offset))
+        return self
+
     def build(self) -> _core.Model:
         """Validates the description and returns the immutable core model."""
         return self._core.build()
+
+
+def without_constraints(model: _core.Model, names: Sequence[str]) -> _core.Model:
+    """``model`` without the holonomic constraints ``names``: the same configurations, states, inputs and forces, the
+    other constraints in their order (e.g. a string gone slack, or constraints relaxed into a penalty, thesis §6.6.2).
+    Raises ValueError naming a constraint the model does not have."""
+    missing = sorted(set(names) - set(model.constraint_names))
+    if missing or not names:
+        raise ValueError(f"model '{model.name}' has no constraint named {', '.join(missing) or '(none given)'} "
+                         f"(constraints: {', '.join(model.constraint_names) or 'none'})")
+    b = SystemBuilder.from_model(model)
+    for n in names:
+        b.remove_constraint(n)
+    return b.build()

@@ -15,6 +15,8 @@ the string's mean tension over step k is T_k = 2 L_k λ_k / Δt with L_k its len
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 #: the optimizer's feasibility tolerance on normalized margins (margin / scale ≥ −tolerance: kept)
@@ -69,20 +71,28 @@ def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict
     return out
 
 
-def string_tensions(limits, X: np.ndarray, Lam: np.ndarray, dt: float) -> dict:
-    """{string: T (N,) [N]}: T_k = 2 L_k λ_k / Δt of every step k (module docstring) from the states X (≥ N, nx)
-    and the constraint forces Lam (N, m) of the steps (``DiscreteSystem.constraint_forces_trajectory``)."""
+def string_tensions(limits, X: np.ndarray, Lam: np.ndarray, dt: float) -> np.ndarray:
+    """T (N, strings) [N]: T_k = 2 L_k λ_k / Δt of every step k (module docstring) from the states X (≥ N, nx)
+    and the constraint forces Lam (N, m) of the steps (``DiscreteSystem.constraint_forces_trajectory``), in the
+    order of ``limits.strings``."""
     N = Lam.shape[0]
-    return {name: 2.0 * X[:N, L] * Lam[:, c] / dt
-            for name, c, L in zip(limits.strings, limits.string_index, limits.string_length)}
+    return 2.0 * X[:N, list(limits.string_length)] * Lam[:, list(limits.string_index)] / dt
 
 
-def tension_margins(series: dict, limits) -> dict:
-    """{string: {margin, time_s, unit, satisfied, side, limit, lowest_N, minimum_N}} of tensions {string: (t (m,), T (m,))}
-    against the strings' minimum tension (limits : ModelLimits)."""
+def tension_margins(limits, steps: np.ndarray, tension: np.ndarray, dt: float,
+                    slack: Optional[np.ndarray] = None) -> dict:
+    """{string: {margin, time_s, unit, satisfied, side, limit, lowest_N, minimum_N[, slack_s]}} of the tensions
+    (p, strings) [N] over the steps ``steps`` (p,) (step j: j → j+1, timed jΔt) against the strings' minimum;
+    ``slack_s``, the time [s] over which the string was slack, when ``slack`` (p, strings) bool says which steps
+    were. Empty without a sample. limits : ModelLimits."""
     out = {}
-    for name, (t, T) in series.items():
-        minimum = float(limits.min_tension[list(limits.strings).index(name)])
-        out[name] = {**worst(T - minimum, t, "N", 1.0), "side": "lower", "limit": minimum, "lowest_N": float(T.min()),
-                     "minimum_N": minimum}
+    if steps.size == 0:
+        return out
+    for i, name in enumerate(limits.strings):
+        minimum = float(limits.min_tension[i])
+        T = tension[:, i]
+        out[name] = {**worst(T - minimum, steps * dt, "N", 1.0), "side": "lower", "limit": minimum,
+                     "lowest_N": float(T.min()), "minimum_N": minimum}
+        if slack is not None:
+            out[name]["slack_s"] = float(np.count_nonzero(slack[:, i]) * dt)
     return out

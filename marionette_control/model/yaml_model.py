@@ -12,6 +12,7 @@ a worked example)::
     urdf:                                # optional: the tree (or part of it) from a URDF
       file: arm.urdf                     #   path relative to this file
       rename: {joint_a: config_a}        #   optional: URDF joint -> configuration name
+      friction: ignore                   #   optional: ignore (default, warns) | refuse <dynamics friction>
     kinematic: [carriage]                # configurations that are prescribed (thesis §3.6)
     frames:                              # frames, parents before children
       - {name: link1, parent: world, transform: rx, config: theta1}   # driven primitive
@@ -77,7 +78,8 @@ from marionette_control import _core
 from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits, from_description
 from marionette_control.resources import config_file
-from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf, without_length_joint
+from marionette_control.model.urdf import (FRICTION_OPTIONS, Inertial, UrdfError, UrdfRobot, add_urdf, inertia_problem,
+                                           parse_urdf, without_length_joint)
 
 
 class ModelFileError(ValueError):
@@ -363,8 +365,9 @@ class _Overrides:
             return np.diag(values)
         ixx, ixy, ixz, iyy, iyz, izz = values
         tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        if np.linalg.eigvalsh(tensor)[0] < -1e-12 * max(1.0, float(np.abs(values).max())):
-            self.fail("masses", name, f"the inertia tensor must be positive semi-definite, got {values.tolist()}")
+        problem = inertia_problem(tensor)
+        if problem is not None:
+            self.fail("masses", name, f"{problem} (given {values.tolist()})")
         return tensor
 
     def apply_frame(self, fr: dict, key: str) -> dict:
@@ -446,8 +449,11 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
 
     # --- URDF tree ---
     if "urdf" in data:
-        u = c.mapping(data["urdf"], "urdf", required=("file",), optional=("rename",))
+        u = c.mapping(data["urdf"], "urdf", required=("file",), optional=("rename", "friction"))
         ufile = c.name(u["file"], "urdf.file")
+        friction = u.get("friction", "ignore")
+        if friction not in FRICTION_OPTIONS:
+            c.fail("urdf.friction", f"expected one of {', '.join(FRICTION_OPTIONS)}, got {friction!r}")
         upath = ufile if os.path.isabs(ufile) else os.path.join(os.path.dirname(os.path.abspath(path)), ufile)
         rename = c.table(u.get("rename", {}) or {}, "urdf.rename")
         for j, cname in rename.items():
@@ -476,7 +482,8 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
             # add_urdf reports frame collisions; every URDF link becomes a frame of that name
             created: set[str] = set()
             mapping = add_urdf(b, tree, kinematic=kin_joints, rename={j: c for j, c in rename.items()
-                                                                        if j in tree_joints}, created=created)
+                                                                        if j in tree_joints}, created=created,
+                               friction=friction)
         except UrdfError as e:
             raise ModelFileError(f"{path}: urdf: {e}") from None
         for j, cname in mapping.items():

@@ -56,6 +56,7 @@ import numpy as np
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.ocp.mpc import RecedingHorizon
+from marionette_control.sim.margins import PARTS, executed_margins
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.trajectory import Trajectory
@@ -114,7 +115,8 @@ class LoopResult:
     dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
     dt : the time step; X_motion : (n, nx) the tracked trajectory's x_d(k); with re-planning X_ref is the
     reference of the plan in effect (without: X_motion); ``tension`` (n, strings) the plant's string tension
-    over each tick's step [N] (``SimulatedArm.tension``); ``mpc``: with re-planning, ``updates`` (each
+    over each tick's step [N] (``SimulatedArm.tension``: 0 while slack) and ``slack`` (n, strings) whether the
+    string was slack over it (``SimulatedArm.slack``); ``mpc``: with re-planning, ``updates`` (each
     update's ``Update.to_dict``), the core's plan counts (``offered``, ``switched``, ``rejected`` by reason)
     and its ``last_rejection``.
     """
@@ -134,6 +136,7 @@ class LoopResult:
     dt: float
     X_motion: np.ndarray
     tension: np.ndarray
+    slack: np.ndarray
     mpc: dict = field(default_factory=dict)
 
     def angle_errors(self, upto_end: bool = True) -> np.ndarray:
@@ -158,6 +161,33 @@ class LoopResult:
         e = np.degrees(self.angle_errors())
         return {n: {"rms_deg": float(np.sqrt(np.mean(e[:, i] ** 2))), "max_deg": float(np.max(np.abs(e[:, i])))}
                 for i, n in enumerate(self.dynamic_names)}
+
+    @property
+    def abort_reason(self) -> str:
+        """Why tracking ended early (the controller's status), or '' when it did not."""
+        return self.status[1] if self.aborted else ""
+
+    def margins(self, limits) -> dict:
+        """The executed margins of the run (:func:`marionette_control.sim.margins.executed_margins`: the commands sent,
+        the plant's true drive motion, its string's tension and time slack) during the motion (ticks and steps up
+        to N) and after its end. limits : ModelLimits of the nominal model (the controller's)."""
+        nd, nk = len(self.dynamic_names), len(limits.kinematic)
+        return executed_margins(limits, self.dt, self.N, self.options.command_delay_steps, self.k,
+                                self.commands[:, -nk:], self.k, self.X_true[:, nd:nd + nk], self.k, self.tension,
+                                self.slack)
+
+    def record(self, limits) -> dict:
+        """The run as a report (``marionette-track-offline --json``): ``errors`` (:meth:`summary`), ``aborted``,
+        ``abort_reason``, ``ticks``, and for ``motion`` and ``after_end``: ``tension_min_n`` (the plant's lowest
+        string tension [N]), ``slack_s`` (time [s] a string was slack, the longest of the strings) and the executed
+        ``margins`` (:meth:`margins`). limits : ModelLimits of the nominal model."""
+        margins = self.margins(limits)
+        strings = {part: margins[part]["string_tension"].values() for part in PARTS}
+        return {"errors": self.summary(), "aborted": bool(self.aborted), "abort_reason": self.abort_reason,
+                "ticks": int(self.k.size),
+                "tension_min_n": {p: min((s["lowest_N"] for s in v), default=None) for p, v in strings.items()},
+                "slack_s": {p: max((s["slack_s"] for s in v), default=0.0) for p, v in strings.items()},
+                "margins": margins}
 
 
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
@@ -221,7 +251,7 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         sim.step()
         stamp += dt_ns
         cycles += 1
-        return res, x_true, sim.tension()
+        return res, x_true, sim.tension(), sim.slack()
 
     for _ in range(settle_cycles):
         cycle()
@@ -231,21 +261,21 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     rows = []
     n_ticks = trajectory.N + 1 + hold_cycles
     while len(rows) < n_ticks:
-        res, x_true, tension = cycle()
+        res, x_true, tension, slack = cycle()
         if res.kind == "tick":
             ref = trajectory.X[min(res.k, trajectory.N)]
-            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension))
+            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension, slack))
         elif not core.running:
             break  # aborted (a tolerance): the status says why
         elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
             break  # holding on a fault that does not clear
     if not rows:
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
-    k, X_true, X_hat, X_ref, U, X_motion, T = (np.array(a) for a in zip(*rows))
+    k, X_true, X_hat, X_ref, U, X_motion, T, slack = (np.array(a) for a in zip(*rows))
     record = {}
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
     return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
-                      X_motion, T, record)
+                      X_motion, T, slack, record)

@@ -345,8 +345,7 @@ class Execution:
             Lam = system.constraint_forces_trajectory(X, self.u[ui])
         except _core.StepError:
             return rows      # the estimate's steps do not solve: no tension to report
-        series = {name: (k[xi] * dt, T) for name, T in string_tensions(limits, X, Lam, dt).items()}
-        for name, m in tension_margins(series, limits).items():
+        for name, m in tension_margins(limits, k[xi], string_tensions(limits, X, Lam, dt), dt).items():
             rows.append(_row("tension", name, m, dt))
         return rows
 

@@ -56,12 +56,16 @@ struct ConfigForce { int config; int input; std::string name; };
 /// is a constant or one force input (input[i] >= 0).
 struct BodyWrench { int frame; Vec6 constant; std::array<int, 6> input; std::string name; };
 
-enum class ConstraintType { DISTANCE, PLANE };
+enum class ConstraintType { DISTANCE, PLANE, COUPLING };
 /// Holonomic constraint h(q) = 0 (thesis §3.5).
 ///  DISTANCE: h = |p1 - p2|^2 - L^2 with L fixed (length_config < 0) or
 ///            L = q[length_config] (the string, thesis §6.7.2).
 ///  PLANE:    h = (R_frame1 e_axis) . (p_frame2 - p_frame1) (point frame2 on
 ///            the plane through frame1 normal to its axis).
+///  COUPLING: h = q[follower] - multiplier q[leader] - offset (a URDF <mimic>
+///            joint: thesis §2.5 models a configuration shared by several
+///            transforms as open chains with a holonomic constraint, R2 kept);
+///            no frames (frame1 = frame2 = -1), Dh constant, D2h = D3h = 0.
 struct Constraint {
   ConstraintType type;
   std::string name;
@@ -69,6 +73,8 @@ struct Constraint {
   double length = 0.0;
   int length_config = -1;
   int axis = 2;
+  int follower = -1, leader = -1;  ///< COUPLING only
+  double multiplier = 1.0, offset = 0.0;
   // Derived: union of the configurations h depends on.
   std::vector<int> support;
 };
@@ -148,6 +154,9 @@ class ModelBuilder {
                                const std::string& length_config);
   void add_plane_constraint(const std::string& name, const std::string& plane_frame, int axis,
                             const std::string& point_frame);
+  /// h = q[follower] - multiplier q[leader] - offset; the follower must be dynamic.
+  void add_coupling_constraint(const std::string& name, const std::string& follower, const std::string& leader,
+                               double multiplier, double offset);
   /// Removes the constraint named `name` (throws if there is none).
   void remove_constraint(const std::string& name);
   /// The returned model is never modified afterwards (held as const everywhere).
@@ -171,6 +180,7 @@ class ModelBuilder {
   struct WrenchSpec { std::string name, frame; Vec6 constant; std::array<std::string, 6> inputs; };
   struct ConstraintSpec {
     ConstraintType type; std::string name, f1, f2, length_config; double length; int axis;
+    std::string follower = "", leader = ""; double multiplier = 1.0, offset = 0.0;
   };
   std::string name_;
   Vec3 gravity_ = Vec3(0, 0, -9.8);

@@ -7,17 +7,11 @@ tick of stamp s and the true state of stamp s are the same instant, so every err
 *true* angle against the optimized trajectory at that tick, x_true(k) − x_d(k) — never the controller's
 estimate.
 
-Executed constraint margins (the optimizer reports its own on the plan; these are what happened):
-
-* commands: the stream of setpoints the controller sent, one per tick, against the drives' range,
-  speed |Δρ|/Δt and acceleration |Δ²ρ|/Δt² (``actuators`` of the model file, the limits of the
-  optimizer's constraints, thesis §6.6 / issue 11);
-* drives: the plant's true drive positions ρ_k, step by step, against the same limits;
-* string tension: the *plant's* (the simulator's model file, not the nominal one), T = 2 L λ/Δt of each of
-  its steps, published as the effort of the string's length joint on ``~/true_joint_states``
-  (docs/simulator.md), against the string's minimum.
-
-A margin is positive when the limit holds (``limit − |value|``, ``value − minimum``), in the limit's unit.
+Executed constraint margins (the optimizer reports its own on the plan; these are what happened) are
+:mod:`marionette_control.sim.margins`' (the same function serves the offline loop): the commands sent, the plant's
+true drive positions, and the *plant's* string tension (the simulator's model file, not the nominal one),
+T = 2 L λ/Δt of each of its steps, published as the effort of the string's length joint on
+``~/true_joint_states`` (docs/simulator.md), against the string's minimum.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.model.margins import drive_margins, tension_margins
+from marionette_control.sim import margins
 
 NS = 1_000_000_000
 
@@ -180,21 +174,10 @@ def issue_targets(closed: dict, opened: dict) -> dict:
 
 
 def executed_margins(ev: Evaluated, limits, delay: int, N: int) -> dict:
-    """The executed margins of a run (module docstring) during the motion (the commands of its ticks 0 … N, the
-    true states and tensions of its steps up to N: what the optimizer kept within the limits) and after its end
-    (the final state held): {"motion" | "after_end": {"commands", "drives": {drive: {range, speed,
-    acceleration}}, "string_tension": {string: ...}}}. delay : the command delay (the command of tick k ends
-    step k + delay at its value)."""
-    r, dt, nk = ev.run, ev.dt, len(limits.kinematic)
-    out = {}
-    for part, keep in (("motion", lambda steps: steps <= N), ("after_end", lambda steps: steps > N)):
-        ticks, steps = keep(r.k), keep(ev.step)
-        tension = {}
-        for name, (t, T) in ev.tension.items():
-            sel = keep(np.round(t / dt).astype(int) + 1)
-            if sel.any():
-                tension[name] = (t[sel], T[sel])
-        out[part] = {"commands": drive_margins(limits, r.u[ticks, -nk:], r.k[ticks] + delay + 1, dt),
-                     "drives": drive_margins(limits, r.truth_q[steps, -nk:], ev.step[steps], dt),
-                     "string_tension": tension_margins(tension, limits)}
-    return out
+    """The executed margins of a run (:func:`marionette_control.sim.margins.executed_margins`: the commands it sent,
+    the plant's true drive motion and string tension) during the motion (ticks and steps up to N) and after its
+    end (the final state held). delay : the command delay (the command of tick k ends step k + delay at its
+    value); a lost sample breaks the speeds and accelerations across it."""
+    r, nk = ev.run, len(limits.kinematic)
+    return margins.executed_margins(limits, ev.dt, N, delay, r.k, r.u[:, -nk:], ev.step, r.truth_q[:, -nk:],
+                                    ev.step - 1, r.truth_effort[:, list(limits.string_length)])
