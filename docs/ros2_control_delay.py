@@ -14,7 +14,8 @@ recomputed for the delay with the spec's gain design), tracked offline with the 
 the stand-in (``marionette_control.sim.offline_loop.run_loop``), closed loop and feed-forward only (``feedback:
 false``): RMS of the true angles (shoulder / elbow, over the motion), the ratio feed-forward / closed loop on the
 joint where feed-forward errs most, and the plant's lowest string tension in the closed loop (0.5 N is the minimum
-the optimizer keeps). Each cell is the worst over the noise seeds. Every run is seeded: the table repeats exactly.
+the optimizer keeps; the stand-in's string goes slack rather than push, and the time it is slack follows). Each
+cell is the worst over the noise seeds. Every run is seeded: the table repeats exactly.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def measure(traj, plant: str, delay: int, seed: int) -> dict:
         e = np.degrees(run.angle_errors())
         motion = run.k <= run.N
         out[name] = {"rms_deg": np.sqrt(np.mean(e ** 2, axis=0)).tolist(), "max_deg": np.abs(e).max(axis=0).tolist(),
-                     "aborted": bool(run.aborted), "lowest_tension_N": float(run.tension[motion].min())}
+                     "aborted": bool(run.aborted), "lowest_tension_N": float(run.tension[motion].min()),
+                     "slack_s": float(np.count_nonzero(run.slack[motion].any(axis=1)) * run.dt)}
     worst = int(np.argmax(out["open"]["rms_deg"]))
     out["ratio"] = out["open"]["rms_deg"][worst] / out["closed"]["rms_deg"][worst]
     return out
@@ -86,19 +88,20 @@ def table(seeds=(0, 1, 2), plants=PLANTS, delays=DELAYS) -> list[dict]:
                          "closed_max_deg": np.max([r["closed"]["max_deg"] for r in runs], axis=0).tolist(),
                          "ratio": min(r["ratio"] for r in runs),
                          "lowest_tension_N": min(r["closed"]["lowest_tension_N"] for r in runs),
+                         "slack_s": max(r["closed"]["slack_s"] for r in runs),
                          "aborted": sum(r["closed"]["aborted"] or r["open"]["aborted"] for r in runs),
                          "seeds": list(seeds)})
     return rows
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| plant | command delay | closed loop RMS (max) | feed-forward RMS | ratio | lowest tension | aborted |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| plant | command delay | closed loop RMS (max) | feed-forward RMS | ratio | lowest tension (slack) | "
+             "aborted |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         closed = " / ".join(f"{a:.3f}° ({m:.2f}°)" for a, m in zip(r["closed_rms_deg"], r["closed_max_deg"]))
         opened = " / ".join(f"{a:.3f}°" for a in r["open_rms_deg"])
         lines.append(f"| {r['plant']} | {r['command_delay_steps']} ({r['controller']}) | {closed} | {opened} | "
-                     f"{r['ratio']:.2f} | {r['lowest_tension_N']:.2f} N | {r['aborted']} |")
+                     f"{r['ratio']:.2f} | {r['lowest_tension_N']:.2f} N ({r['slack_s']:.2f} s) | {r['aborted']} |")
     return "\n".join(lines)
 
 

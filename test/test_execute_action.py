@@ -27,7 +27,11 @@ from std_srvs.srv import Trigger
 from builtin_interfaces.msg import Duration
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from marionette_control import _core
 from marionette_control import system_description as sd
+from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.model import library
+from marionette_control.trajectory import Trajectory
 from marionette_control.cli.main_job import analysis as A
 from marionette_control.nodes.convert import trajectory_from_msg, trajectory_to_msg
 from marionette_interfaces.action import ExecuteMotion
@@ -285,10 +289,10 @@ def test_a_queued_goal_waits_its_turn_and_is_judged_where_the_arm_then_is(system
     s.execute = ActionClient(s.probe.node, ExecuteMotion, f"{CTL}/execute")
     s.reset_arm()
     traj = trajectory_from_msg(s.trajectory[-1])
-    steps = 100   # the wave's first second
-    part = type(traj)(dt=traj.dt, X=traj.X[:steps + 1], U=traj.U[:steps], state_names=traj.state_names,
-                      input_names=traj.input_names, model_name=traj.model_name, model_hash=traj.model_hash,
-                      K=traj.K[:steps], info=traj.info)
+    steps = 100   # the wave's first second, with its own gains (the controller checks them against their design)
+    model = library.get("marionette_arm")
+    part = Trajectory.for_model(model, traj.dt, traj.X[:steps + 1], traj.U[:steps])
+    part = design_gains(_core.DiscreteSystem(model, traj.dt), part.X, part.U, GainDesign.of(traj)).attach(part)
     goal = ExecuteMotion.Goal(trajectory=trajectory_to_msg(part, TrackedTrajectory, traj.state_names[:4]))
     later = []
     first = s.send(goal)

@@ -780,6 +780,9 @@ class ControllerNode(ManagedNode):
                 raise E.GoalError(f"the controller could not be configured: {self.transition_message}", E.NOT_READY)
             # the arm angles' joint names are the model file's, known once configured
             goal.execution = E.Execution(self.joints.hardware_names[:self.model.nd], self.p["execute.feedback_ticks"])
+            # configured a moment ago: the first joint state comes once discovery has matched the driver
+            await self._until(lambda: self.core is None or self.core.intake.latest is not None,
+                              self.p["trajectory_wait"])
             if self.lifecycle_state != "inactive":
                 raise E.GoalError(f"the controller is {self.lifecycle_state} (tracking a run of its own: ~/start or "
                                   "autostart); stop it first", E.NOT_READY)
@@ -859,7 +862,8 @@ class ControllerNode(ManagedNode):
             return ex.finish(code, why)
         message = core.load_trajectory(trajectory, label)
         if core.tracking is None or core.tracking.trajectory is not trajectory:
-            return ex.finish(E.NOT_READY, f"the trajectory was not taken: {message}")
+            code = E.INVALID_GOAL if message.startswith("refused") else E.NOT_READY
+            return ex.finish(code, f"the trajectory was not taken: {message}")
         self.get_logger().info(f"~/execute: {message}")
         self._taken_seen = core.trajectory_counts["taken"]  # (autostart starts nothing for it: the goal does)
         ex.begin(trajectory, tolerances, label, core.run + 1, core.delay, core.fault_counts)
