@@ -16,10 +16,10 @@ A controller is switched the way ros2_control switches controllers:
 ``configure``
     loads the model file (``model_file``: model, hardware joint names, actuator limits, joint limits of
     the plausibility checks), builds the core and its derived structures (limits, checks, tolerances),
-    declares the per-joint tolerances, subscribes to the joint states, creates
-    the command and ``~/tracking`` publishers (lifecycle publishers: silent until active), loads
-    ``trajectory_file`` and stages the trajectory topic's latest message. A model file that does not load fails the transition (the reason is logged and
-    in /diagnostics); a refused trajectory file does not (the node is configured without it).
+    declares the per-joint tolerances, subscribes to the joint states, creates the command and ``~/tracking``
+    publishers (lifecycle publishers: silent until active), loads ``trajectory_file`` and stages the trajectory
+    topic's latest message. A model file that does not load fails the transition (the reason is logged and in
+    /diagnostics); a refused trajectory file does not (the node is configured without it).
 ``activate``
     starts tracking the loaded trajectory (the start tolerance: the arm must be where it starts) and
     enables the outputs; refused (the transition fails, the node stays inactive, the reason is logged and
@@ -37,9 +37,8 @@ A controller is switched the way ros2_control switches controllers:
 when unconfigured and activates — without a trajectory yet it first waits up to ``trajectory_wait`` s for the
 optimizer's latched one, and a refusal says what it saw (no publisher, no sample, a refused trajectory:
 :func:`~marionette_control.tracking.execution.no_trajectory_reason`); stop deactivates (and clears a run fault
-when inactive). ``autostart``
-configures and activates at start-up, and activates whenever a trajectory is taken while inactive (the
-optimizer's first result, say).
+when inactive). ``autostart`` configures and activates at start-up, and activates whenever a trajectory is taken
+while inactive (the optimizer's first result, say).
 
 Trajectories (never retargeted while tracking)
 ----------------------------------------------
