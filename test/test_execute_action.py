@@ -271,7 +271,8 @@ def test_goals_the_arm_cannot_start_and_absurd_goals_are_refused_naming_why(syst
             (ExecuteMotion.Goal(trajectory=base, motion_name="wave"), R.INVALID_GOAL, "exactly one of")):
         r = refused(goal)
         assert r.error_code == code and words in r.error_string, (r.error_code, r.error_string)
-    points = [JointTrajectoryPoint(positions=[p], time_from_start=Duration(sec=t)) for t, p in ((0, 0.0), (1, math.nan))]
+    points = [JointTrajectoryPoint(positions=[p], time_from_start=Duration(sec=t))
+              for t, p in ((0, 0.0), (1, math.nan))]
     r = refused(ExecuteMotion.Goal(desired=JointTrajectory(joint_names=["shoulder"], points=points)))
     assert r.error_code == R.OPTIMIZATION_FAILED and "desired.points[1].positions[0]" in r.error_string, r.error_string
     assert len(s.commands) == moved, "no refused goal moved the arm"

@@ -175,7 +175,8 @@ def test_trajectory_fields_are_checked_by_name(desc):
                                 (dict(model_hash="sha256:0"), E.INVALID_JOINTS, "trajectory.model_hash"),
                                 (dict(dt=-0.01), E.INVALID_GOAL, "trajectory.dt (s) must be a finite number > 0"),
                                 (dict(dt=math.nan), E.INVALID_GOAL, "trajectory.dt"),
-                                (dict(arrays={"states": [0.0, math.nan]}), E.INVALID_GOAL, "trajectory.states[1] is nan"),
+                                (dict(arrays={"states": [0.0, math.nan]}), E.INVALID_GOAL,
+                                 "trajectory.states[1] is nan"),
                                 (dict(stamp_ns=5), E.INVALID_GOAL, "trajectory.header.stamp")):
         with pytest.raises(E.GoalError, match=None) as info:
             E.check_trajectory_fields(**{**ok, **change})

@@ -42,8 +42,8 @@ def consecutive_runs(index: np.ndarray) -> list[slice]:
 
 def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict:
     """{drive: {range, speed, acceleration}} worst margins of positions ρ (n, nk) sampled at the step indices
-    ``index`` (n,) (speed |Δρ|/Δt and acceleration |Δ²ρ|/Δt² only across consecutive steps), each a :func:`worst`
-    record with the ``side`` of the limit ("lower" or "upper") and its value (``limit``). limits :
+    ``index`` (n,) (speed |Δρ|/Δt and acceleration |Δ²ρ|/Δt² only across consecutive steps), each a
+    :func:`worst` record with the ``side`` of the limit ("lower" or "upper") and its value (``limit``). limits :
     :class:`~marionette_control.model.limits.ModelLimits`."""
     out = {}
     if index.size == 0:
