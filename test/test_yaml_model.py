@@ -115,6 +115,20 @@ def test_overrides_replace_top_level_keys(tmp_path):
         load_model(p, bogus=1)
 
 
+def test_forcing_key_and_its_variants(tmp_path):
+    """``forcing`` (thesis (4.12)): thesis by default; a file's choice reaches the model and its builder; a variant
+    inherits its base's choice and may change it; ``load_model(..., forcing=)`` overrides it."""
+    p = write(tmp_path, STRUNG_PENDULUM, "nominal.yaml")
+    thesis = load_model(p)
+    assert thesis.forcing == "thesis"
+    sym = load_model(write(tmp_path, STRUNG_PENDULUM + "forcing: symmetric\n", "sym.yaml"))
+    assert sym.forcing == "symmetric" and sym.hash != thesis.hash
+    b = SystemBuilder.from_model(thesis)
+    assert b.forcing("symmetric").build().hash == load_model(p, forcing="symmetric").hash
+    assert load_model(write(tmp_path, "name: v\nbase: sym.yaml\n", "v.yaml")).forcing == "symmetric"
+    assert load_model(write(tmp_path, "name: w\nbase: sym.yaml\nforcing: thesis\n", "w.yaml")).forcing == "thesis"
+
+
 def test_urdf_rename_and_extra_frames(tmp_path):
     (tmp_path / "one.urdf").write_text(
         '<robot name="one"><link name="base"/><joint name="j" type="continuous"><parent link="base"/>'
@@ -193,6 +207,7 @@ frames:
     ("kinematic: [k]\nactuators: {k: {min: 0, max: 1}}\n", r"actuators.k: missing key 'max_velocity'"),
     ("urdf: {file: missing.urdf}\n", r"urdf: .*missing.urdf: cannot read"),
     ("urdf: {path: x.urdf}\n", r"urdf.path: unknown key"),
+    ("forcing: midpoint\n", r"forcing: expected one of thesis, symmetric, got 'midpoint'"),
 ])
 def test_invalid_top_level_entries(tmp_path, extra, pattern):
     p = write(tmp_path, BASE + extra)

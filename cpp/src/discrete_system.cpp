@@ -172,7 +172,9 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
 void DiscreteSystem::del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N,
                                   double* R, double* P, double* J, double* JP) {
   const int n = z_.n, nd = z_.nd, nu = z_.nu, m = z_.m;
-  const int nr = nd + m, nc = 3 * n + nu + m;
+  const int nr = nd + m, nc = 3 * n + 2 * nu + m, np = 2 * n + nu;
+  const int cu0 = 3 * n, cu = 3 * n + nu, cl = 3 * n + 2 * nu;  // columns of u_{k-1}, u_k, lambda_k
+  const double fm = model_->forcing_minus() * opt_.dt, fp = model_->forcing_plus() * opt_.dt;
   const int order = J != nullptr ? 1 : 0;
   if (J != nullptr) std::fill(J, J + static_cast<long>(N) * nr * nc, 0.0);
   for (int k = 0; k < N; ++k) {
@@ -189,18 +191,20 @@ void DiscreteSystem::del_residual(const double* p0, const double* Q, const doubl
     RowMap Jk(J + static_cast<long>(k) * nr * nc, nr, nc);
     Jk.block(0, n, nd, n) += s_.S11.topRows(nd) - s_.Hz.topLeftCorner(nd, n);
     Jk.block(0, 2 * n, nd, n) = s_.S12.topRows(nd);
-    Jk.block(0, 3 * n, nd, nu) = opt_.dt * s_.F.Fu.topRows(nd);
+    Jk.block(0, cu, nd, nu) = fm * s_.F.Fu.topRows(nd);
     if (m > 0) {
-      Jk.block(0, 3 * n + nu, nd, m) = -s_.h1.Dh.leftCols(nd).transpose();
+      Jk.block(0, cl, nd, m) = -s_.h1.Dh.leftCols(nd).transpose();
       Jk.block(nd, 2 * n, m, n) = s_.h2.Dh;
     }
-    RowMap JPk(JP + static_cast<long>(k) * nd * 2 * n, nd, 2 * n);
+    RowMap JPk(JP + static_cast<long>(k) * nd * np, nd, np);
     JPk.leftCols(n) = s_.S21.topRows(nd);
-    JPk.rightCols(n) = s_.S22.topRows(nd);
-    if (k + 1 < N) {  // b_k is p_{k+1} in node k+1's residual: its (q_k | q_{k+1}) columns
+    JPk.middleCols(n, n) = s_.S22.topRows(nd);
+    JPk.rightCols(nu) = fp * s_.F.Fu.topRows(nd);
+    if (k + 1 < N) {  // b_k is p_{k+1} in node k+1's residual: its (q_k | q_{k+1} | u_k) columns
       RowMap Jn(J + static_cast<long>(k + 1) * nr * nc, nr, nc);
       Jn.block(0, 0, nd, n) = s_.S21.topRows(nd);
       Jn.block(0, n, nd, n) += s_.S22.topRows(nd);
+      Jn.block(0, cu0, nd, nu) = fp * s_.F.Fu.topRows(nd);
     }
   }
 }
@@ -223,14 +227,14 @@ void DiscreteSystem::del_hessian(const double* Q, const double* Uf, const double
   }
 }
 
-void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, double* p) {
-  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, p);
+void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, const double* u_prev, double* p) {
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, u_prev, p);
 }
 
-void DiscreteSystem::state_from_configs(const double* q_prev, const double* q, double* x) {
+void DiscreteSystem::state_from_configs(const double* q_prev, const double* q, const double* u_prev, double* x) {
   const int n = z_.n, nd = z_.nd, nk = z_.nk;
   std::copy(q, q + n, x);
-  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, x + n);
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, u_prev, x + n);
   for (int i = 0; i < nk; ++i) x[n + nd + i] = (q[nd + i] - q_prev[nd + i]) / opt_.dt;
 }
 
@@ -244,8 +248,8 @@ MidpointVI::MidpointVI(std::shared_ptr<const Model> model, VIOptions options)
   guess_.setZero(z.n);
 }
 
-void MidpointVI::initialize_from_configs(const double* q0, const double* q1, double t1) {
-  system_.state_from_configs(q0, q1, x_.data());
+void MidpointVI::initialize_from_configs(const double* q0, const double* q1, double t1, const double* u0) {
+  system_.state_from_configs(q0, q1, u0, x_.data());
   q_prev_ = Eigen::Map<const VecX>(q0, system_.layout().n);
   t_ = t1;
   k_ = 1;

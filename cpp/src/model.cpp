@@ -14,6 +14,7 @@ namespace mc {
 namespace {
 
 const char* kTransformNames[] = {"tx", "ty", "tz", "rx", "ry", "rz", "const"};
+const char* kForcingNames[] = {"thesis", "symmetric"};
 
 void require_finite(double v, const std::string& what) {
   if (!std::isfinite(v)) throw ModelError(what + " must be a finite number, got " + std::to_string(v));
@@ -31,6 +32,15 @@ TransformType transform_from_name(const std::string& s) {
   for (int i = 0; i < 7; ++i)
     if (s == kTransformNames[i]) return static_cast<TransformType>(i);
   throw ModelError("unknown transform '" + s + "': expected one of tx, ty, tz, rx, ry, rz, const");
+}
+
+const char* forcing_name(Forcing f) { return kForcingNames[static_cast<int>(f)]; }
+
+Forcing forcing_from_name(const std::string& s) {
+  for (int i = 0; i < 2; ++i)
+    if (s == kForcingNames[i]) return static_cast<Forcing>(i);
+  throw ModelError("unknown forcing '" + s + "': expected thesis (f- = dt F, f+ = 0, thesis (4.12a)) or "
+                   "symmetric (f- = f+ = dt F / 2)");
 }
 
 const char* step_failure_name(StepFailure f) {
@@ -73,6 +83,9 @@ std::string Model::hash() const {
   std::ostringstream s;
   s.precision(17);
   s << name << "|g" << gravity.transpose() << "|";
+  // The thesis rule adds nothing, so the identities of models (and of the trajectories made for
+  // them) from before the rule was a choice stay what they were.
+  if (forcing != Forcing::THESIS) s << "forcing " << forcing_name(forcing) << "|";
   for (const Frame& f : frames) {
     s << f.name << ">" << f.parent << ":" << transform_name(f.type) << ":" << f.config << ":"
       << f.R0.reshaped().transpose() << ":" << f.p0.transpose();
@@ -115,6 +128,8 @@ void ModelBuilder::set_gravity(const Vec3& g) {
   for (int i = 0; i < 3; ++i) require_finite(g[i], "gravity component " + std::to_string(i));
   gravity_ = g;
 }
+
+void ModelBuilder::set_forcing(const std::string& rule) { forcing_ = forcing_from_name(rule); }
 
 void ModelBuilder::add_config(const std::string& name, bool kinematic) {
   if (name.empty()) throw ModelError("configuration names must be non-empty");
@@ -253,6 +268,7 @@ std::shared_ptr<Model> ModelBuilder::build() const {
   Model& M = *model;
   M.name = name_;
   M.gravity = gravity_;
+  M.forcing = forcing_;
 
   // ---- configurations: explicit declarations plus those named by frames ----
   std::vector<ConfigSpec> cspecs = configs_;

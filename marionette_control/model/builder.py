@@ -17,6 +17,12 @@ masses sit at the frame origin on principal axes. Configurations are dynamic
 unless declared kinematic (prescribed, thesis §3.6). Each method returns the
 builder so calls can be chained; every name is checked when ``build()`` runs
 and errors name the offending element.
+
+Forcing (``forcing=`` or :meth:`SystemBuilder.forcing`): how the impulse Δt·F(q̄, q̇, u_k) of the
+forces over a step (F at the midpoint of the midpoint discrete Lagrangian, thesis (4.8)) is split
+between the step's ends (thesis (4.12)): ``"thesis"`` (the default) f⁻ = Δt·F, f⁺ = 0, thesis
+(4.12a) and the reference implementation, whose configurations are first order in Δt with any
+force; ``"symmetric"`` f⁻ = f⁺ = ½Δt·F, second order (``docs/integrator_study.md``, "Forcing").
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import numpy as np
 from marionette_control import _core
 
 PRIMITIVES = ("tx", "ty", "tz", "rx", "ry", "rz")
+#: The forcing discretizations (module docstring); the first is the default.
+FORCING_RULES: tuple[str, ...] = tuple(_core.FORCING_RULES)
 
 
 def rotation_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -54,10 +62,11 @@ def _vector(value, size: int, what: str) -> np.ndarray:
 class SystemBuilder:
     """Collects a model description; ``build()`` validates it in the core."""
 
-    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8)):
+    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8), forcing: str = FORCING_RULES[0]):
         self._core = _core.ModelBuilder(name)
         self._core.set_gravity(_vector(gravity, 3, "gravity"))
         self.name = name
+        self.forcing(forcing)
 
     @classmethod
     def from_model(cls, model: _core.Model) -> "SystemBuilder":
@@ -66,6 +75,13 @@ class SystemBuilder:
         b._core = model.to_builder()
         b.name = model.name
         return b
+
+    def forcing(self, rule: str) -> "SystemBuilder":
+        """The forcing discretization, one of ``FORCING_RULES`` (module docstring)."""
+        if rule not in FORCING_RULES:
+            raise ValueError(f"model '{self.name}': forcing must be one of {', '.join(FORCING_RULES)}, got {rule!r}")
+        self._core.set_forcing(rule)
+        return self
 
     def remove_constraint(self, name: str) -> "SystemBuilder":
         """Removes a constraint by name (e.g. to relax a string into forces, thesis §6.6)."""

@@ -70,7 +70,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.model.builder import SystemBuilder, rotation_rpy
+from marionette_control.model.builder import FORCING_RULES, SystemBuilder, rotation_rpy
 
 SUPPORTED_JOINTS = ("revolute", "continuous", "prismatic", "fixed")
 #: Relative size of an axis component off the coordinate axis that still counts as zero.
@@ -270,8 +270,28 @@ def _parse_mimic(elem: ET.Element, where: str, jtype: str) -> Mimic | None:
                  _float_attr(me, "offset", f"{where} <mimic>", 0.0))
 
 
+#: parsed files by (path, modification time, size): a model file is often built many times (the calibration
+#: builds one per parameter change); the parsed robot is immutable, so it is shared
+_PARSED: dict[tuple, UrdfRobot] = {}
+
+
 def parse_urdf(source: str | os.PathLike) -> UrdfRobot:
-    """Parses a URDF file (a path) or URDF text (a string starting with ``<``) and checks that it is a tree."""
+    """Parses a URDF file (a path) or URDF text (a string starting with ``<``) and checks that it is a tree. A file
+    unchanged since it was last parsed (same modification time and size) is not parsed again."""
+    text_given = isinstance(source, str) and source.lstrip().startswith("<")
+    if text_given:
+        return _parse_urdf(source)
+    try:
+        st = os.stat(source)
+    except OSError as e:
+        raise UrdfError(f"{os.fspath(source)}: cannot read: {e}") from None
+    key = (os.path.abspath(source), st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = _parse_urdf(source)
+    return _PARSED[key]
+
+
+def _parse_urdf(source: str | os.PathLike) -> UrdfRobot:
     text_given = isinstance(source, str) and source.lstrip().startswith("<")
     label = "<urdf string>" if text_given else os.fspath(source)
     try:
@@ -534,11 +554,12 @@ def _handle_friction(robot: UrdfRobot, friction: str) -> None:
 
 def load_urdf(source: str | os.PathLike, kinematic: Iterable[str] = (), rename: Mapping[str, str] | None = None,
               gravity: Sequence[float] = (0.0, 0.0, -9.81), name: str | None = None,
-              friction: str = "ignore") -> _core.Model:
+              friction: str = "ignore", forcing: str = FORCING_RULES[0]) -> _core.Model:
     """Builds the core model of a URDF (a path or URDF text); see the module docstring for the mapping and
-    add_urdf for ``friction``."""
+    add_urdf for ``friction``. URDF says nothing about the integrator: ``forcing`` is the forcing
+    discretization of the model (``builder.FORCING_RULES``; the joints' damping is a force)."""
     robot = parse_urdf(source)
-    b = SystemBuilder(name or robot.name, gravity=gravity)
+    b = SystemBuilder(name or robot.name, gravity=gravity, forcing=forcing)
     add_urdf(b, robot, kinematic=kinematic, rename=rename, friction=friction)
     try:
         return b.build()

@@ -556,13 +556,13 @@ class Relaxation(_Variant):
                 g = m.placements(Q[k])
                 Q[k, li] = np.linalg.norm(g[ctrl, :3, 3] - g[hook, :3, 3])
         system = _core.DiscreteSystem(m, dt)
-        Xc = np.empty((N + 1, m.nx))
-        Xc[0] = np.asarray(x0, dtype=float) if x0 is not None else system.state_from_configs(Q[0], Q[0])
-        for k in range(1, N + 1):
-            Xc[k] = system.state_from_configs(Q[k - 1], Q[k])
         Uc = self.to_original(U)
         kin = [i for i, kk in enumerate(m.kinematic) if kk]
         Uc[:, m.nu:] = Q[1:, kin]
+        Xc = np.empty((N + 1, m.nx))
+        Xc[0] = np.asarray(x0, dtype=float) if x0 is not None else system.state_from_configs(Q[0], Q[0])
+        for k in range(1, N + 1):   # the Legendre transform with the step's force inputs (f+, thesis (4.12))
+            Xc[k] = system.state_from_configs(Q[k - 1], Q[k], Uc[k - 1, :m.nu])
         return Xc, Uc
 
 

@@ -66,9 +66,10 @@ class DiscreteSystem {
   /// (del_equations.hpp; seed 002 (3.6), the equality constraints of direct transcription).
   /// p0 (nd) initial momentum, Q (N+1, n) configurations q_0..q_N (kinematic columns included),
   /// Uf (N, nu) force inputs, Lam (N, m) multipliers. Writes R (N, nd + m): row k = [r_k; h(q_{k+1})],
-  /// and P (N, nd): P[k] = p_{k+1} = [D_2 L_d(q_k, q_{k+1})]_dyn. Unless J is null also the Jacobians
-  /// J (N, nd + m, 3n + nu + m) of row k with respect to (q_{k-1} | q_k | q_{k+1} | u_k | lambda_k)
-  /// (q_{-1} columns zero) and JP (N, nd, 2n) of P[k] with respect to (q_k | q_{k+1}).
+  /// and P (N, nd): P[k] = p_{k+1} = [D_2 L_d(q_k, q_{k+1}) + f+_k]_dyn. Unless J is null also the Jacobians
+  /// J (N, nd + m, 3n + 2nu + m) of row k with respect to (q_{k-1} | q_k | q_{k+1} | u_{k-1} | u_k | lambda_k)
+  /// (q_{-1}, u_{-1} columns zero; the u_{k-1} columns are D_3 f+_{k-1}, zero under the thesis rule) and
+  /// JP (N, nd, 2n + nu) of P[k] with respect to (q_k | q_{k+1} | u_k).
   void del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N, double* R,
                     double* P, double* J = nullptr, double* JP = nullptr);
   /// Hessian of sum_k Y[k].R[k] + Z[k].P[k] (Y (N, nd + m), Z (N, nd) or null) as interval blocks
@@ -77,10 +78,11 @@ class DiscreteSystem {
   void del_hessian(const double* Q, const double* Uf, const double* Lam, const double* Y, const double* Z, int N,
                    double* H);
 
-  /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
-  void discrete_momentum(const double* q_prev, const double* q, double* p);
-  /// Full state from two consecutive configurations: [q; p(q_prev, q); (rho - rho_prev)/dt].
-  void state_from_configs(const double* q_prev, const double* q, double* x);
+  /// Discrete Legendre transform p = [D_2 L_d(q_prev, q) + f+(q_prev, q, u_prev)]_dyn (nd); u_prev (nu):
+  /// the force inputs over the step from q_prev to q (null: zero).
+  void discrete_momentum(const double* q_prev, const double* q, const double* u_prev, double* p);
+  /// Full state from two consecutive configurations: [q; p(q_prev, q, u_prev); (rho - rho_prev)/dt].
+  void state_from_configs(const double* q_prev, const double* q, const double* u_prev, double* x);
 
   std::mutex& mutex() { return mutex_; }
 
@@ -103,9 +105,9 @@ class DiscreteSystem {
 class MidpointVI {
  public:
   MidpointVI(std::shared_ptr<const Model> model, VIOptions options);
-  /// From two configurations: p1 = D_2 L_d(q0, q1) (thesis §4.2, the initialization
-  /// after (4.15)), v1 = (rho1 - rho0)/dt.
-  void initialize_from_configs(const double* q0, const double* q1, double t1);
+  /// From two configurations: p1 = D_2 L_d(q0, q1) + f+(q0, q1, u0) (thesis §4.2, the initialization
+  /// after (4.15); u0 (nu) the force inputs between them, null: zero), v1 = (rho1 - rho0)/dt.
+  void initialize_from_configs(const double* q0, const double* q1, double t1, const double* u0 = nullptr);
   /// From a state x = [q; p; v].
   void initialize_from_state(const double* x, double t);
   int step(const double* u, const double* rho_next);
