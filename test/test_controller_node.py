@@ -1081,12 +1081,13 @@ def test_lifecycle_transitions_across_processes(arm, rig_env, node_processes, tm
 
 
 @pytest.mark.ros
-def test_start_finds_the_latched_trajectory_and_says_what_it_saw(arm, rig_env, node_processes, tmp_path):
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_start_finds_the_latched_trajectory_and_says_what_it_saw(arm, rig_env, node_processes, tmp_path, executor):
     """The trajectory topic is subscribed from the unconfigured state on; without a trajectory ~/start waits
-    trajectory_wait and then says what it saw (here: a publisher, no sample); once one is published, a start
-    takes it on the first try."""
+    trajectory_wait (a coroutine: the executor goes on meanwhile) and then says what it saw (here: a publisher, no
+    sample); once one is published, a start takes it on the first try."""
     rig, env = rig_env
-    proc, log = controller(node_processes, env, tmp_path, trajectory_wait=0.3)
+    proc, log = controller(node_processes, env, tmp_path, trajectory_wait=0.3, executor=executor)
     rig.connect(log, configure=False)
     rig.until(lambda: rig.traj_pub.get_subscription_count() > 0, 10.0, "the trajectory subscription, unconfigured")
     refused = rig.call(rig.start_client)
