@@ -24,7 +24,9 @@ from rclpy.serialization import deserialize_message, serialize_message  # noqa: 
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 try:
+    from marionette_interfaces.action import ExecuteMotion
     from marionette_interfaces.action import OptimizeTrajectory as OptimizeTrajectoryAction
+    from marionette_interfaces.msg import JointTolerance
     from marionette_interfaces.msg import (ConstraintReport, ConvergenceData, OptimizationOptions, Plan, Retiming,
                                           TrackedTrajectory, TrackingState)
     from marionette_interfaces.srv import OptimizeTrajectory
@@ -182,6 +184,33 @@ def test_message_fields_and_types():
         "duration_s": "double", "drawn_duration_s": "double", "keyframe_times": "sequence<double>",
         "drawn_keyframe_times": "sequence<double>", "limited_by": "sequence<string>", "message": "string",
     }
+
+
+def test_execute_motion_is_follow_joint_trajectory_for_the_arm():
+    """~/execute's action (ExecuteMotion): FollowJointTrajectory's goal tolerances and error codes, the controller's
+    own codes and phases, each the value of the ROS-free rules (tracking/execution.py) that the node sends."""
+    from marionette_control.tracking import execution as E
+
+    R, F = ExecuteMotion.Result, ExecuteMotion.Feedback
+    codes = {getattr(R, name): name.lower().replace("_", " ") for name in dir(R)
+             if name.isupper() and isinstance(getattr(R, name), int)}
+    assert codes == E.CODES
+    assert (R.SUCCESSFUL, R.INVALID_GOAL, R.INVALID_JOINTS, R.PATH_TOLERANCE_VIOLATED,
+            R.GOAL_TOLERANCE_VIOLATED) == (0, -1, -2, -4, -5)  # FollowJointTrajectory's
+    phases = {getattr(F, name) for name in dir(F) if name.startswith("PHASE_")}
+    assert phases == set(E.PHASES)
+    goal = ExecuteMotion.Goal.get_fields_and_field_types()
+    assert goal == {"trajectory": "marionette_interfaces/TrackedTrajectory", "motion_name": "string",
+                    "desired": "trajectory_msgs/JointTrajectory", "options": "marionette_interfaces/OptimizationOptions",
+                    "path_tolerance": "sequence<marionette_interfaces/JointTolerance>",
+                    "goal_tolerance": "sequence<marionette_interfaces/JointTolerance>",
+                    "goal_time_tolerance": "builtin_interfaces/Duration"}
+    assert JointTolerance.get_fields_and_field_types() == {"name": "string", "position": "double"}
+    result = ExecuteMotion.Result.get_fields_and_field_types()
+    assert result["margins"] == "sequence<marionette_interfaces/ConstraintReport>"
+    assert {"rms_error", "max_error", "faults", "fault_counts", "error_string"} <= set(result)
+    feedback = F.get_fields_and_field_types()
+    assert {"phase", "ticks", "desired", "actual", "error", "active_faults", "plan"} <= set(feedback)
 
 
 def test_service_and_action_types_are_coherent():

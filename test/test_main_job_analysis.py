@@ -13,7 +13,7 @@ import pytest
 
 from marionette_control.cli.main_job import analysis as A
 from marionette_control.tracking.controller import ControllerOptions
-from marionette_control.sim.margins import consecutive_runs, drive_margins
+from marionette_control.model.margins import consecutive_runs, drive_margins
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.model.limits import from_description

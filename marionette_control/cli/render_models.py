@@ -72,7 +72,8 @@ def render(names, out: str, dpi: int = 100) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m marionette_control.cli.render_models",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="models to render (default: all registered)")
     parser.add_argument("--out", default="docs/img", help="output directory (default docs/img)")
     parser.add_argument("--dpi", type=int, default=100)

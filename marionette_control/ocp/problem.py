@@ -47,6 +47,7 @@ import numpy as np
 from marionette_control import _core, validation
 from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.model.limits import ModelLimits, limits_of
+from marionette_control.model.margins import FEASIBILITY_TOLERANCE
 from marionette_control.ocp.constraints import (
     FAMILIES,
     BarrierTerm,
@@ -121,7 +122,7 @@ class ConstraintOptions:
     joint_limits: Optional[Mapping[str, tuple]] = None
     force_bounds: Mapping[str, tuple] = field(default_factory=dict)
     barrier_weight: float = 1e-3
-    tolerance: float = 1e-6
+    tolerance: float = FEASIBILITY_TOLERANCE
 
     def __post_init__(self):
         if not isinstance(self.enabled, (bool, np.bool_)):

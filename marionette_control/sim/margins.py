@@ -18,8 +18,8 @@ Each run is split at the trajectory's end N: ``motion`` (the commands of ticks 0
 state N: what the optimizer kept within the limits) and ``after_end`` (the final state held).
 
 A margin is positive when the limit holds (``limit − |value|``, ``value − minimum``), in the limit's unit, and
-counted satisfied within the optimizer's feasibility tolerance (``ConstraintOptions.tolerance`` times the
-constraint's scale: the range width, the speed or acceleration limit, 1 N).
+counted satisfied within the optimizer's feasibility tolerance times the constraint's scale (the rules, shared
+with the controller's ``~/execute`` result: :mod:`marionette_control.model.margins`).
 """
 
 from __future__ import annotations
@@ -28,69 +28,9 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.ocp.problem import ConstraintOptions
+from marionette_control.model.margins import drive_margins, tension_margins
 
 PARTS = ("motion", "after_end")
-
-
-def _worst(margins: np.ndarray, times: np.ndarray, unit: str, scale: float) -> dict:
-    """{margin, time_s, unit, satisfied}: the smallest margin and its time (module docstring for 'satisfied')."""
-    i = int(np.argmin(margins))
-    return {"margin": float(margins[i]), "time_s": float(times[i]), "unit": unit,
-            "satisfied": bool(margins[i] >= -ConstraintOptions.tolerance * scale)}
-
-
-def consecutive_runs(index: np.ndarray) -> list[slice]:
-    """Slices of an increasing integer sequence where it steps by exactly 1 (a gap: a lost sample)."""
-    if index.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(index) != 1) + 1
-    bounds = np.r_[0, breaks, index.size]
-    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict:
-    """{drive: {range, speed, acceleration}} worst margins of positions ρ (n, nk) sampled at the step indices
-    ``index`` (n,) (speed and acceleration only across consecutive steps), each {margin, time_s, unit,
-    satisfied}. limits : model.limits.ModelLimits."""
-    out = {}
-    if index.size == 0:
-        return out
-    t = index * dt
-    for j, drive in enumerate(limits.kinematic):
-        r = rho[:, j]
-        entry = {"range": _worst(np.minimum(r - limits.lower[j], limits.upper[j] - r), t, "m",
-                                 limits.upper[j] - limits.lower[j])}
-        speed, accel = [], []
-        for s in consecutive_runs(index):
-            v = np.diff(r[s]) / dt
-            speed.append((limits.max_velocity[j] - np.abs(v), t[s][1:]))
-            accel.append((limits.max_acceleration[j] - np.abs(np.diff(v)) / dt, t[s][2:]))
-        for key, parts, unit, scale in (("speed", speed, "m/s", limits.max_velocity[j]),
-                                        ("acceleration", accel, "m/s²", limits.max_acceleration[j])):
-            values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
-            if values.size:
-                entry[key] = _worst(values, np.concatenate([p[1] for p in parts]), unit, scale)
-        out[drive] = entry
-    return out
-
-
-def tension_margins(limits, steps: np.ndarray, tension: np.ndarray, dt: float,
-                    slack: Optional[np.ndarray] = None) -> dict:
-    """{string: {margin, time_s, unit, satisfied, lowest_N, minimum_N[, slack_s]}} of the tensions (p, strings) [N]
-    over the steps ``steps`` (p,) (step j: j → j+1, timed jΔt) against the strings' minimum; ``slack_s``, the time
-    [s] over which the string was slack, when ``slack`` (p, strings) bool says which steps were. Strings without a
-    sample are left out. limits : ModelLimits."""
-    out = {}
-    if steps.size == 0:
-        return out
-    for i, name in enumerate(limits.strings):
-        minimum = float(limits.min_tension[i])
-        T = tension[:, i]
-        out[name] = {**_worst(T - minimum, steps * dt, "N", 1.0), "lowest_N": float(T.min()), "minimum_N": minimum}
-        if slack is not None:
-            out[name]["slack_s"] = float(np.count_nonzero(slack[:, i]) * dt)
-    return out
 
 
 def executed_margins(limits, dt: float, N: int, delay: int, ticks: np.ndarray, commands: np.ndarray,

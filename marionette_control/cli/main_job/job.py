@@ -672,7 +672,8 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m marionette_control.cli.main_job", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     p.add_argument("--out", type=Path, default=Path("out") / "main" / stamp, help="report directory")
     p.add_argument("--motion", default="wave", help="named motion (config/motions/<name>.yaml), default wave")
