@@ -21,7 +21,19 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
 3. stops when |Dh∘ζ| < tolerance (thesis §6.5: 1e-6);
 4. Armijo line search (Algorithm 3): λ = β^m, accept ξ_{i+1} = P(ξ_i + λζ) when the
    projection succeeds (the perturbed trajectory is stabilizable by K: the VI
-   step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ.
+   step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ. The search starts one step of the sequence
+   above the previous iteration's accepted λ (λ₀ = min(1, λ_prev/β)), not at 1: on a stiff problem the
+   steps far from the optimum are short for many iterations in a row and every trial above them is a
+   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``): the cart-pole's 138
+   projections in 36 iterations become 56 in the same 36, the two-link arm's 1571 in 137 become 284 in 144;
+   a step may still grow by one factor 1/β per iteration, and jumps straight to 1 when the Newton model is
+   first used. ``armijo_restart`` restores λ₀ = 1 at every iteration.
+
+Newton's model is indefinite far from the optimum (the adjoint is large there), and finding that out costs
+its second-order sweep. After a requested Newton iteration fell back to quasi-Newton, Newton is tried
+again only once |Dg∘ζ| has fallen below ``NEWTON_RETRY`` times its value at that failure (the iterations
+in between are quasi-Newton, recorded as falling back). Measured on the cart-pole: 32 second-order
+sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations.
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
@@ -85,6 +97,8 @@ from marionette_control.ocp.terms import InitialState, Point
 from marionette_control.validation import InvalidOption
 
 METHODS = ("steepest", "quasi_newton", "newton")
+#: Newton is tried again after an indefinite model once |Dg∘ζ| is below this fraction of its value then.
+NEWTON_RETRY = 0.5
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
 
@@ -110,6 +124,8 @@ class OptimizerOptions:
     max_iterations : descent-direction evaluations at most (the converged one counts).
     armijo_beta, armijo_alpha, armijo_max_steps : Algorithm 3 (λ = β^m, sufficient
         decrease α λ Dh∘ζ, at most this many trials).
+    armijo_restart : start every line search at λ = 1 (Algorithm 3 as printed); default False: at
+        min(1, λ_prev/β), one step of the sequence above the previous accepted λ (module docstring).
     projection_Q, projection_R : scalar weights of the LQR that gives the projection
         gains (thesis (6.10): identity).
     deadline : seconds; at the deadline the best trajectory so far is returned
@@ -147,6 +163,7 @@ class OptimizerOptions:
     armijo_beta: float = 0.7
     armijo_alpha: float = 1e-5
     armijo_max_steps: int = 30
+    armijo_restart: bool = False
     projection_Q: float = 1.0
     projection_R: float = 1.0
     deadline: Optional[float] = None
@@ -196,7 +213,7 @@ class OptimizerOptions:
             setattr(self, name, int(getattr(self, name)))
         if self.deadline is not None:
             _require("deadline", validation.problem(self.deadline, positive=True, short=True), "None or ")
-        for name in ("free_initial_state", "warm_start"):
+        for name in ("free_initial_state", "warm_start", "armijo_restart"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise OptionError(name, f"expected True or False, got {getattr(self, name)!r}")
         if self.threads is not None and not _is_integer(self.threads, 1):
@@ -672,6 +689,9 @@ class ProjectionOptimizer:
 
         converged, reason = False, "max_iterations"
         retreats = 0
+        first_step = 0          # the line search's first trial is β^first_step
+        indefinite_at = None    # |Dg∘ζ| when the last requested Newton model was indefinite
+        last_slope = math.inf
         try:
             for i in range(opt.max_iterations):
                 check_stop()
@@ -683,9 +703,15 @@ class ProjectionOptimizer:
                     # Newton model is rarely positive definite (measured on the wave: 7 of 7 fell back):
                     # quasi-Newton, without the wasted second-order evaluation.
                     requested = "quasi_newton"
+                asked = requested
+                if requested == "newton" and indefinite_at is not None and abs(last_slope) > NEWTON_RETRY * indefinite_at:
+                    asked = "quasi_newton"     # the model was indefinite not long ago (module docstring)
                 while True:
-                    d = self._direction(requested, it.X, it.U, A, B, K, point, cost)
+                    d = self._direction(asked, it.X, it.U, A, B, K, point, cost)
                     slope, method = d.slope, d.method
+                    if asked == "newton":
+                        indefinite_at = None if method == "newton" else abs(slope)
+                    last_slope = slope
                     last = stage == len(factors) - 1
                     if abs(slope) >= (opt.tolerance if last else max(opt.tolerance, opt.barrier_centering
                                                                        * factors[stage] * mu_dt)):
@@ -717,7 +743,10 @@ class ProjectionOptimizer:
                     break
                 Z, V, step_slope = self._barrier_step(d, A, B, point, cost)
                 check_stop()
-                new = self._armijo(it, Z, V, K, step_slope, cost, feasible, check_stop)
+                if method == "newton" and (not history or history[-1].method != "newton"):
+                    first_step = 0     # Newton's own step length is 1
+                new = self._armijo(it, Z, V, K, step_slope, cost, feasible, check_stop,
+                                   0 if opt.armijo_restart else first_step)
                 if new is None and self._barriers and feasible and retreats < MAX_RETREATS:
                     # Stalled against a limit (the model misses a constraint's curvature there): a larger
                     # barrier weight pushes the iterate back towards the central path.
@@ -731,6 +760,7 @@ class ProjectionOptimizer:
                     break
                 retreats = 0
                 step, it = new
+                first_step = max(0, round(math.log(step) / math.log(opt.armijo_beta)) - 1)
                 if not feasible and it.violation <= tol_feasible:
                     feasible = True   # from now on the exact log barrier, and only feasible iterates
                     cost = self._stage_cost(factors[stage], feasible, delta)
@@ -745,14 +775,14 @@ class ProjectionOptimizer:
                                   feasible=bool(it.violation <= tol_feasible), violation=float(it.violation),
                                   Lam=it.Lam)
 
-    def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop):
-        """Algorithm 3: λ = β^m until P(ξ + λζ) exists and g decreases by at least α λ Dg∘ζ; once the
-        iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None.
+    def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop, first: int = 0):
+        """Algorithm 3: λ = β^m, m = first, first + 1, ..., until P(ξ + λζ) exists and g decreases by at least
+        α λ Dg∘ζ; once the iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None.
 
         With worker threads the trials run in groups (λ, βλ, ...) at once; the first
         acceptable λ of the sequence is taken, as in the sequential search."""
         opt = self.options
-        lams = [opt.armijo_beta ** m for m in range(opt.armijo_max_steps)]
+        lams = [opt.armijo_beta ** m for m in range(first, first + opt.armijo_max_steps)]
         X, U = it.X, it.U
 
         def trial(ds, lam):
