@@ -83,7 +83,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -131,14 +130,13 @@ class OptimizerOptions:
     deadline : seconds; at the deadline the best trajectory so far is returned
         (reason "deadline").
     free_initial_state : optimize x(0) too (thesis §6.3.2.1); unconstrained models only.
-    threads : worker threads for speculative Armijo trials (λ, βλ, ... projected at
-        once, each on its own DiscreteSystem; the accepted step is the one a sequential
-        search accepts). Default 1; None: the usable cores, at most 4. Small problems
-        (N·nx < 2000) always run on one thread. On this project's shared 2-vCPU
-        machines neither this nor splitting the linearization and second order of a
-        trajectory across threads measured a consistent gain (hence the default); on
-        machines with free cores the speculative trials shorten the first iterations,
-        whose early trials fail part-way.
+    threads : threads of the core's loops over the trajectory's steps, which are independent
+        given the trajectory: the linearization (with the constraint forces' derivatives) and
+        the contracted second order, each thread with its own workspace on the shared model
+        (``DiscreteSystem.linearize_trajectory(..., threads=)``); the projection is a recursion
+        and runs on one. The result agrees with one thread's to rounding. Default 1; None: the
+        usable cores, at most 4. Small problems (N·nx < 2000) always run on one thread, where
+        starting the threads costs more than it saves.
     barrier_start, barrier_decrease, barrier_centering, barrier_delta : the barrier
         method for inequality constraints (module docstring): first weight = barrier_start ×
         the barrier terms' weight (≥ 1), factor per problem (0, 1), centering tolerance factor
@@ -410,60 +408,43 @@ class ProjectionOptimizer:
                 threads = os.cpu_count() or 1
             threads = max(1, min(4, threads))
         self._threads = int(threads)
-        self._pool = None
-        self._systems = [system]
-        if self._threads > 1:
-            # A DiscreteSystem serves one thread at a time (internal mutex): one per worker.
-            self._systems += [_core.DiscreteSystem(model, system.dt, tolerance=system.tolerance,
-                                                   max_iterations=system.max_iterations)
-                              for _ in range(self._threads - 1)]
-
-    # -- parallel per-step work ------------------------------------------------------------------
-
-    def _parallel(self, N: int) -> bool:
-        return self._threads > 1 and N * self.system.model.nx >= 2000
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="optimizer")
-        return self._pool
 
     # -- the core's evaluations ---------------------------------------------------------------------
 
+    def _step_threads(self, N: int) -> int:
+        """Threads of the core's loops over N independent steps (``threads``; one below N·nx = 2000)."""
+        return self._threads if N * self.system.model.nx >= 2000 else 1
+
     def linearize(self, X: np.ndarray, U: np.ndarray):
         """A (N, nx, nx), B (N, nx, nU) along (X, U) (the core's batch linearization)."""
-        return self.system.linearize_trajectory(X, U)
+        return self.system.linearize_trajectory(X, U, threads=self._step_threads(U.shape[0]))
 
     def point(self, X: np.ndarray, U: np.ndarray, Lam=None, derivatives: bool = False) -> Point:
         """The :class:`~.terms.Point` the cost is evaluated at; with the constraint forces (and, with
         ``derivatives``, their derivatives) from the core when a term reads them."""
         if not self._lam:
             return Point(X, U)
+        threads = self._step_threads(U.shape[0])
         if derivatives:
-            _, _, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+            _, _, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True, threads=threads)
             return Point(X, U, Lam, Lam_x, Lam_u)
         if Lam is None:
-            Lam = self.system.constraint_forces_trajectory(X, U)
+            Lam = self.system.constraint_forces_trajectory(X, U, threads=threads)
         return Point(X, U, Lam)
 
     def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray, W: Optional[np.ndarray] = None):
         """Z[k]ᵀD²f (+ W[k]ᵀD²λ_k) along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k)."""
-        if W is None:
-            return self.system.second_order_trajectory(X, U, Z)
-        return self.system.second_order_trajectory(X, U, Z, W)
+        return self.system.second_order_trajectory(X, U, Z, W, threads=self._step_threads(U.shape[0]))
 
     def projection_gains(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """K(k) of the projection operator from LQR on the linearization (thesis (6.10))."""
         return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False).K
 
-    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray, system=None):
+    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray):
         """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10)).
 
         Returns (X, U), or (X, U, Lam) when a cost term reads the constraint forces."""
-        system = system or self.system
-        if self._lam:
-            return system.project(x0, Xbar, Ubar, K, constraint_forces=True)
-        return system.project(x0, Xbar, Ubar, K)
+        return self.system.project(x0, Xbar, Ubar, K, constraint_forces=self._lam)
 
     # -- cost ----------------------------------------------------------------------------------------
 
@@ -638,7 +619,8 @@ class ProjectionOptimizer:
         if not self._lam:
             A, B = self.linearize(X, U)
             return A, B, Point(X, U)
-        A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+        A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True,
+                                                                   threads=self._step_threads(U.shape[0]))
         return A, B, Point(X, U, Lam, Lam_x, Lam_u)
 
     def optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]] = None,
@@ -777,44 +759,22 @@ class ProjectionOptimizer:
 
     def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop, first: int = 0):
         """Algorithm 3: λ = β^m, m = first, first + 1, ..., until P(ξ + λζ) exists and g decreases by at least
-        α λ Dg∘ζ; once the iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None.
-
-        With worker threads the trials run in groups (λ, βλ, ...) at once; the first
-        acceptable λ of the sequence is taken, as in the sequential search."""
+        α λ Dg∘ζ; once the iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None."""
         opt = self.options
-        lams = [opt.armijo_beta ** m for m in range(first, first + opt.armijo_max_steps)]
         X, U = it.X, it.U
-
-        def trial(ds, lam):
+        for m in range(first, first + opt.armijo_max_steps):
+            check_stop()
+            lam = opt.armijo_beta ** m
             Xb = X + lam * Z
             try:
-                out = self.project(Xb[0], Xb, U + lam * V, K, system=ds)
+                out = self.project(Xb[0], Xb, U + lam * V, K)
             except _core.StepError:
-                return None
+                continue
             new = self._cost_at(cost, out[0], out[1], out[2] if self._lam else None)
             if not np.isfinite(new.objective) or new.objective >= it.objective + opt.armijo_alpha * lam * slope:
-                return None
+                continue
             if feasible and self._barriers and (new.violation > opt.feasibility_tolerance or np.any(
                     new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
-                return None
+                continue
             return lam, new
-
-        group = len(self._systems) if self._parallel(U.shape[0]) else 1
-        for start in range(0, len(lams), group):
-            check_stop()
-            batch = lams[start:start + group]
-            if group == 1:
-                results = [trial(self.system, batch[0])]
-            else:
-                futures = [self._executor().submit(trial, ds, lam) for ds, lam in zip(self._systems, batch)]
-                results = [f.result() for f in futures]
-            for res in results:
-                if res is not None:
-                    return res
         return None
-
-    def close(self) -> None:
-        """Stops the worker threads (also done at interpreter exit)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
