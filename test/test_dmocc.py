@@ -130,7 +130,9 @@ def test_swing_up_reaches_the_projection_optimum():
     ds, cost, X0, U0 = swing_up()
     nlp = Transcription(ds, cost, X0[0], 100)
     r = DmoccSolver(nlp).solve(X0, U0)
-    p = ProjectionOptimizer(ds, cost, OptimizerOptions(tolerance=1e-8)).optimize(X0, U0)
+    # |Dh∘ζ| < tolerance bounds the distance to the optimum by about sqrt(tolerance / smallest curvature)
+    # (~2e-6 at 1e-8 here): to compare trajectories to 1e-7 the projection operator stops at 1e-12.
+    p = ProjectionOptimizer(ds, cost, OptimizerOptions(tolerance=1e-12)).optimize(X0, U0)
     assert r.converged and r.status == "Solve_Succeeded" and p.converged
     assert r.cost == pytest.approx(SWING_UP_COST, rel=1e-8)
     assert abs(r.cost - p.cost) <= 1e-9 * p.cost

@@ -59,6 +59,18 @@ std::vector<std::string> dynamic_names(const Model& m) {
   return out;
 }
 
+/// The `threads` argument of the batch loops over independent steps (>= 1).
+int thread_count(long threads) {
+  if (threads < 1 || threads > 256)
+    throw py::value_error("threads must be an integer in [1, 256] (worker threads of the batch loop), got " +
+                          std::to_string(threads));
+  return static_cast<int>(threads);
+}
+
+#define MC_THREADS_DOC \
+  "threads > 1 splits the independent steps into that many chunks, each solved on a thread of its own with its " \
+  "own workspace (the results agree with one thread's to rounding)."
+
 void check_states(const Model& m, const Arr& X, long N) {
   check_array(X, {N + 1, m.nx()}, "X (states, N+1 rows for N input rows, model '" + m.name + "')", state_names(m));
 }
@@ -247,27 +259,30 @@ void bind_discrete_system(py::module_& m) {
           "the multipliers lambda_k of the computed steps (see constraint_forces).")
       .def(
           "constraint_forces_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, long threads) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             auto Lam = empty({N, M.nc()});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.constraint_forces_trajectory(X.data(), U.data(), static_cast<int>(N), Lam.mutable_data());
+              s.constraint_forces_trajectory(X.data(), U.data(), static_cast<int>(N), Lam.mutable_data(), T);
             }
             return Lam;
           },
-          py::arg("X"), py::arg("U"),
+          py::arg("X"), py::arg("U"), py::arg("threads") = 1,
           "Lam (N, m): lambda_k of every step k of (X (N+1, nx), U (N, nU)), each solved from (X[k], U[k]) "
-          "(Newton guess X[k+1]); the same solves as linearize_trajectory.\n" MC_LAMBDA_CONVENTION)
+          "(Newton guess X[k+1]); the same solves as linearize_trajectory. " MC_THREADS_DOC "\n"
+          MC_LAMBDA_CONVENTION)
       .def(
           "linearize_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces) -> py::object {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces, long threads) -> py::object {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             auto A = empty({N, M.nx(), M.nx()});
             auto B = empty({N, M.nx(), M.nU()});
             auto Lam = optional_output(constraint_forces, {N, M.nc()});
@@ -277,21 +292,22 @@ void bind_discrete_system(py::module_& m) {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), A.mutable_data(), B.mutable_data(),
-                                     data(Lam), data(Lam_x), data(Lam_u));
+                                     data(Lam), data(Lam_x), data(Lam_u), T);
             }
             if (!constraint_forces) return py::make_tuple(A, B);
             return py::make_tuple(A, B, *Lam, *Lam_x, *Lam_u);
           },
-          py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false,
+          py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false, py::arg("threads") = 1,
           "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (Newton guess "
           "X[k+1]). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
-          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize).")
+          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize). " MC_THREADS_DOC)
       .def(
           "second_order_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W, long threads) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             check_array(Z, {N, M.nx()}, "Z (covectors of x_{k+1}, one row per step)", state_names(M));
             const Arr Wa = optional_array(W, {N, M.nc()}, "W (covectors of lambda_k, one row per step)",
                                           constraint_names(M));
@@ -303,13 +319,13 @@ void bind_discrete_system(py::module_& m) {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.second_contracted_trajectory(X.data(), U.data(), Z.data(), static_cast<int>(N), xx.mutable_data(),
-                                             xu.mutable_data(), uu.mutable_data(), Wp);
+                                             xu.mutable_data(), uu.mutable_data(), Wp, T);
             }
             return py::make_tuple(xx, xu, uu);
           },
-          py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(),
+          py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(), py::arg("threads") = 1,
           "Z[k]^T D2f_k + W[k]^T D2lambda_k along a trajectory (see second_order_contracted): xx (N, nx, nx), "
-          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None.")
+          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None. " MC_THREADS_DOC)
       .def(
           "project",
           [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K,

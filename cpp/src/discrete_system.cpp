@@ -1,6 +1,10 @@
 // One-step map, batch loops and the stateful integrator (see discrete_system.hpp).
 #include "marionette/discrete_system.hpp"
 
+#include <algorithm>
+#include <exception>
+#include <thread>
+
 namespace mc {
 
 DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions options)
@@ -104,44 +108,84 @@ void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* 
   }
 }
 
-void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam) {
-  const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
-    store_lambda(Lam + static_cast<long>(k) * m);
+template <class Work>
+void DiscreteSystem::for_chunks(int N, int threads, const Work& work) {
+  threads = std::max(1, std::min(threads, N));
+  if (threads == 1) {
+    work(*this, 0, N);
+    return;
   }
+  while (static_cast<int>(workers_.size()) < threads - 1) workers_.push_back(std::make_unique<DiscreteSystem>(model_, opt_));
+  auto start = [N, threads](int j) { return static_cast<int>(static_cast<long>(N) * j / threads); };
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int j = 1; j < threads; ++j) {
+    pool.emplace_back([&, j] {
+      try {
+        work(*workers_[j - 1], start(j), start(j + 1));
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+    });
+  }
+  try {
+    work(*this, 0, start(1));
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads) {
+  const int nx = z_.nx, nU = z_.nU, m = z_.m;
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    ds.s_.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      ds.store_lambda(Lam + static_cast<long>(k) * m);
+    }
+  });
 }
 
 void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam,
-                                          double* Lam_x, double* Lam_u) {
+                                          double* Lam_x, double* Lam_u, int threads) {
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
-    step_first_derivatives(*model_, opt_, s_, A_, B_);
-    RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = A_;
-    RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = B_;
-    if (Lam) store_lambda(Lam + static_cast<long>(k) * m);
-    if (Lam_x)
-      store_constraint_force_derivatives(*model_, s_, Lam_x + static_cast<long>(k) * m * nx,
-                                         Lam_u + static_cast<long>(k) * m * nU);
-  }
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    StepData& s = ds.s_;
+    s.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
+      RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = ds.A_;
+      RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = ds.B_;
+      if (Lam) ds.store_lambda(Lam + static_cast<long>(k) * m);
+      if (Lam_x)
+        store_constraint_force_derivatives(*model_, s, Lam_x + static_cast<long>(k) * m * nx,
+                                           Lam_u + static_cast<long>(k) * m * nU);
+    }
+  });
 }
 
 void DiscreteSystem::second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx,
-                                                  double* xu, double* uu, const double* W) {
+                                                  double* xu, double* uu, const double* W, int threads) {
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k, 3);
-    step_first_derivatives(*model_, opt_, s_, A_, B_);
-    step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), xx_, xu_,
-                           uu_, W ? W + static_cast<long>(k) * m : nullptr);
-    RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = xx_;
-    RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = xu_;
-    RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = uu_;
-  }
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    StepData& s = ds.s_;
+    s.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k,
+                  3);
+      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
+      step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
+                             ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);
+      RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = ds.xx_;
+      RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = ds.xu_;
+      RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = ds.uu_;
+    }
+  });
 }
 
 void DiscreteSystem::project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N,

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "marionette/del_equations.hpp"
 
@@ -46,15 +47,22 @@ class DiscreteSystem {
   /// Batch loops over N steps; X (N+1, nx), U (N, nU), Lam (N, m), row-major. An optional
   /// output (null = not wanted) comes from the same solves as the others.
   void simulate(const double* x0, const double* U, int N, double* X, int* iterations, double* Lam = nullptr);
-  /// lambda_k of every step k, each solved from (X[k], U[k]) with the guess X[k+1].
-  void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam);
+  /// The loops below solve every step k from (X[k], U[k]) with the guess X[k+1]: given the trajectory
+  /// the steps are independent, and `threads` > 1 splits them into that many contiguous chunks, the
+  /// first solved on the calling thread with this object's workspace, each other on a thread of its own
+  /// with a worker's (a DiscreteSystem on the same immutable Model, made on first use and kept: Model
+  /// / Data). The multipliers' Newton guess is the previous step's solution within a chunk and zero at
+  /// its start; the step's equations are linear in the multipliers, so the results agree with one
+  /// thread's to rounding. The error of the earliest failing step is the one raised.
+  /// lambda_k of every step k.
+  void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads = 1);
   /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).
   void linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam = nullptr,
-                            double* Lam_x = nullptr, double* Lam_u = nullptr);
+                            double* Lam_x = nullptr, double* Lam_u = nullptr, int threads = 1);
   /// Z (N, nx): covector of x_{k+1} for step k; W (N, m, or null): covector of lambda_k.
   /// Outputs (N, nx, nx), (N, nx, nU), (N, nU, nU).
   void second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx, double* xu,
-                                    double* uu, const double* W = nullptr);
+                                    double* uu, const double* W = nullptr, int threads = 1);
 
   /// Projection operator of thesis (6.10): x(0) = x0, u(k) = ubar(k) - K(k)(x(k) - xbar(k)),
   /// x(k+1) = f(x(k), u(k)). Xbar (N+1, nx), Ubar (N, nU), K (N, nU, nx); writes X (N+1, nx), U (N, nU)
@@ -91,6 +99,10 @@ class DiscreteSystem {
   void solve_at(const double* x, const double* u, const double* guess, long index, int newton_order = 2);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
+  /// work(system, k0, k1) over the steps [0, N) in `threads` chunks (see the batch loops above).
+  template <class Work>
+  void for_chunks(int N, int threads, const Work& work);
+  std::vector<std::unique_ptr<DiscreteSystem>> workers_;  ///< workspaces of the batch loops' other threads
   std::shared_ptr<const Model> model_;
   VIOptions opt_;
   Layout z_;
