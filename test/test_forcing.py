@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.model import FORCING_RULES, SystemBuilder, library
+from marionette_control.model import DEFAULT_FORCING, FORCING_RULES, SystemBuilder, library
 from marionette_control.study import forcing as study
 from marionette_control.tracking.estimation import LegendreEstimator
 
@@ -55,10 +55,10 @@ def test_forcing_is_a_model_option():
     b.frame("link", "world", "rx", config="theta")
     b.frame("bob", "link", "tz", value=-1.0, mass=1.0)
     b.damping("theta", 0.1)
-    thesis = b.build()
+    sym = b.build()                         # a new model's default: builder.DEFAULT_FORCING
+    assert DEFAULT_FORCING == "symmetric" and sym.forcing == "symmetric" and sym.forcing_weights == (0.5, 0.5)
+    thesis = b.forcing("thesis").build()
     assert thesis.forcing == "thesis" and thesis.forcing_weights == (1.0, 0.0)
-    sym = b.forcing("symmetric").build()
-    assert sym.forcing == "symmetric" and sym.forcing_weights == (0.5, 0.5)
     assert sym.hash != thesis.hash
     assert SystemBuilder.from_model(sym).build().forcing == "symmetric"   # a variant keeps the rule
     with pytest.raises(ValueError, match="forcing must be one of thesis, symmetric, got 'midpoint'"):
