@@ -250,6 +250,18 @@ def test_a_start_that_violates_the_constraints_is_reported_until_one_iterate_sat
     assert_within_limits(p, r.X, r.U)
 
 
+def test_a_start_inside_the_constraints_at_its_optimum_converges_there(wave_runs):
+    """From the constrained optimum itself (every margin ≥ 0, the slope of the first barrier problem already below
+    its centring threshold) the optimizer takes the exact barrier and converges at once; it used to shrink the
+    approximate barrier's extension until it reported "infeasible" after 0 iterations (the identification motion's
+    constrained stage from its unconstrained optimum, which lies inside the reserved limits)."""
+    on, _ = wave_runs
+    p = on.problem
+    r = ProjectionOptimizer(p.system, p.cost, p.options).optimize(on.trajectory.X, on.trajectory.U)
+    assert r.violation == 0.0 and r.feasible and r.converged and r.reason == "converged"
+    assert len(r.history) <= 2 and r.cost == pytest.approx(on.result.cost, rel=1e-9)
+
+
 @pytest.mark.parametrize("families", [("range", "speed", "acceleration"), ("tension",)])
 def test_newton_model_with_barriers_is_second_derivative_of_projected_cost(families):
     """Prop. 6/7 with barrier terms: the Newton model (ℓ_xx + zᵀf_xx + wᵀλ_xx ...) equals D²g∘(ζ, ζ) of

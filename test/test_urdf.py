@@ -444,10 +444,10 @@ def test_a_joint_moving_no_mass_is_reported_with_the_file():
 
 def test_forcing_option_of_the_load_path():
     """URDF says nothing about the integrator: ``load_urdf(..., forcing=)`` chooses the forcing discretization of the
-    joints' damping (thesis (4.12); default thesis), a bad name is refused with the choices."""
+    joints' damping (thesis (4.12); default a new model's, symmetric), a bad name is refused with the choices."""
     urdf = robot(joint("j", extra='<dynamics damping="0.25"/>') + link("a", inertial(xyz="0 0 -1")))
-    assert load_urdf(urdf).forcing == "thesis"
-    m = load_urdf(urdf, forcing="symmetric")
-    assert m.forcing == "symmetric" and m.hash != load_urdf(urdf).hash
+    assert load_urdf(urdf).forcing == "symmetric"
+    m = load_urdf(urdf, forcing="thesis")
+    assert m.forcing == "thesis" and m.hash != load_urdf(urdf).hash
     with pytest.raises(ValueError, match="forcing must be one of thesis, symmetric"):
         load_urdf(urdf, forcing="euler")

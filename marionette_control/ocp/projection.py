@@ -700,7 +700,11 @@ class ProjectionOptimizer:
                         break
                     # This barrier problem is solved: the next one (a lower weight; while infeasible, a
                     # steeper extension) starts from the same iterate, linearization and gains.
-                    if not feasible:
+                    if not feasible and it.violation <= tol_feasible:
+                        # solved at an iterate inside the constraints (a start inside them, e.g. the unconstrained
+                        # optimum): from now on the exact log barrier, as after a step (below)
+                        feasible = True
+                    elif not feasible:
                         delta *= opt.barrier_decrease
                         if delta < 1e-9:
                             reason = "infeasible"
