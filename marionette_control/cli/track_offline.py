@@ -9,7 +9,9 @@ Runs :func:`marionette_control.sim.offline_loop.run_loop`: the controller node's
 (built from ``config/marionette_arm.yaml`` and the controller parameters) against the hardware
 stand-in's :class:`~marionette_control.sim.simulator.SimulatedArm` with a hardware
 profile, cycle by cycle as ros2_control runs them, and prints the RMS and largest error of the
-arm's true angles against the trajectory (degrees).
+arm's true angles against the trajectory (degrees), the plant's lowest string tension (and over the first 0.1 s),
+the ticks whose command the tension guard moved, and the RMS of the commanded drive accelerations' deviation from
+the plan's (``LoopResult.commands_summary``).
 
 * ``--hardware FIELD=VALUE`` changes a field of the profile (``HardwareProfile``: e.g.
   ``command_delay_steps=0``, ``noise_std=0.001``, ``plant_model_file=``, ``drive_mode=rate_limited``,
@@ -96,9 +98,20 @@ def format_result(title: str, result: LoopResult) -> str:
     rows = [f"{title}: {len(result.k)} ticks, status: {result.status[1]}"]
     for name, s in result.summary().items():
         rows.append(f"  {name:10s} RMS {s['rms_deg']:7.3f} deg   max {s['max_deg']:7.3f} deg")
+    t = result.tension_summary()
+    rows.append(f"  string tension min {t['tension_min_n']:.3f} N at {t['tension_min_t']:.2f} s (first 0.1 s: "
+                f"{t['tension_min_start_n']:.3f} N); tension guard acted on {t['guarded_ticks']} ticks")
+    rows.append("  commanded acceleration - plan's, RMS (max): " + ", ".join(
+        f"{n} {c['acceleration_deviation_rms']:.2f} ({c['acceleration_deviation_max']:.1f})"
+        for n, c in result.commands_summary().items()))
     if result.fault_counts:
         rows.append("  faults: " + ", ".join(f"{k} {v}" for k, v in sorted(result.fault_counts.items())))
     return "\n".join(rows)
+
+
+def _run_record(result: LoopResult) -> dict:
+    """The run's tension, tension guard and command figures (JSON)."""
+    return {"aborted": bool(result.aborted), **result.tension_summary(), "commands": result.commands_summary()}
 
 
 def main(argv=None) -> int:
@@ -140,14 +153,16 @@ def main(argv=None) -> int:
         return 1
     print(f"profile {profile.name}: " + ", ".join(f"{k}={v}" for k, v in profile.as_dict().items() if k != "name"))
     print(format_result("closed loop", closed))
-    report = {"profile": profile.as_dict(), "controller": values, "closed_loop": closed.summary()}
+    report = {"profile": profile.as_dict(), "controller": values, "closed_loop": closed.summary(),
+              "closed_loop_run": _run_record(closed)}
     if opened is not None:
         print(format_result("feed-forward only (open loop)", opened))
         o, c = opened.summary(), closed.summary()
         joint = max(o, key=lambda n: o[n]["rms_deg"])
         ratio = o[joint]["rms_deg"] / max(c[joint]["rms_deg"], 1e-300)
         print(f"open / closed loop RMS on {joint} (where open loop errs most): {ratio:.2f}")
-        report.update(open_loop=o, ratio={"joint": joint, "open_over_closed": ratio})
+        report.update(open_loop=o, open_loop_run=_run_record(opened),
+                      ratio={"joint": joint, "open_over_closed": ratio})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

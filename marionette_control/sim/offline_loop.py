@@ -114,7 +114,9 @@ class LoopResult:
     dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
     dt : the time step; X_motion : (n, nx) the tracked trajectory's x_d(k); with re-planning X_ref is the
     reference of the plan in effect (without: X_motion); ``tension`` (n, strings) the plant's string tension
-    over each tick's step [N] (``SimulatedArm.tension``); ``mpc``: with re-planning, ``updates`` (each
+    over each tick's step [N] (``SimulatedArm.tension``); ``guarded`` (n,) whether the tension guard moved the
+    tick's command (``TickResult.guarded``); ``U_motion`` (N, nU) the tracked trajectory's inputs u_d;
+    ``drive_names`` the kinematic configurations; ``mpc``: with re-planning, ``updates`` (each
     update's ``Update.to_dict``), the core's plan counts (``offered``, ``switched``, ``rejected`` by reason)
     and its ``last_rejection``.
     """
@@ -134,6 +136,9 @@ class LoopResult:
     dt: float
     X_motion: np.ndarray
     tension: np.ndarray
+    guarded: np.ndarray
+    U_motion: np.ndarray
+    drive_names: list
     mpc: dict = field(default_factory=dict)
 
     def angle_errors(self, upto_end: bool = True) -> np.ndarray:
@@ -158,6 +163,39 @@ class LoopResult:
         e = np.degrees(self.angle_errors())
         return {n: {"rms_deg": float(np.sqrt(np.mean(e[:, i] ** 2))), "max_deg": float(np.max(np.abs(e[:, i])))}
                 for i, n in enumerate(self.dynamic_names)}
+
+    def acceleration_deviation(self) -> np.ndarray:
+        """(m, nk) the commanded drive accelerations minus the plan's [m/s² or rad/s²], at the ticks k whose command
+        and the two before it are of consecutive ticks within the motion: the command of tick k is ρ_{j+1}, j = k + d,
+        its acceleration (ρ_{j+1} − 2ρ_j + ρ_{j−1})/Δt² from the commands of ticks k, k−1, k−2, the plan's from
+        u_d(j), u_d(j−1), u_d(j−2) (the drives' positions one step ahead, thesis §3.6)."""
+        d, N, nk = self.options.command_delay_steps, self.N, len(self.drive_names)
+        rho, plan = self.commands[:, -nk:], self.U_motion[:, -nk:]
+        i = np.flatnonzero((self.k[2:] - self.k[:-2] == 2) & (self.k[2:] >= 2 - d) & (self.k[2:] + d < N)) + 2
+        j = self.k[i] + d
+        a = (rho[i] - 2.0 * rho[i - 1] + rho[i - 2]) / self.dt ** 2
+        return a - (plan[j] - 2.0 * plan[j - 1] + plan[j - 2]) / self.dt ** 2
+
+    def commands_summary(self) -> dict:
+        """{drive: {acceleration_deviation_rms, acceleration_deviation_max}} of :meth:`acceleration_deviation`: the
+        high-frequency content the feedback adds to the plan's commands (encoder noise through the estimate and the
+        gains; docs/tracking.md, "Quiet commands")."""
+        dev = self.acceleration_deviation()
+        return {n: {"acceleration_deviation_rms": float(np.sqrt(np.mean(dev[:, i] ** 2))) if len(dev) else 0.0,
+                    "acceleration_deviation_max": float(np.max(np.abs(dev[:, i]))) if len(dev) else 0.0}
+                for i, n in enumerate(self.drive_names)}
+
+    def tension_summary(self, start: float = 0.1) -> dict:
+        """{tension_min_n, tension_min_start_n, tension_min_t, guarded_ticks} over the motion (k <= N) of the plant's
+        strings: the lowest tension [N] and its time [s] into the motion, the lowest over the first ``start`` s, and
+        the ticks whose command the tension guard moved."""
+        sel = self.k <= self.N
+        T = self.tension[sel].min(axis=1) if self.tension.size else np.full(int(sel.sum()), np.inf)
+        t = self.k[sel] * self.dt
+        first = T[t <= start + 1e-9]
+        return {"tension_min_n": float(T.min()), "tension_min_t": float(t[int(np.argmin(T))]),
+                "tension_min_start_n": float(first.min()) if first.size else math.inf,
+                "guarded_ticks": int(np.count_nonzero(self.guarded))}
 
 
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
@@ -234,18 +272,18 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         res, x_true, tension = cycle()
         if res.kind == "tick":
             ref = trajectory.X[min(res.k, trajectory.N)]
-            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension))
+            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension, res.guarded))
         elif not core.running:
             break  # aborted (a tolerance): the status says why
         elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
             break  # holding on a fault that does not clear
     if not rows:
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
-    k, X_true, X_hat, X_ref, U, X_motion, T = (np.array(a) for a in zip(*rows))
+    k, X_true, X_hat, X_ref, U, X_motion, T, guarded = (np.array(a) for a in zip(*rows))
     record = {}
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
     return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
-                      X_motion, T, record)
+                      X_motion, T, guarded.astype(bool), trajectory.U, list(model.config_names[model.nd:]), record)
