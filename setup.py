@@ -225,6 +225,7 @@ setup(
             "marionette-bag-play = marionette_control.cli.bag_play:main",
             "marionette-bag-summary = marionette_control.cli.bag_summary:main",
             "marionette-bag-replay = marionette_control.cli.bag_replay:main",
+            "marionette-calibrate = marionette_control.cli.calibrate:main",
         ]
     },
 )

@@ -58,6 +58,9 @@ class SymbolicModel:
 
 def symbolic_model(ca, model, dt: float, damping: dict, forces: dict) -> SymbolicModel:
     """``damping``: {configuration: c} (F = −c q̇); ``forces``: {configuration: force-input index}."""
+    if model.forcing != "thesis":
+        raise ValueError(f"the CasADi peer transcribes thesis (4.12a)'s forcing only; model '{model.name}' uses "
+                         f"the {model.forcing} rule")
     nq, nd, nu = model.nq, model.nd, model.nu
     q, v, u = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("u", nu)
     G0 = np.asarray(model.placements(np.zeros(nq)))

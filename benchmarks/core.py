@@ -11,7 +11,12 @@ derivative figure includes the step's Newton solve (the same holds for the
 peer's). Times include the Python call (argument conversion) — the way they are
 used. The constraint-force variants (lambda_k and its derivatives with the first
 order, a covector W of lambda in the second order; issue 11) are timed in the same
-run as the plain calls, and their ratio to them is reported.
+run as the plain calls, and their ratio to them is reported. So is the same model
+with the symmetric forcing (``humanoid.symmetric.*``; f- = f+ = dt F/2 instead of
+thesis (4.12a)'s f- = dt F, f+ = 0, issue 27; the humanoid's forces are its joint
+damping): the same calls along its own simulated trajectory, each paired with the
+thesis model's call (per step: the two calls at step k back to back; whole
+trajectories: interleaved), and the medians of the ratios symmetric / thesis.
 """
 
 from __future__ import annotations
@@ -26,12 +31,12 @@ DT = 0.01
 TOLERANCE = 1e-10
 
 
-def humanoid_setup(steps: int):
+def humanoid_setup(steps: int, forcing: str = "thesis"):
     from marionette_control import _core
     from marionette_control.model import library
     from marionette_control.model.library import humanoid_marionette as hm
 
-    m = library.get("humanoid_marionette")
+    m = library.get("humanoid_marionette", forcing=forcing)
     q0 = hm.initial_configuration(m)
     U = hm.string_walk_inputs(m, q0, DT, steps)
     ds = _core.DiscreteSystem(m, DT, tolerance=TOLERANCE)
@@ -48,6 +53,25 @@ def interleaved(plain, variant, repeats: int) -> tuple[list[float], list[float]]
     for _ in range(repeats):
         a += time_once(plain, 1, warmup=0)
         b += time_once(variant, 1, warmup=0)
+    return a, b
+
+
+def paired(plain, variant, indices, sweeps: int) -> tuple[list[float], list[float]]:
+    """Per-call wall times (s) of ``plain(i)`` and ``variant(i)``, the two calls at each index back to back (which
+    one goes first alternates, so that neither gains from caches the other warmed), over ``sweeps`` sweeps of
+    ``indices`` (after one warm-up call of each)."""
+    indices = list(indices)
+    plain(indices[0])
+    variant(indices[0])
+    a, b = [], []
+    for s in range(sweeps):
+        for j, i in enumerate(indices):
+            if (j + s) % 2:
+                b += time_calls(variant, (i,), 1, warmup=0)
+                a += time_calls(plain, (i,), 1, warmup=0)
+            else:
+                a += time_calls(plain, (i,), 1, warmup=0)
+                b += time_calls(variant, (i,), 1, warmup=0)
     return a, b
 
 
@@ -74,16 +98,23 @@ def core(ctx: Context) -> list[Figure]:
     def fig(name, value, unit, notes):
         figs.append(Figure(name, value, unit, "core", None, notes))
 
-    ctx.log(f"core: humanoid, {steps} steps, per-step sweeps")
-    t = time_calls(lambda k: ds.step(X[k], U[k]), ks, sweeps)
-    fig("humanoid.vi_step", median_ms(t), "ms", "ds.step(x_k, u_k); " + per.format(sweeps) + "; target <= 0.3 ms")
-    t = time_calls(lambda k: ds.linearize(X[k], U[k]), ks, sweeps)
-    fig("humanoid.first_order", median_ms(t), "ms",
-        "ds.linearize(x_k, u_k) -> x_{k+1}, A, B (incl. the step); " + per.format(sweeps) + "; target <= 0.3 ms")
-    t = time_calls(lambda k: ds.second_order_contracted(X[k], U[k], Z[k]), ks, max(1, sweeps // 2))
-    fig("humanoid.second_order_contracted", median_ms(t), "ms",
-        "ds.second_order_contracted(x_k, u_k, z_k) -> z^T D2f (xx, xu, uu), incl. step and first order; "
-        + per.format(max(1, sweeps // 2)) + "; target <= 3 ms")
+    _, dss, xs0, _ = humanoid_setup(steps, "symmetric")
+    Xs, iters_s = dss.simulate(xs0, U)
+    sym = "the symmetric forcing's model along its own trajectory, each call paired with the thesis model's; "
+
+    ctx.log(f"core: humanoid, {steps} steps, per-step sweeps (thesis and symmetric forcing paired)")
+    for name, call, n, notes in (
+            ("vi_step", lambda d, X_, k: d.step(X_[k], U[k]), sweeps, "ds.step(x_k, u_k); {}; target <= 0.3 ms"),
+            ("first_order", lambda d, X_, k: d.linearize(X_[k], U[k]), sweeps,
+             "ds.linearize(x_k, u_k) -> x_{{k+1}}, A, B (incl. the step); {}; target <= 0.3 ms"),
+            ("second_order_contracted", lambda d, X_, k: d.second_order_contracted(X_[k], U[k], Z[k]),
+             max(1, sweeps // 2), "ds.second_order_contracted(x_k, u_k, z_k) -> z^T D2f (xx, xu, uu), incl. step and "
+                                  "first order; {}; target <= 3 ms")):
+        t, ts = paired(lambda k: call(ds, X, k), lambda k: call(dss, Xs, k), ks, n)
+        fig(f"humanoid.{name}", median_ms(t), "ms", notes.format(per.format(n)))
+        fig(f"humanoid.symmetric.{name}", median_ms(ts), "ms", sym + notes.format(per.format(n)))
+        fig(f"humanoid.symmetric.{name}.ratio", median_ratio(ts, t), "x",
+            f"humanoid.{name}: symmetric / thesis forcing, median of the ratios of the paired calls")
 
     ctx.log("core: humanoid, whole-trajectory calls")
     t_sim = time_once(lambda: ds.simulate(x0, U), repeats)
@@ -118,6 +149,19 @@ def core(ctx: Context) -> list[Figure]:
     cold_iters = [ds.step(X[k], U[k])[1] for k in ks]
     fig("humanoid.newton_iterations.cold", float(statistics.median(cold_iters)), "iterations",
         "median Newton iterations per single ds.step call (cold guess q_{k+1} = q_k)")
+
+    ctx.log("core: humanoid, whole-trajectory calls, thesis and symmetric forcing interleaved")
+    for what, call, reps in (("simulate", lambda d, X_: d.simulate(X_[0], U), repeats),
+                             ("linearize_trajectory", lambda d, X_: d.linearize_trajectory(X_, U), repeats),
+                             ("second_order_trajectory", lambda d, X_: d.second_order_trajectory(X_, U, Z),
+                              so_repeats)):
+        t_th, t_sy = interleaved(lambda: call(ds, X), lambda: call(dss, Xs), reps)
+        fig(f"humanoid.symmetric.{what}", median_ms(t_sy, steps), "ms",
+            f"ds.{what} total / {steps}; " + sym + whole.format(reps))
+        fig(f"humanoid.symmetric.{what}.ratio", median_ratio(t_sy, t_th), "x",
+            f"ds.{what}: symmetric / thesis forcing, median of the ratios of interleaved calls")
+    fig("humanoid.symmetric.newton_iterations", float(statistics.median(iters_s)), "iterations",
+        "median Newton iterations per step in ds.simulate, symmetric forcing")
 
     peer = ctx.peer("trep")
     if peer is not None:

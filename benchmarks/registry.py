@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 
 # Modules whose import registers groups (later issues append theirs).
 GROUP_MODULES = ["benchmarks.core", "benchmarks.ros", "benchmarks.optimizer", "benchmarks.constraints",
-                 "benchmarks.dmocc", "benchmarks.mpc"]
+                 "benchmarks.dmocc", "benchmarks.mpc", "benchmarks.calibration"]
 
 
 @dataclass

@@ -213,8 +213,9 @@ def tracking(img: Path, steps: int) -> dict:
 
 
 def wave(img: Path) -> dict:
-    """The wave spec with and without its model file's limits, at the animated speed and at twice it (there
-    also with the string tension alone): angles, inputs, drive accelerations and string tension side by side."""
+    """The wave spec with and without its model file's limits (the hardware's alone: no reserve for the feedback,
+    docs/margins.md), at the animated speed and at twice it (there also with the string tension alone): angles,
+    inputs, drive accelerations and string tension side by side."""
     import math
 
     from marionette_control.cli.plot import drive_motion, string_tensions
@@ -228,8 +229,9 @@ def wave(img: Path) -> dict:
     fast = dict(data, motion={"joints": wave_motion["joints"], "angle_unit": "deg", "interpolation": "clamped",
                               "keyframes": [[t / 2.0] + v for t, *v in wave_motion["keyframes"]]})
     runs, out = {}, {}
-    variants = {"unconstrained": {"enabled": False}, "constrained": {"enabled": True},
-                "tension only": {"families": ["tension"]}}
+    hardware = {"margins": {"range": 0.0, "speed": 0.0, "acceleration": 0.0}, "tension_reserve": 0.0}
+    variants = {"unconstrained": {"enabled": False}, "constrained": dict(hardware, enabled=True),
+                "tension only": dict(hardware, families=["tension"])}   # the model file's limits, no reserve
     for speed, base in (("1x", data), ("2x", fast)):
         for label in variants if speed == "2x" else ("unconstrained", "constrained"):
             spec = parse_spec(dict(base, constraints=variants[label]), str(spec_path))

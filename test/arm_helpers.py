@@ -1,8 +1,10 @@
-"""Trajectories of the marionette arm shared by the controller tests: a small limit-respecting bump, the wave."""
+"""Trajectories of the marionette arm shared by the tests: a small limit-respecting bump, the wave, and the physical
+drive motion and string tension of a trajectory."""
 
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import numpy as np
 
@@ -30,12 +32,27 @@ def bump_trajectory(dt: float = 0.01, steps: int = 200, model=None, delay=None) 
     return ds, traj
 
 
-@functools.lru_cache(maxsize=1)
-def wave_motion() -> tuple:
+@functools.lru_cache(maxsize=2)
+def wave_motion(tolerance: Optional[float] = None) -> tuple:
     """(Problem, Trajectory): config/optimize/marionette_arm_wave.yaml (the 8 s wave, constrained) and its optimum
-    with gains for one step of command delay (the spec's), solved once per test process (about 0.2 s)."""
+    with gains for one step of command delay (the spec's), solved once per test process (about 0.2 s);
+    ``tolerance``: the optimizer's convergence tolerance on |Dh∘ζ| instead of the spec's (a more precisely
+    stationary optimum)."""
     from marionette_control.ocp.spec import load_spec
     from marionette_control.ocp.spec_problem import solve_spec
 
-    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml")))
+    overrides = {} if tolerance is None else {"optimizer.tolerance": tolerance}
+    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), overrides))
     return result.problem, result.trajectory
+
+
+def physical(system, X: np.ndarray, U: np.ndarray) -> tuple:
+    """(ρ_{k+1} (N, nk), speed (N, nk), acceleration (N, nk), string tension (N,)) of an arm trajectory, recomputed
+    from X, U and the VI step's own multiplier (T = 2 L λ/Δt), independently of the optimizer's constraint code.
+    system : the arm's DiscreteSystem at the trajectory's Δt."""
+    m, dt = system.model, system.dt
+    rho, v = X[:, m.nd:m.nq], X[:, m.nq + m.nd:]
+    speed = (U[:, m.nu:] - rho[:-1]) / dt
+    acc = (speed - v[:-1]) / dt
+    tension = np.array([ma.string_tension(X[k, :m.nq], system.step(X[k], U[k])[2], dt) for k in range(U.shape[0])])
+    return U[:, m.nu:], speed, acc, tension

@@ -1,8 +1,9 @@
 """Systems, closed forms and reference integrators for test_physics.py.
 
 Everything here is independent of the code under test except the model
-descriptions (built with SystemBuilder) and ``_core.forward_dynamics``, which
-test_physics checks against Tedrake's closed form before relying on it.
+descriptions (built with SystemBuilder) and ``_core.forward_dynamics`` (integrated
+by scipy's DOP853 in ``study.forcing.continuous_solution``), which test_physics
+checks against Tedrake's closed form before relying on it.
 
 Systems
 * ``rotor``: a hub on a free rotation ``psi`` about the vertical axis (gravity
@@ -26,10 +27,10 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from marionette_control import _core
 from marionette_control.model import SystemBuilder
+from marionette_control.study.forcing import continuous_solution
 
 G = 9.81
 
@@ -212,25 +213,7 @@ def continuous_momentum(model: _core.Model, q, qdot) -> np.ndarray:
 
 
 def integrate_continuous(model: _core.Model, q0, qdot0, T: float, u_of_t=None, rho_fns=None):
-    """Integrates the continuous constrained dynamics with DOP853 (rtol = atol = 1e-12).
-
-    Only the dynamic configurations are states; the kinematic ones follow
-    ``rho_fns = (rho, rhod, rhodd)``. Returns (q_d(T), qdot_d(T)).
-    """
-    nd, nk, nu = model.nd, model.nk, model.nu
-    zero_u, zero_k = np.zeros(nu), np.zeros(nk)
-
-    def rhs(t, y):
-        if nk:
-            rho, rhod, rhodd = (f(t) for f in rho_fns)
-            q, v, a = np.concatenate([y[:nd], rho]), np.concatenate([y[nd:], rhod]), rhodd
-        else:
-            q, v, a = y[:nd], y[nd:], zero_k
-        u = zero_u if u_of_t is None else u_of_t(t)
-        qdd, _ = _core.forward_dynamics(model, q, v, u, a)
-        return np.concatenate([y[nd:], qdd[:nd]])
-
-    y0 = np.concatenate([np.asarray(q0, float)[:nd], np.asarray(qdot0, float)[:nd]])
-    sol = solve_ivp(rhs, (0.0, T), y0, method="DOP853", rtol=1e-12, atol=1e-12)
-    assert sol.success, sol.message
-    return sol.y[:nd, -1], sol.y[nd:, -1]
+    """(q_d(T), qdot_d(T)) of the continuous constrained dynamics by DOP853 (rtol = atol = 1e-12), the dynamic
+    configurations the state, the kinematic ones following ``rho_fns = (rho, rhod, rhodd)``
+    (``study.forcing.continuous_solution``)."""
+    return continuous_solution(model, q0, qdot0, T, u_of_t, rho_fns, tolerance=1e-12)

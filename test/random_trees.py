@@ -9,7 +9,8 @@ configuration moves inertia) and point or full masses on offset tips, gravity, l
 springs, configuration springs, damping, configuration forces and body wrenches with input
 and constant components, and up to min(3, nd - 1) constraints: the string (kinematic or fixed
 length, anchored on the carriage or the world), a fixed-length distance constraint and a
-point-on-plane constraint. ``make_case`` places anchors and the plane from the start
+point-on-plane constraint; either forcing rule (thesis (4.12a), or the symmetric split with
+f+ != 0 whose D F+ terms only it exercises). ``make_case`` places anchors and the plane from the start
 configuration so that h(q0) = 0 with well-conditioned Dh, starts at rest (q0 = q1) and
 simulates a few steps, dt in {0.01, 0.02, 0.03, 0.05}, so the checked state lies on the
 constraint manifold and Newton converges. Structure comes from hypothesis, numbers from a
@@ -32,7 +33,7 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 
 from marionette_control import _core
-from marionette_control.model import SystemBuilder, rotation_rpy
+from marionette_control.model import FORCING_RULES, SystemBuilder, rotation_rpy
 
 PRIMITIVES = ("tx", "ty", "tz", "rx", "ry", "rz")
 TOL = 1e-13  # Newton tolerance of every step the checks differentiate
@@ -141,6 +142,7 @@ class Recipe:
     """A random tree model as data; ``build`` replays it into a SystemBuilder."""
     dt: float = 0.02
     gravity: tuple = (0.0, 0.0, -9.8)
+    forcing: str = "thesis"
     # ("const", name, parent, translation, rpy, mass, inertia) or
     # ("prim", name, parent, transform, config, value, kinematic, mass, inertia)
     frames: list = field(default_factory=list)
@@ -165,7 +167,7 @@ class Recipe:
 
     def calls(self, geometry):
         """The SystemBuilder calls as (method, args, kwargs)."""
-        out = [("__init__", ("random_tree",), {"gravity": self.gravity})]
+        out = [("__init__", ("random_tree",), {"gravity": self.gravity, "forcing": self.forcing})]
         if self.string is not None and self.string[2]:
             out.append(("config", ("length",), {"kinematic": True}))
         for f in self.frames:
@@ -253,7 +255,8 @@ class Case:
 
     def __repr__(self):
         m = self.model
-        return (f"Case(nd={m.nd}, nk={m.nk}, nu={m.nu}, nc={m.nc}, dt={self.recipe.dt!r}, seed={self.recipe.seed})\n"
+        return (f"Case(nd={m.nd}, nk={m.nk}, nu={m.nu}, nc={m.nc}, dt={self.recipe.dt!r}, forcing={m.forcing}, "
+                f"seed={self.recipe.seed})\n"
                 f"{self.recipe.code(self.geometry)}\n"
                 f"sys = _core.DiscreteSystem(model, {self.recipe.dt!r}, tolerance={self.sys.tolerance!r})\n"
                 f"x = np.array({self.x.tolist()!r})\nu = np.array({self.u.tolist()!r})")
@@ -278,6 +281,7 @@ def recipes(draw):
         return float(g.uniform(lo, hi))
 
     r.dt = draw(st.sampled_from([0.01, 0.02, 0.03, 0.05]))
+    r.forcing = draw(st.sampled_from(FORCING_RULES))
     r.gravity = vec(-10.0, 10.0) if draw(st.booleans()) else (0.0, 0.0, -9.8)
     nd = draw(st.integers(2, 5))
     nk = draw(st.integers(0, 2))
@@ -489,7 +493,7 @@ def make_case(r: Recipe) -> Case:
 def systems(draw):
     case = make_case(draw(recipes()))
     m = case.model
-    event(f"nk={m.nk} nc={m.nc}")  # coverage shows with --hypothesis-show-statistics
+    event(f"nk={m.nk} nc={m.nc} forcing={m.forcing}")  # coverage shows with --hypothesis-show-statistics
     return case
 
 

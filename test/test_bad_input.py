@@ -26,6 +26,13 @@ def pendulum_builder():
     (lambda b: b.distance_constraint("bob", "bob", 1.0), "joins frame 'bob' to itself"),
     (lambda b: b.config("rho", kinematic=True).damping("rho", 0.1), "damping on kinematic configuration 'rho'"),
     (lambda b: b.config("rho", kinematic=True).config_force("rho"), "acts on kinematic configuration 'rho'"),
+    (lambda b: b.coupling_constraint("theta", "ghost"), "coupling constraint 'theta_coupling': unknown configuration "
+                                                        "'ghost'"),
+    (lambda b: b.config("rho", kinematic=True).coupling_constraint("rho", "theta"),
+     "coupling constraint 'rho_coupling': the follower 'rho' must be a dynamic configuration"),
+    (lambda b: b.frame("x", "world", "ry", config="spin").frame("y", "world", "rz", config="spun")
+     .coupling_constraint("spun", "spin"),
+     "dynamic configuration 'spin' moves no mass .*, nor does any configuration coupled to it"),
 ])
 def test_invalid_models_are_rejected_with_the_offending_name(mutate, message):
     b = pendulum_builder()
@@ -42,6 +49,9 @@ def test_invalid_models_are_rejected_with_the_offending_name(mutate, message):
     (lambda: pendulum_builder().distance_constraint("bob", "world", 0.0), "fixed length must be > 0"),
     (lambda: pendulum_builder().const_frame("c", "bob", rotation=np.ones((3, 3))), "not a proper rotation"),
     (lambda: pendulum_builder().damping("theta", -0.5), "must be >= 0"),
+    (lambda: pendulum_builder().coupling_constraint("theta", "theta"), "couples configuration 'theta' to itself"),
+    (lambda: pendulum_builder().coupling_constraint("theta", "a", float("inf")), "multiplier of coupling constraint "
+                                                                                 "'theta_coupling' must be a finite"),
     (lambda: SystemBuilder("g", gravity=(0, 0)), "gravity must have 3 entries"),
 ])
 def test_invalid_builder_calls_raise_immediately(call, message):

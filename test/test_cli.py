@@ -217,8 +217,13 @@ def test_parse_set_reads_yaml_values():
 
 def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path):
     """marionette-optimize on the wave (constraints on by default): progress lines carry the violation next to
-    the cost (the first iterates' is not zero: the approximate barrier lets them leave the limits), the summary lists every constraint's worst margin; marionette-plot draws the drives' speed and
-    acceleration and the string tension (recomputed from the model: at least the 0.5 N minimum)."""
+    the cost (the first iterates' is not zero: the approximate barrier lets them leave the limits), the summary
+    lists the reserve kept for the feedback, every constraint's worst margin with its limit less the reserve
+    (the carriage's 15 m/s^2 less the default acceleration margin; the string's 0.5 N plus the tension reserve)
+    and the hardware's limit, and says the wave is trackable; marionette-plot draws the drives' speed and
+    acceleration and the string tension (recomputed from the model: at least the 0.5 N minimum and the
+    reserve)."""
+    from marionette_control.ocp.problem import DEFAULT_MARGINS, DEFAULT_TENSION_RESERVE
     from marionette_control.resources import config_dir
 
     out = tmp_path / "wave.npz"
@@ -234,12 +239,18 @@ def test_constrained_wave_reports_margins_and_plots_drives_and_tension(tmp_path)
     assert iters and all(" viol " in line and " mu " in line for line in iters)
     assert " viol 0.0e+00 " in iters[-1]          # the first iterates may leave the limits, the last is inside
     assert "constraints: all satisfied" in text
-    assert "carriage acceleration >= -15 m/s^2: worst margin" in text and "string tension >= 0.5 N" in text
+    acc = 15.0 * (1 - DEFAULT_MARGINS["acceleration"])
+    floor = 0.5 + DEFAULT_TENSION_RESERVE
+    assert f"carriage acceleration >= {-acc:g} m/s^2: worst margin" in text and "(hardware -15 m/s^2" in text
+    assert f"string tension >= {floor:g} N" in text and "(hardware 0.5 N" in text
+    assert f"reserve for the feedback: range {100 * DEFAULT_MARGINS['range']:g} %" in text
+    assert "the motion is trackable: " in text
     tr = Trajectory.load(out, library.get("marionette_arm"))
     assert tr.info["constraints"]["feasible"] and len(tr.info["constraints"]["margins"]) == 13
     assert tr.info["constraints"]["set"]["limits"]["min_tension"] == {"string": 0.5}
+    assert tr.info["constraints"]["set"]["reserved"]["min_tension"] == {"string": pytest.approx(floor)}
     tension = plot.string_tensions(tr)["string"]
-    assert tension.shape == (tr.N,) and tension.min() >= 0.5 - 1e-6
+    assert tension.shape == (tr.N,) and tension.min() >= floor - 1e-6
     speed, acc = plot.drive_motion(tr)["carriage"]
     assert np.abs(acc).max() <= 15.0 * (1 + 1e-6) and np.abs(speed).max() <= 2.0
     assert plot.main([str(out), "-o", str(tmp_path)]) == 0

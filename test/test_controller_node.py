@@ -10,6 +10,7 @@ Every node process is stopped at the end of its test.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -1076,4 +1077,26 @@ def test_lifecycle_transitions_across_processes(arm, rig_env, node_processes, tm
     assert len(rig.commands) == n + 1
     start_again = rig.call(rig.start_client)
     assert not start_again.success and "finalized" in start_again.message
+    check_alive_then_stop(proc, log)
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_start_finds_the_latched_trajectory_and_says_what_it_saw(arm, rig_env, node_processes, tmp_path, executor):
+    """The trajectory topic is subscribed from the unconfigured state on; without a trajectory ~/start waits
+    trajectory_wait (a coroutine: the executor goes on meanwhile) and then says what it saw (here: a publisher, no
+    sample); once one is published, a start takes it on the first try."""
+    rig, env = rig_env
+    proc, log = controller(node_processes, env, tmp_path, trajectory_wait=0.3, executor=executor)
+    rig.connect(log, configure=False)
+    rig.until(lambda: rig.traj_pub.get_subscription_count() > 0, 10.0, "the trajectory subscription, unconfigured")
+    refused = rig.call(rig.start_client)
+    assert not refused.success and re.search(r"no trajectory loaded: 1 publisher\(s\) on /marionette_optimizer/"
+                                             r"trajectory but no sample received within 0\.\d s", refused.message), \
+        refused.message
+    assert rig.state() == "inactive"
+    rig.traj_pub.publish(trajectory_to_msg(arm.traj1, TrackedTrajectory, arm.model.config_names))
+    started = rig.call(rig.start_client)
+    assert started.success and "started tracking from /marionette_optimizer/trajectory" in started.message, \
+        started.message
     check_alive_then_stop(proc, log)

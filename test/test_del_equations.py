@@ -5,12 +5,13 @@ These are the equality constraints of direct transcription (seed 002 (3.6), docs
 1. Consistency with the integrator: along a simulated trajectory with its multipliers the
    residuals vanish to the Newton tolerance and P[k] is the simulated momentum p_{k+1} (the
    integrator solves exactly these equations, one step at a time).
-2. The Jacobian blocks J (w.r.t. q_{k-1}, q_k, q_{k+1}, u_k, lambda_k) and JP against central
-   differences of the residuals, on random constrained trees with kinematic configurations
-   (``random_trees.systems()``), the humanoid marionette (40 configurations, 6 strings) and the
-   marionette arm, at points off the solution too (the functions are closed-form, no Newton
-   solve inside: 5-point differences at eps = 1e-4 have truncation ~1e-13 here, tolerance 1e-8
-   relative).
+2. The Jacobian blocks J (w.r.t. q_{k-1}, q_k, q_{k+1}, u_{k-1}, u_k, lambda_k) and JP (w.r.t. q_k,
+   q_{k+1}, u_k) against central differences of the residuals, on random constrained trees with
+   kinematic configurations under both forcing rules (``random_trees.systems()``; the u_{k-1} blocks,
+   through f+, vanish under the thesis rule), the humanoid marionette (40 configurations, 6
+   strings) and the marionette arm, at points off the solution too (the functions are closed-form,
+   no Newton solve inside: 5-point differences at eps = 1e-4 have truncation ~1e-13 here,
+   tolerance 1e-8 relative).
 3. The Hessian of Y.R + Z.P, assembled from the interval blocks, against central differences
    of the assembled gradient (Y.J + Z.JP), symmetric; linear in (Y, Z).
 4. Bad arguments get specific errors.
@@ -46,13 +47,15 @@ def assembled_gradient(model, J, JP, Y, Z):
         g = Y[k] @ J[k]
         if k > 0:
             gQ[k - 1] += g[:n]
+            gU[k - 1] += g[3 * n:3 * n + nu]
         gQ[k] += g[n:2 * n]
         gQ[k + 1] += g[2 * n:3 * n]
-        gU[k] += g[3 * n:3 * n + nu]
-        gL[k] += g[3 * n + nu:]
+        gU[k] += g[3 * n + nu:3 * n + 2 * nu]
+        gL[k] += g[3 * n + 2 * nu:]
         gp = Z[k] @ JP[k]
         gQ[k] += gp[:n]
-        gQ[k + 1] += gp[n:]
+        gQ[k + 1] += gp[n:2 * n]
+        gU[k] += gp[2 * n:]
     return gQ, gU, gL
 
 
@@ -78,10 +81,14 @@ def check_del_derivatives(sys, p0, Q, Uf, Lam, rng):
     R0, P0 = sys.del_residual(p0, Q, Uf, Lam)
     np.testing.assert_array_equal(R, R0)
     np.testing.assert_array_equal(P, P0)
-    assert J.shape == (N, model.nd + m, 3 * n + nu + m) and JP.shape == (N, model.nd, 2 * n)
-    assert np.all(J[0, :, :n] == 0.0), "node 0 does not depend on a configuration before q_0"
+    assert J.shape == (N, model.nd + m, 3 * n + 2 * nu + m) and JP.shape == (N, model.nd, 2 * n + nu)
+    assert np.all(J[0, :, :n] == 0.0) and np.all(J[0, :, 3 * n:3 * n + nu] == 0.0), \
+        "node 0 does not depend on a configuration or input before q_0"
     assert np.all(J[:, model.nd:, :2 * n] == 0.0) and np.all(J[:, model.nd:, 3 * n:] == 0.0), \
         "the h rows depend on q_{k+1} only"
+    if model.forcing == "thesis":
+        assert np.all(J[:, :, 3 * n:3 * n + nu] == 0.0) and np.all(JP[:, :, 2 * n:] == 0.0), \
+            "f+ = 0: the momenta do not depend on the inputs"
 
     # Each block against central differences of R and P in its own variables.
     for k in range(N):
@@ -89,27 +96,32 @@ def check_del_derivatives(sys, p0, Q, Uf, Lam, rng):
             Qv, Uv, Lv = Q.copy(), Uf.copy(), Lam.copy()
             if slot < 3:
                 Qv[k - 1 + slot] = v
-            elif slot == 3:
-                Uv[k] = v
+            elif slot < 5:
+                Uv[k - 4 + slot] = v
             else:
                 Lv[k] = v
             return sys.del_residual(p0, Qv, Uv, Lv)[0][k]
 
-        points = [Q[k - 1] if k > 0 else None, Q[k], Q[k + 1], Uf[k], Lam[k]]
-        cols = np.cumsum([0, n, n, n, nu, m])
+        points = [Q[k - 1] if k > 0 else None, Q[k], Q[k + 1], Uf[k - 1] if k > 0 else None, Uf[k], Lam[k]]
+        cols = np.cumsum([0, n, n, n, nu, nu, m])
         for slot, v in enumerate(points):
             if v is None:
                 continue
             assert_close(J[k][:, cols[slot]:cols[slot + 1]], central_fd(lambda vv: rk(vv, slot), v, 1e-4, 5),
-                         FD_RTOL, f"dR[{k}]/d{['q_k-1', 'q_k', 'q_k+1', 'u_k', 'lambda_k'][slot]}")
+                         FD_RTOL, f"dR[{k}]/d{['q_k-1', 'q_k', 'q_k+1', 'u_k-1', 'u_k', 'lambda_k'][slot]}")
 
         def pk(v, slot):
-            Qv = Q.copy()
-            Qv[k + slot] = v
-            return sys.del_residual(p0, Qv, Uf, Lam)[1][k]
+            Qv, Uv = Q.copy(), Uf.copy()
+            if slot < 2:
+                Qv[k + slot] = v
+            else:
+                Uv[k] = v
+            return sys.del_residual(p0, Qv, Uv, Lam)[1][k]
 
-        assert_close(JP[k][:, :n], central_fd(lambda vv: pk(vv, 0), Q[k], 1e-4, 5), FD_RTOL, f"dP[{k}]/dq_k")
-        assert_close(JP[k][:, n:], central_fd(lambda vv: pk(vv, 1), Q[k + 1], 1e-4, 5), FD_RTOL, f"dP[{k}]/dq_k+1")
+        cols = np.cumsum([0, n, n, nu])
+        for slot, v in enumerate([Q[k], Q[k + 1], Uf[k]]):
+            assert_close(JP[k][:, cols[slot]:cols[slot + 1]], central_fd(lambda vv: pk(vv, slot), v, 1e-4, 5),
+                         FD_RTOL, f"dP[{k}]/d{['q_k', 'q_k+1', 'u_k'][slot]}")
 
     # The Hessian of Y.R + Z.P against differences of the assembled gradient.
     Y = rng.normal(size=R.shape)
@@ -183,8 +195,9 @@ def test_humanoid_del_equations():
                           np.random.default_rng(5))
 
 
-def test_marionette_arm_del_equations():
-    model = library.get("marionette_arm")
+@pytest.mark.parametrize("forcing", ["thesis", "symmetric"])
+def test_marionette_arm_del_equations(forcing):
+    model = library.get("marionette_arm", forcing=forcing)
     sys = _core.DiscreteSystem(model, 0.01, tolerance=1e-12)
     q = np.zeros(model.nq)
     from marionette_control.ocp.tracking_problem import consistent_configuration, rest_state

@@ -44,10 +44,11 @@ tolerance; the FD steps are chosen so that truncation and the Newton noise (abou
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from marionette_control import _core
-from marionette_control.model import SystemBuilder
+from marionette_control.model import SystemBuilder, library
 from random_trees import EPS, assert_close, central_fd, richardson_fd, second_difference, step_fn, systems
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -196,10 +197,12 @@ def test_first_order_matches_finite_differences(case):
     assert_close(A, richardson_fd(step_fn(sys, u=u), x), 1e-7, "A = df/dx")
     assert_close(B, richardson_fd(step_fn(sys, x=x), u), 1e-7, "B = df/du")
 
-    # Discrete Legendre transform: p_{k+1} = D2 Ld(q_k, q_{k+1}) (f+ = 0).
-    q_k, q_next = x[:n], x_next[:n]
-    assert_close(x_next[n: n + nd], sys.discrete_momentum(q_k, q_next), 1e-12, "discrete_momentum vs p_{k+1}")
-    assert_close(x_next, sys.state_from_configs(q_k, q_next), 1e-12, "state_from_configs vs x_{k+1}")
+    # Discrete Legendre transform: p_{k+1} = D2 Ld(q_k, q_{k+1}) + f+(q_k, q_{k+1}, u_k) (f+ = 0: thesis rule).
+    q_k, q_next, u_f = x[:n], x_next[:n], u[:model.nu]
+    assert_close(x_next[n: n + nd], sys.discrete_momentum(q_k, q_next, u_f), 1e-12, "discrete_momentum vs p_{k+1}")
+    assert_close(x_next, sys.state_from_configs(q_k, q_next, u_f), 1e-12, "state_from_configs vs x_{k+1}")
+    if model.forcing == "thesis":
+        assert_close(x_next, sys.state_from_configs(q_k, q_next), 1e-12, "f+ = 0: no inputs needed")
     # The kinematic rows are exact: q_kin' = rho_next, v' = (rho_next - rho_k)/dt.
     np.testing.assert_array_equal(x_next[nd:n], u[model.nu:])
 
@@ -290,3 +293,31 @@ def test_batch_entry_points_equal_per_step(case):
         assert_close(xx[k], c[0], 1e-9, f"second_order_trajectory xx[{k}]")
         assert_close(xu[k], c[1], 1e-9, f"second_order_trajectory xu[{k}]")
         assert_close(uu[k], c[2], 1e-9, f"second_order_trajectory uu[{k}]")
+    # The same loops split over threads, each with its own workspace: the one-thread result to rounding.
+    threads = min(3, len(U))
+    for one, split, what in ((A, sys.linearize_trajectory(X, U, threads=threads)[0], "A"),
+                             (xx, sys.second_order_trajectory(X, U, Z, threads=threads)[0], "xx"),
+                             (uu, sys.second_order_trajectory(X, U, Z, threads=threads)[2], "uu")):
+        assert_close(one, split, 1e-12, f"{what} with threads={threads}")
+    if model.nc:
+        assert_close(sys.constraint_forces_trajectory(X, U), sys.constraint_forces_trajectory(X, U, threads=threads),
+                     1e-12, f"constraint forces with threads={threads}")
+
+
+def test_threaded_batch_raises_the_earliest_failing_step():
+    """A failure in a later thread's chunk does not hide an earlier step's: the error is the one a sequential
+    loop meets first; a bad thread count is refused by name."""
+    pendulum = library.get("pendulum")
+    U = np.zeros((12, 1))
+    X, _ = _core.DiscreteSystem(pendulum, 0.1).simulate(np.array([0.3, 0.0]), U)
+    sys = _core.DiscreteSystem(pendulum, 0.1, max_iterations=2)   # too few for a momentum off by 50
+    bad = X.copy()
+    bad[3, 1] = bad[10, 1] = 50.0
+    for threads in (1, 3):
+        with pytest.raises(_core.StepError, match="step 3 failed"):
+            sys.linearize_trajectory(bad, U, threads=threads)
+    bad[3] = X[3]
+    with pytest.raises(_core.StepError, match="step 10 failed"):
+        sys.second_order_trajectory(bad, U, np.ones((12, 2)), threads=3)
+    with pytest.raises(ValueError, match=r"threads must be an integer in \[1, 256\]"):
+        sys.linearize_trajectory(X, U, threads=0)

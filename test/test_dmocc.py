@@ -3,7 +3,9 @@
 Evidence:
 * the NLP's gradient, constraint Jacobian and Hessian of the Lagrangian against central
   differences of its own functions, on a piece of the constrained wave with every final condition
-  (the core's blocks are checked in test_del_equations.py);
+  under both forcing rules, and on a damped, torque-driven double pendulum under the symmetric rule
+  (whose momenta depend on the previous step's torques through f+) (the core's blocks are checked
+  in test_del_equations.py);
 * DMOCC and the projection optimizer reach the same optimum from the same start: the seed 001
   pendulum swing-up (13297.37889; cost to 1e-9 relative, trajectories to 1e-7) and the marionette
   arm's constrained wave (drive and tension limits; the projection's barrier at weight 1e-5, whose
@@ -27,6 +29,7 @@ import pytest
 
 pytest.importorskip("casadi")
 
+from marionette_control import _core  # noqa: E402
 from marionette_control.model import library  # noqa: E402
 from marionette_control.cli import optimize as cli  # noqa: E402
 from marionette_control.ocp import request as R  # noqa: E402
@@ -56,11 +59,13 @@ def _dense(pattern, values, shape):
     return A
 
 
+@pytest.mark.parametrize("forcing", ["thesis", "symmetric"])
 @pytest.mark.parametrize("final", ["free", "configuration", "rest", "state"])
-def test_nlp_derivatives_match_finite_differences(final):
+def test_nlp_derivatives_match_finite_differences(final, forcing):
     """Gradient, Jacobian (and its pattern) and Hessian of the Lagrangian of 6 steps of the constrained wave."""
-    spec = load_spec(WAVE_SPEC)
+    spec = load_spec(WAVE_SPEC, {"model": {"name": "marionette_arm", "params": {"forcing": forcing}}})
     problem = build_problem(spec)
+    assert problem.model.forcing == forcing
     X0, U0, _ = initial_trajectory(spec, problem)
     N, k0 = 6, 100
     X, U = X0[k0:k0 + N + 1].copy(), U0[k0:k0 + N].copy()
@@ -70,8 +75,34 @@ def test_nlp_derivatives_match_finite_differences(final):
     nlp = Transcription(problem.system, cost, X[0], N, problem.constraints,
                         None if final == "free" else FinalCondition(final, xN))
     assert nlp.constraints and any(c.needs_lambda for c in nlp.constraints)   # tension rows included
-    rng = np.random.default_rng(1)
     w = nlp.pack(X, U, problem.system.constraint_forces_trajectory(X, U))
+    check_nlp_derivatives(nlp, w)
+
+
+@pytest.mark.parametrize("final", ["free", "state"])
+def test_nlp_derivatives_with_force_inputs_and_symmetric_forcing(final):
+    """The same checks on 6 steps of a damped double pendulum driven by two torques under the symmetric forcing:
+    p_k = D2 Ld + f+_{k-1} depends on u_{k-1}, so node k's rows, the states' Jacobian E and the final momentum
+    row have u_{k-1} entries (absent from the patterns under the thesis rule)."""
+    m = library.get("double_pendulum", damping=0.3, forcing="symmetric")
+    ds = _core.DiscreteSystem(m, 0.05, tolerance=1e-12)
+    N = 6
+    rng = np.random.default_rng(4)
+    U = rng.uniform(-1.0, 1.0, (N, m.nU))
+    X, _ = ds.simulate(np.array([0.4, -0.3, 0.2, 0.1]), U)
+    cost = tracking_cost(X + 0.1, U + 0.2, np.ones(m.nx), np.ones(m.nU))
+    condition = None if final == "free" else FinalCondition(final, X[-1] + 0.01)
+    nlp = Transcription(ds, cost, X[0], N, (), condition)
+    thesis = Transcription(_core.DiscreteSystem(library.get("double_pendulum", damping=0.3), 0.05), cost, X[0], N,
+                           (), condition)
+    assert nlp.jac_pattern.nnz > thesis.jac_pattern.nnz
+    check_nlp_derivatives(nlp, nlp.pack(X, U))
+
+
+def check_nlp_derivatives(nlp, w):
+    """Gradient, Jacobian (with its pattern) and Hessian of the Lagrangian at w (perturbed in its free entries)
+    against central differences of the NLP's own functions."""
+    rng = np.random.default_rng(1)
     free = nlp.lbw != nlp.ubw
     w = w + 1e-3 * rng.normal(size=w.shape) * free
     g = nlp.gradient(w)
@@ -99,7 +130,9 @@ def test_swing_up_reaches_the_projection_optimum():
     ds, cost, X0, U0 = swing_up()
     nlp = Transcription(ds, cost, X0[0], 100)
     r = DmoccSolver(nlp).solve(X0, U0)
-    p = ProjectionOptimizer(ds, cost, OptimizerOptions(tolerance=1e-8)).optimize(X0, U0)
+    # |Dh∘ζ| < tolerance bounds the distance to the optimum by about sqrt(tolerance / smallest curvature)
+    # (~2e-6 at 1e-8 here): to compare trajectories to 1e-7 the projection operator stops at 1e-12.
+    p = ProjectionOptimizer(ds, cost, OptimizerOptions(tolerance=1e-12)).optimize(X0, U0)
     assert r.converged and r.status == "Solve_Succeeded" and p.converged
     assert r.cost == pytest.approx(SWING_UP_COST, rel=1e-8)
     assert abs(r.cost - p.cost) <= 1e-9 * p.cost
@@ -108,6 +141,22 @@ def test_swing_up_reaches_the_projection_optimum():
     assert r.iterations == len(r.history) > 0 and r.elapsed > 0
     print(f"\nswing-up: DMOCC {r.cost:.9f} ({r.iterations} IPOPT iterations, {r.elapsed:.3f} s), projection "
           f"{p.cost:.9f} ({p.iterations} iterations, {p.elapsed:.3f} s)")
+
+
+def test_swing_up_with_symmetric_forcing_reaches_the_projection_optimum():
+    """Under the symmetric forcing too (the torque's impulse split between the step's ends, so the momenta and the
+    DEL rows depend on the previous torque) both methods reach one optimum, a little off the thesis rule's."""
+    _, cost, X0, U0 = swing_up()
+    ds = _core.DiscreteSystem(library.get("pendulum", forcing="symmetric"), 0.1, tolerance=1e-10)
+    r = DmoccSolver(Transcription(ds, cost, X0[0], 100)).solve(X0, U0)
+    # (tolerance 1e-8 stops the projection at 6e-7 from the optimum here, with the cost already equal to 1e-12)
+    p = ProjectionOptimizer(ds, cost, OptimizerOptions(tolerance=1e-10)).optimize(X0, U0)
+    assert r.converged and p.converged
+    assert abs(r.cost - p.cost) <= 1e-9 * p.cost and abs(p.cost - SWING_UP_COST) > 1e-6 * SWING_UP_COST
+    assert np.abs(r.X - p.X).max() < 1e-7 and np.abs(r.U - p.U).max() < 1e-7
+    assert r.del_residual < 1e-9 and feasible(ds, r.X, r.U)
+    print(f"\nswing-up, symmetric forcing: DMOCC {r.cost:.9f} ({r.iterations} IPOPT iterations), projection "
+          f"{p.cost:.9f} ({p.iterations} iterations); thesis rule {SWING_UP_COST}")
 
 
 def test_constrained_wave_reaches_the_projection_optimum():

@@ -24,8 +24,10 @@ from rclpy.serialization import deserialize_message, serialize_message  # noqa: 
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E402
 
 try:
+    from marionette_interfaces.action import ExecuteMotion
     from marionette_interfaces.action import OptimizeTrajectory as OptimizeTrajectoryAction
-    from marionette_interfaces.msg import (ConstraintReport, ConvergenceData, OptimizationOptions, Plan,
+    from marionette_interfaces.msg import JointTolerance
+    from marionette_interfaces.msg import (ConstraintReport, ConvergenceData, OptimizationOptions, Plan, Retiming,
                                           TrackedTrajectory, TrackingState)
     from marionette_interfaces.srv import OptimizeTrajectory
 except ImportError as exc:  # pragma: no cover - environment problem, reported clearly
@@ -143,7 +145,8 @@ def test_message_fields_and_types():
     assert ConvergenceData.REASON_INFEASIBLE == "infeasible"
     assert ConstraintReport.get_fields_and_field_types() == {
         "family": "string", "component": "string", "side": "string", "limit": "double", "unit": "string",
-        "label": "string", "worst_margin": "double", "normalized_margin": "double", "step": "uint32",
+        "hardware_limit": "double", "reserve": "double", "label": "string", "worst_margin": "double",
+        "normalized_margin": "double", "step": "uint32",
         "time_s": "double", "satisfied": "boolean", "active_steps": "uint32",
         "active_from_s": "sequence<double>", "active_to_s": "sequence<double>",
     }
@@ -169,6 +172,45 @@ def test_message_fields_and_types():
     assert default.min_tension == 0.0 and default.barrier_weight == 0.0
     assert default.range_margin == default.speed_margin == default.acceleration_margin == 0.0
     assert (OptimizationOptions.CONSTRAINTS_ON, OptimizationOptions.CONSTRAINTS_OFF) == ("on", "off")
+    # The reserve for the feedback and re-timing: "" and zeros = the node's defaults.
+    assert default.tension_reserve == 0.0 and default.reserve == "" and OptimizationOptions.RESERVE_OFF == "off"
+    assert default.retime == "" and default.retime_tolerance == 0.0 and default.max_retime_factor == 0.0
+    assert (OptimizationOptions.RETIME_OFF, OptimizationOptions.RETIME_UNIFORM, OptimizationOptions.RETIME_WARP) \
+        == ("off", "uniform", "warp")
+    assert Retiming.get_fields_and_field_types() == {
+        "trackable": "boolean", "trackable_as_drawn": "boolean", "tolerance": "double",
+        "configurations": "sequence<string>", "rms_errors": "sequence<double>",
+        "rms_errors_as_drawn": "sequence<double>", "mode": "string", "found": "boolean", "factor": "double",
+        "duration_s": "double", "drawn_duration_s": "double", "keyframe_times": "sequence<double>",
+        "drawn_keyframe_times": "sequence<double>", "limited_by": "sequence<string>", "message": "string",
+    }
+
+
+def test_execute_motion_is_follow_joint_trajectory_for_the_arm():
+    """~/execute's action (ExecuteMotion): FollowJointTrajectory's goal tolerances and error codes, the controller's
+    own codes and phases, each the value of the ROS-free rules (tracking/execution.py) that the node sends."""
+    from marionette_control.tracking import execution as E
+
+    R, F = ExecuteMotion.Result, ExecuteMotion.Feedback
+    codes = {getattr(R, name): name.lower().replace("_", " ") for name in dir(R)
+             if name.isupper() and isinstance(getattr(R, name), int)}
+    assert codes == E.CODES
+    assert (R.SUCCESSFUL, R.INVALID_GOAL, R.INVALID_JOINTS, R.PATH_TOLERANCE_VIOLATED,
+            R.GOAL_TOLERANCE_VIOLATED) == (0, -1, -2, -4, -5)  # FollowJointTrajectory's
+    phases = {getattr(F, name) for name in dir(F) if name.startswith("PHASE_")}
+    assert phases == set(E.PHASES)
+    goal = ExecuteMotion.Goal.get_fields_and_field_types()
+    assert goal == {"trajectory": "marionette_interfaces/TrackedTrajectory", "motion_name": "string",
+                    "desired": "trajectory_msgs/JointTrajectory", "options": "marionette_interfaces/OptimizationOptions",
+                    "path_tolerance": "sequence<marionette_interfaces/JointTolerance>",
+                    "goal_tolerance": "sequence<marionette_interfaces/JointTolerance>",
+                    "goal_time_tolerance": "builtin_interfaces/Duration"}
+    assert JointTolerance.get_fields_and_field_types() == {"name": "string", "position": "double"}
+    result = ExecuteMotion.Result.get_fields_and_field_types()
+    assert result["margins"] == "sequence<marionette_interfaces/ConstraintReport>"
+    assert {"rms_error", "max_error", "faults", "fault_counts", "error_string"} <= set(result)
+    feedback = F.get_fields_and_field_types()
+    assert {"phase", "ticks", "desired", "actual", "error", "active_faults", "plan"} <= set(feedback)
 
 
 def test_service_and_action_types_are_coherent():
@@ -181,6 +223,7 @@ def test_service_and_action_types_are_coherent():
     assert response.success is False and response.message == ""
     assert response.constraints_satisfied is False and list(response.constraints) == []
     assert response.max_violation == 0.0
+    assert isinstance(response.retiming, Retiming) and response.retiming.factor == 0.0
 
     # The action's goal and result carry the same fields as the service.
     goal_fields = OptimizeTrajectoryAction.Goal.get_fields_and_field_types()

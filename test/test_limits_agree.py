@@ -3,7 +3,9 @@ controller's command clamp (and its plausibility checks) see the model file's nu
 ``model.limits``, so a trajectory optimized within the limits is executed as optimized.
 
 Each reader is taken as its user builds it: the optimizer's constraint rows from a YAML spec naming the model
-file (:func:`~marionette_control.ocp.spec_problem.build_problem`, the rows the barrier method enforces), the
+file (:func:`~marionette_control.ocp.spec_problem.build_problem`, the rows the barrier method enforces: the
+hardware's limits less the reserve kept for the feedback, ``ConstraintOptions``' margins, whose hardware
+limits are the file's), the
 simulated hardware's drives (:class:`~marionette_control.sim.simulator.SimulatedArm`), and the
 controller core the node and the offline loop build (:func:`~marionette_control.tracking.controller.make_core`).
 """
@@ -33,18 +35,30 @@ def optimizer_limits(model_file) -> dict:
                       str(model_file.parent / "spec.yaml"))
     problem = build_problem(spec)
     drives = list(problem.model.config_names[problem.model.nd:])
+    hardware = problem.hardware_rows()
     out = {k: np.full(len(drives), np.nan) for k in KINDS}
     for c in problem.constraints:
         for row in c.rows:
             kind = {("range", "lower"): "lower", ("range", "upper"): "upper", ("speed", "upper"): "max_velocity",
                     ("acceleration", "upper"): "max_acceleration"}.get((row.family, row.side))
             if kind is not None:
-                out[kind][drives.index(row.component)] = row.limit
+                out[kind][drives.index(row.component)] = hardware[(row.family, row.component, row.side)]
     # the lower speed and acceleration rows mirror the upper ones
     for family, kind in (("speed", "max_velocity"), ("acceleration", "max_acceleration")):
-        lows = {r.component: -r.limit for c in problem.constraints for r in c.rows
+        lows = {r.component: -hardware[(r.family, r.component, r.side)] for c in problem.constraints for r in c.rows
                 if r.family == family and r.side == "lower"}
         np.testing.assert_array_equal([lows[d] for d in drives], out[kind])
+    # and the rows enforced are those limits less the reserve (fractions of the range width, speed, acceleration)
+    m = problem.constraint_options.margins
+    width = out["upper"] - out["lower"]
+    enforced = {("range", "lower"): out["lower"] + m["range"] * width,
+                ("range", "upper"): out["upper"] - m["range"] * width,
+                ("speed", "upper"): out["max_velocity"] * (1 - m["speed"]),
+                ("acceleration", "upper"): out["max_acceleration"] * (1 - m["acceleration"])}
+    for c in problem.constraints:
+        for row in c.rows:
+            if (row.family, row.side) in enforced:
+                assert row.limit == pytest.approx(enforced[(row.family, row.side)][drives.index(row.component)])
     return out
 
 

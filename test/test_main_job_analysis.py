@@ -1,5 +1,6 @@
 """The main job's evaluation without ROS (marionette_control/cli/main_job/analysis.py): errors of the true angles
-matched by stamp, executed margins, the plant's string tension, the targets.
+matched by stamp, executed margins (marionette_control/sim/margins.py, shared with the offline loop), the plant's
+string tension, the targets.
 
 Checked against an offline run of the controller on the realistic stand-in (its true states and tensions are
 known) and signals whose answers are known by construction.
@@ -12,6 +13,7 @@ import pytest
 
 from marionette_control.cli.main_job import analysis as A
 from marionette_control.tracking.controller import ControllerOptions
+from marionette_control.model.margins import consecutive_runs, drive_margins
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.model.limits import from_description
@@ -60,8 +62,18 @@ def test_errors_are_the_true_angles_matched_by_stamp_against_the_trajectory():
     t, T = ev.tension["string"]
     np.testing.assert_array_equal(np.round(t / DT).astype(int), np.array(steps) - 1)
     np.testing.assert_array_equal(T, result.tension[np.array(steps) - 1, 0])
-    margins = A.tension_margins(ev.tension, limits)["string"]
-    assert margins["lowest_N"] == T.min() and margins["margin"] == pytest.approx(T.min() - 0.5)
+    executed = A.executed_margins(ev, limits, 1, traj.N)
+    lowest = executed["motion"]["string_tension"]["string"]["lowest_N"]
+    assert lowest == T[t / DT + 1 <= traj.N].min() and executed["after_end"]["string_tension"]["string"]["margin"] == \
+        pytest.approx(T[t / DT + 1 > traj.N].min() - 0.5)
+    # the offline loop's own record of the same run (the same function): the same where the samples are the same
+    # (the recording has no true state of step 0 and no tension over the last step; the loop knows the slack time)
+    mine = A.executed_margins(A.evaluate(run_as_recorded(result, DT), traj.X, DT, 2, limits), limits, 1, traj.N)
+    loop = result.record(limits)["margins"]
+    assert all(mine[part]["commands"] == loop[part]["commands"] for part in ("motion", "after_end"))
+    assert mine["after_end"]["drives"] == loop["after_end"]["drives"]
+    assert mine["motion"]["string_tension"]["string"] == \
+        {k: v for k, v in loop["motion"]["string_tension"]["string"].items() if k != "slack_s"}
 
 
 def test_drive_margins_of_a_known_motion():
@@ -70,7 +82,7 @@ def test_drive_margins_of_a_known_motion():
     j = np.arange(0, 101)
     t = j * DT
     rho = np.c_[0.2 + 0.3 * t ** 2, np.full(t.size, 0.5)]
-    m = A.drive_margins(limits, rho, j, DT)["carriage"]
+    m = drive_margins(limits, rho, j, DT)["carriage"]
     # nearest its range at the end: 0.5 m against the upper end (0.9 m), nearer than 0.2 m to the lower (−0.3 m)
     assert m["range"]["margin"] == pytest.approx(limits.upper[0] - 0.5) and m["range"]["time_s"] == 1.0
     v_last = 0.3 * (t[-1] ** 2 - t[-2] ** 2) / DT
@@ -80,9 +92,9 @@ def test_drive_margins_of_a_known_motion():
     # a lost sample: no speed or acceleration across the gap (a jump of 5 m there is not a speed)
     rho[50:, 0] += 5.0
     gap = np.r_[j[:50], j[50:] + 1]
-    m = A.drive_margins(limits, rho, gap, DT)["carriage"]
+    m = drive_margins(limits, rho, gap, DT)["carriage"]
     assert m["speed"]["satisfied"] and not m["range"]["satisfied"]
-    assert A.consecutive_runs(gap) == [slice(0, 50), slice(50, 101)]
+    assert consecutive_runs(gap) == [slice(0, 50), slice(50, 101)]
 
 
 def test_targets():

@@ -1,7 +1,8 @@
 """The whole-trajectory loops of the core allocate nothing per step.
 
 Every batch entry point, with and without the constraint forces (Lam, Lam_x, Lam_u, the
-covectors W of lambda), and the DEL residuals, Jacobians and Hessians of direct transcription. A tiny malloc-counting shim (compiled here, loaded with LD_PRELOAD) counts
+covectors W of lambda), and the DEL residuals, Jacobians and Hessians of direct transcription, under both
+forcing rules (thesis (4.12): the symmetric one's f+ terms too). A tiny malloc-counting shim (compiled here, loaded with LD_PRELOAD) counts
 every malloc/calloc/realloc/posix_memalign of the process. Each batch entry
 point is called with a short and a long horizon; the number of allocations
 must not grow with the number of steps (the output arrays are allocated once
@@ -47,7 +48,7 @@ PROBE = textwrap.dedent("""
     from marionette_control.model.library import humanoid_marionette as hm
     lib = ctypes.CDLL(sys.argv[1])
     lib.mc_alloc_count.restype = ctypes.c_ulong
-    m = library.get("humanoid_marionette")
+    m = library.get("humanoid_marionette", forcing=sys.argv[2])
     q0 = hm.initial_configuration(m)
     ds = _core.DiscreteSystem(m, 0.01)
     x0 = ds.state_from_configs(q0, q0)
@@ -106,7 +107,8 @@ def run_counted(tmp_path, probe_source: str, *args: str):
 
 
 @pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="needs Linux and gcc")
-def test_batch_loops_allocate_nothing_per_step(tmp_path):
-    growth = run_counted(tmp_path, PROBE)
+@pytest.mark.parametrize("forcing", ["thesis", "symmetric"])
+def test_batch_loops_allocate_nothing_per_step(tmp_path, forcing):
+    growth = run_counted(tmp_path, PROBE, forcing)
     # 100 more steps may not cost a single extra allocation.
     assert growth == {name: 0 for name in growth}, growth

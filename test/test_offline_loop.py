@@ -14,7 +14,8 @@ import pytest
 
 from marionette_control.cli import track_offline
 from marionette_control.tracking.controller import ControllerOptions
-from marionette_control.sim.offline_loop import run_loop
+from marionette_control.model.limits import from_description
+from marionette_control.sim.offline_loop import Push, run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma
@@ -84,7 +85,7 @@ def test_command_line_tool(bump, tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["profile"]["noise_std"] == [0.001, 0.001, 0.0, 0.0]
     assert report["controller"]["estimator_noise.momentum"] == 0.002 and report["controller"]["command_delay_steps"] == 1
-    assert set(report["closed_loop"]) == {"shoulder", "elbow"} and report["ratio"]["open_over_closed"] > 1
+    assert set(report["closed_loop"]["errors"]) == {"shoulder", "elbow"} and report["ratio"]["open_over_closed"] > 1
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 352
     # gains redesigned for the controller's delay on the command line; a file's gains for another delay refused
     assert track_offline.main([str(bump[0]), "--profile", "perfect", "--design", "dynamic_configuration=100"]) == 0
@@ -97,3 +98,72 @@ def test_command_line_tool(bump, tmp_path, capsys):
                          (["-p", "feedback=maybe"], "expected true or false")):
         assert track_offline.main([str(bump[1]), *bad]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_json_report_of_each_run_and_the_plant_shorthand(bump, tmp_path, capsys):
+    """--json carries per run what the main job reports: abort, the plant string's lowest tension and time slack
+    during the motion and after it, the executed worst margins of the commands and the drives' true motion (checked
+    here against the CSV's commands and the run itself); --plant FILE is --hardware plant_model_file=FILE."""
+    out, csv = tmp_path / "r.json", tmp_path / "r.csv"
+    args = [str(bump[1]), "--open-loop", "--plant", "plants/damping_x3.yaml", "--json", str(out), "--csv", str(csv)]
+    assert track_offline.main(args) == 0
+    text = capsys.readouterr().out
+    assert "plant_model_file=plants/damping_x3.yaml" in text and text.count("  string: lowest tension ") == 2
+    report = json.loads(out.read_text())
+    assert report["profile"]["plant_model_file"] == "plants/damping_x3.yaml"
+    assert report["profile"]["string"] == "one_sided"
+    limits = from_description(ma.load_description())
+    N = Trajectory.load(bump[1]).N
+    for run in ("closed_loop", "open_loop"):
+        r = report[run]
+        assert r["aborted"] is False and r["abort_reason"] == "" and r["ticks"] == N + 51
+        assert set(r["tension_min_n"]) == set(r["slack_s"]) == set(r["margins"]) == {"motion", "after_end"}
+        assert 0.5 < r["tension_min_n"]["motion"] < 2.0 and r["slack_s"] == {"motion": 0.0, "after_end": 0.0}
+        for part in ("motion", "after_end"):
+            m = r["margins"][part]
+            assert set(m) == {"commands", "drives", "string_tension"} and set(m["drives"]) == {"carriage",
+                                                                                               "string_length"}
+            assert all(set(d) == {"range", "speed", "acceleration"} for d in (*m["commands"].values(),
+                                                                             *m["drives"].values()))
+            assert m["string_tension"]["string"]["lowest_N"] == r["tension_min_n"][part]
+    # the closed loop's commands as the CSV has them: the range margin of the carriage during the motion
+    rows = np.loadtxt(csv, delimiter=",", skiprows=1)
+    carriage = rows[rows[:, 0] <= N, -2]
+    expected = min((carriage - limits.lower[0]).min(), (limits.upper[0] - carriage).min())
+    assert report["closed_loop"]["margins"]["motion"]["commands"]["carriage"]["range"]["margin"] == expected
+    # the same run as --hardware plant_model_file=...; both at once, or a plant that is not the arm, refused
+    assert track_offline.main([str(bump[1]), "--hardware", "plant_model_file=plants/damping_x3.yaml", "--json",
+                               str(tmp_path / "h.json")]) == 0
+    assert json.loads((tmp_path / "h.json").read_text())["closed_loop"] == report["closed_loop"]
+    capsys.readouterr()
+    for bad, message in ((["--plant", "plants/damping_x3.yaml", "--hardware", "plant_model_file=x.yaml"],
+                          "--plant and --hardware plant_model_file=... both name the plant"),
+                         (["--plant", "plants/none.yaml"], "cannot load the plant model")):
+        assert track_offline.main([str(bump[1]), *bad]) == 2
+        assert message in capsys.readouterr().err
+    # an aborted run says so and why (a path tolerance far below the realistic arm's errors)
+    assert track_offline.main([str(bump[1]), "-p", "constraints.elbow.trajectory=0.0001", "--json", str(out)]) == 1
+    closed = json.loads(out.read_text())["closed_loop"]
+    assert closed["aborted"] is True and "elbow" in closed["abort_reason"] and closed["ticks"] < N
+
+
+def test_a_push_up_slackens_the_string_and_the_record_shows_it(bump):
+    """A 3 N push upward on the forearm for 0.2 s lifts the arm off its string on the realistic (one-sided) plant:
+    the record shows the time slack (the ticks whose step was slack) and a lowest tension of 0 during the motion,
+    and the holonomic plant instead holds the arm down with a negative tension."""
+    traj = Trajectory.load(bump[1])
+    push = Push(100, "forearm_inertial", "constant", force=(0.0, 0.0, 3.0), duration=0.2)
+    limits = from_description(ma.load_description())
+    records = {}
+    for string in ("one_sided", "holonomic"):
+        r = run_loop(traj, HardwareProfile.named("realistic", string=string), ControllerOptions(), pushes=[push],
+                     hold_cycles=5)
+        records[string] = (r, r.record(limits))
+    r, rec = records["one_sided"]
+    slack = r.slack[:, 0]
+    assert slack[100:120].any() and not slack[:100].any() and np.all(r.tension[slack, 0] == 0.0)
+    assert rec["slack_s"]["motion"] == pytest.approx(np.count_nonzero(slack[r.k < traj.N]) * DT)
+    assert rec["tension_min_n"]["motion"] == 0.0 and not rec["margins"]["motion"]["string_tension"]["string"][
+        "satisfied"]
+    r_h, rec_h = records["holonomic"]
+    assert not r_h.slack.any() and rec_h["slack_s"]["motion"] == 0.0 and rec_h["tension_min_n"]["motion"] < -0.5

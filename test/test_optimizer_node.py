@@ -34,6 +34,8 @@ from marionette_control.tracking.controller import ControllerOptions, make_core 
 from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
 from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.nodes.convert import trajectory_from_msg  # noqa: E402
+from marionette_control.ocp.problem import DEFAULT_MARGINS, DEFAULT_TENSION_RESERVE  # noqa: E402
+from marionette_control.ocp.tracking_problem import default_motion_directories, motion_names  # noqa: E402
 from ros_helpers import isolated_ros, node_processes, ros_env, start_node, stop, wait_for  # noqa: E402,F401
 
 from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction  # noqa: E402
@@ -191,12 +193,20 @@ def test_service_optimizes_the_arm_wave_and_saves_it(optimizer):
     check_history(res.convergence, constrained=True)
     model, traj = check_feasible(res.trajectory, "marionette_arm")
     assert traj.N == 800 and traj.dt == pytest.approx(0.01)
-    # The model file's limits hold (by default): the report has every constraint row, all satisfied, and the
-    # carriage's first step from rest stays within its 15 m/s^2.
+    # The model file's limits hold (by default) less the reserve kept for the feedback (the node's defaults:
+    # ConstraintOptions'): the report has every constraint row, all satisfied, with the hardware's limit and the
+    # reserve, and the carriage's first step from rest stays within its 15 m/s^2.
     assert res.constraints_satisfied and res.max_violation == 0.0
-    labels = {c.label for c in res.constraints}
-    assert {"carriage acceleration >= -15 m/s^2", "string tension >= 0.5 N", "string_length <= 1.1 m"} <= labels
+    rows = {c.label: c for c in res.constraints}
+    acc, floor = 15.0 * (1 - DEFAULT_MARGINS["acceleration"]), 0.5 + DEFAULT_TENSION_RESERVE
+    assert {f"carriage acceleration >= {-acc:g} m/s^2", f"string tension >= {floor:g} N"} <= set(rows)
+    assert rows[f"carriage acceleration >= {-acc:g} m/s^2"].hardware_limit == -15.0
+    assert rows[f"string tension >= {floor:g} N"].reserve == pytest.approx(DEFAULT_TENSION_RESERVE)
     assert len(res.constraints) == 13 and all(c.satisfied and c.worst_margin >= 0 for c in res.constraints)
+    # the wave is trackable as drawn (no re-timing asked for): the answer says so
+    assert res.retiming.trackable and res.retiming.trackable_as_drawn and res.retiming.factor == 1.0
+    assert res.retiming.duration_s == pytest.approx(8.0) and res.retiming.mode == ""
+    assert list(res.retiming.configurations) == ["shoulder", "elbow"] and "trackable" in res.message
     acc0 = ((traj.U[0, 0] - traj.X[0, 2]) / traj.dt - traj.X[0, 6]) / traj.dt
     assert abs(acc0) <= 15.0 * (1 + 1e-6)
     assert "constraints satisfied" in res.message
@@ -380,7 +390,8 @@ BAD_REQUESTS = {
                      "options.deadline_s"),
     "dt not dividing": (_request(desired=_desired(["theta"], GOOD), options=dict(dt=0.03)),
                         "not a whole number of steps of dt = 0.03"),
-    "unknown motion": (_request(model_id="", motion_name="tango"), "unknown motion 'tango'; available: wave"),
+    "unknown motion": (_request(model_id="", motion_name="tango"),
+                       f"unknown motion 'tango'; available: {', '.join(motion_names(default_motion_directories()))}"),
     "motion path": (_request(model_id="", motion_name="../secrets"), "is not a library name"),
     "motion for another model": (_request(motion_name="wave"), "joint 'shoulder' is not a configuration"),
     "unknown model": (_request(model_id="marionette_leg", motion_name="wave"), "unknown model 'marionette_leg'"),

@@ -10,11 +10,15 @@ its name.
 from __future__ import annotations
 
 import ast
+import configparser
+import os
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import yaml
+from catkin_pkg.package import parse_package
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,10 +29,12 @@ ROSDEP_KEYS = {
     "pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "pinocchio": "pinocchio",
     "rich": None,  # cli.progress draws its table with rich when installed, plain lines otherwise
     "casadi": "python3-casadi-pip",  # method dmocc only (ocp/dmocc.py imports it when a DMOCC solve runs)
+    "catkin_pkg": "python3-catkin-pkg",
 }
 #: ROS packages are their own keys
 ROS_PACKAGES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python",
-                "marionette_interfaces", "rcl_interfaces", "builtin_interfaces", "rosgraph_msgs", "action_msgs")
+                "marionette_interfaces", "rcl_interfaces", "builtin_interfaces", "rosgraph_msgs", "action_msgs",
+                "domain_coordinator")
 LOCAL = {"marionette_control", "benchmarks"}
 
 
@@ -84,3 +90,39 @@ def test_pip_keys_are_defined_in_the_repositorys_rosdep_source():
         for package in spec["ubuntu"]["pip"]["packages"]:
             assert package.replace(" ", "") in requirements.replace(" ", ""), (
                 f"{key}: {package} is not the version range of requirements/ (one pin for both set-ups)")
+
+
+def exec_depends_in(environment: dict) -> set:
+    """The exec_depend keys rosdep installs in ``environment`` (the conditions evaluated as it does)."""
+    package = parse_package(ROOT / "package.xml")
+    package.evaluate_conditions(environment)
+    return {d.name for d in package.exec_depends if d.evaluated_condition}
+
+
+def test_rviz_is_optional_and_ros2_launch_is_declared():
+    """A headless robot computer (MARIONETTE_HEADLESS=true) gets no rviz2 and so no Qt; every set-up gets ros2launch,
+    which runs the launch files."""
+    default, headless = exec_depends_in({}), exec_depends_in({"MARIONETTE_HEADLESS": "true"})
+    assert "rviz2" in default and "rviz2" not in headless
+    assert default - headless == {"rviz2"} and "ros2launch" in headless
+
+
+def test_console_scripts_go_to_lib_for_ros2_run_and_are_linked_onto_the_venvs_path(tmp_path):
+    """setup.cfg installs the console scripts where ``ros2 run`` finds them (lib/marionette_control) on a colcon
+    install; scripts/link_tools.sh (run by ./run's set-up) links them into the venv's bin, dropping stale links."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert cfg["develop"]["script_dir"] == cfg["install"]["install_scripts"] == "$base/lib/marionette_control"
+    venv = tmp_path / "venv"
+    scripts = venv / "lib" / "marionette_control"
+    scripts.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    tool = scripts / "marionette-optimize"
+    tool.write_text("#!/bin/sh\necho optimize\n")
+    tool.chmod(0o755)
+    os.symlink("../lib/marionette_control/marionette-gone", venv / "bin" / "marionette-gone")
+    subprocess.run([str(ROOT / "scripts" / "link_tools.sh")], env={**os.environ, "VENV": str(venv)}, check=True)
+    link = venv / "bin" / "marionette-optimize"
+    assert os.readlink(link) == "../lib/marionette_control/marionette-optimize"
+    assert subprocess.run([str(link)], capture_output=True, text=True, check=True).stdout == "optimize\n"
+    assert not os.path.lexists(venv / "bin" / "marionette-gone")

@@ -24,6 +24,7 @@ import pytest
 from marionette_control import _core
 from marionette_control.model.urdf import load_urdf, parse_urdf
 from marionette_control.resources import config_file
+from pinocchio_coordinates import PinCoordinates
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio (PyPI 'pin', requirements/test.txt) is the independent peer")
 
@@ -134,7 +135,7 @@ CASES = {"double_pendulum": lambda: DOUBLE_PENDULUM, "mixed_chain": lambda: MIXE
          "marionette_arm": _arm_urdf}
 
 
-class Pair:
+class Pair(PinCoordinates):
     """The same URDF in both libraries, with the configuration maps between them."""
 
     def __init__(self, urdf: str):
@@ -143,31 +144,8 @@ class Pair:
         self.data = self.pin.createData()
         np.testing.assert_allclose(self.pin.gravity.linear, self.model.gravity, atol=0)
         assert self.model.nk == 0 and self.model.nq == self.pin.nv
-        names = list(self.pin.names)
-        self.iv, self.iq, self.continuous = [], [], []
-        for c in self.model.config_names:
-            j = self.pin.joints[names.index(c)]
-            self.iv.append(j.idx_v)
-            self.iq.append(j.idx_q)
-            self.continuous.append(j.nq == 2)
+        super().__init__(self.model.config_names, self.pin)
         self.damping = _damping_from_urdf(urdf, self.model.config_names)
-
-    def pin_q(self, q: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.pin.nq)
-        for k, (i, cont) in enumerate(zip(self.iq, self.continuous)):
-            if cont:
-                out[i], out[i + 1] = np.cos(q[k]), np.sin(q[k])
-            else:
-                out[i] = q[k]
-        return out
-
-    def pin_v(self, v: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.pin.nv)
-        out[self.iv] = v
-        return out
-
-    def ours_from_pin_v(self, w: np.ndarray) -> np.ndarray:
-        return np.asarray(w)[self.iv]
 
 
 def _damping_from_urdf(urdf: str, config_names) -> np.ndarray:
@@ -195,7 +173,7 @@ def test_mass_matrix_equals_pinocchio(pair):
         ours = _core.mass_matrix(pair.model, q)
         M = pin.crba(pair.pin, pair.data, pair.pin_q(q))
         M = np.triu(M) + np.triu(M, 1).T  # crba fills the upper triangle
-        theirs = M[np.ix_(pair.iv, pair.iv)]
+        theirs = pair.ours(M)
         worst = max(worst, np.abs(ours - theirs).max())
     assert worst <= TOL, f"{pair.label}: mass matrices differ by {worst:.2e}"
 
@@ -204,7 +182,7 @@ def test_gravity_equals_pinocchio(pair):
     worst = 0.0
     for q, _ in _samples(pair, 2):
         ours = -np.asarray(pair.model.lagrangian(q, np.zeros(pair.model.nq), 1)["Lq"])
-        theirs = pair.ours_from_pin_v(pin.computeGeneralizedGravity(pair.pin, pair.data, pair.pin_q(q)))
+        theirs = pair.ours(pin.computeGeneralizedGravity(pair.pin, pair.data, pair.pin_q(q)))
         worst = max(worst, np.abs(ours - theirs).max())
         assert np.abs(theirs).max() > 1e-3  # not comparing zeros
     assert worst <= TOL, f"{pair.label}: gravity forces differ by {worst:.2e}"
@@ -216,7 +194,7 @@ def test_forward_dynamics_equals_pinocchio(pair):
         qdd, lam = _core.forward_dynamics(pair.model, q, v, np.zeros(pair.model.nu), np.zeros(0))
         assert lam.size == 0
         tau = pair.pin_v(-pair.damping * v)
-        theirs = pair.ours_from_pin_v(pin.aba(pair.pin, pair.data, pair.pin_q(q), pair.pin_v(v), tau))
+        theirs = pair.ours(pin.aba(pair.pin, pair.data, pair.pin_q(q), pair.pin_v(v), tau))
         worst = max(worst, np.abs(qdd - theirs).max())
     assert worst <= TOL, f"{pair.label}: forward dynamics differ by {worst:.2e}"
 

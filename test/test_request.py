@@ -226,3 +226,28 @@ def test_defaults_are_validated():
         ProblemDefaults(dt=0.0)
     with pytest.raises(ProblemError, match="default optimizer options"):
         ProblemDefaults(schedule=(("newton", None), ("steepest", 2)))
+
+
+def test_retime_fields_reach_the_problem_and_bad_ones_are_named(arm, pendulum):
+    """``retime``, ``retime_tolerance`` and ``max_retime_factor`` (""/0: the node's defaults); the motion's
+    keyframes stay with the problem and its ``rebuild`` makes the same request for re-timed ones (at the
+    request's time step); errors name the field."""
+    p = P.build_problem(arm, motion_name="beckon", options=RequestOptions(retime="warp", retime_tolerance=0.01))
+    assert (p.retime.mode, p.retime.tolerance) == ("warp", 0.01)
+    assert p.retime.max_factor == ProblemDefaults().retime.max_factor
+    assert p.keyframes.joints == ("shoulder", "elbow") and p.keyframes.interpolation == "clamped"
+    slower = p.rebuild(p.keyframes.retimed(1.5 * p.keyframes.times))
+    assert slower.N == round(1.5 * p.N) and slower.dt == p.dt and slower.X0.shape == (slower.N + 1, 8)
+    assert slower.source == p.source and slower.retime == p.retime
+    points = P.build_problem(pendulum, desired=swing_up(10), options=RequestOptions(retime="uniform"))
+    assert points.keyframes.interpolation == "linear" and points.dt == pytest.approx(0.1)
+    twice = points.rebuild(points.keyframes.retimed(2 * points.keyframes.times))
+    np.testing.assert_allclose(twice.Xd[::2, 0], points.Xd[:, 0], atol=1e-12)   # the points, twice as far apart
+    for fields, message in ((dict(retime="sometimes"), "options.retime: expected one of off, uniform, warp"),
+                            (dict(retime_tolerance=-1.0), "options.retime_tolerance must be finite and >= 0"),
+                            (dict(max_retime_factor=0.5), "options.max_retime_factor: the largest slow-down")):
+        with pytest.raises(ProblemError) as err:
+            P.build_problem(arm, motion_name="wave", options=RequestOptions(**fields))
+        assert message in str(err.value), str(err.value)
+    with pytest.raises(ProblemError, match="lasts 600 s, more than max_duration = 120 s"):
+        p.rebuild(p.keyframes.retimed(600.0 / p.keyframes.duration * p.keyframes.times))

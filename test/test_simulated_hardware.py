@@ -25,6 +25,7 @@ from marionette_control.sim.plant import _rest_residual, rest_configuration
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import MeasurementQueue
 from marionette_control.sim.simulator import SimulatedArm
+from marionette_control.model.builder import without_constraints
 from marionette_control.model.limits import from_description
 from marionette_control.model.yaml_model import load_model_file
 from marionette_control.model.library import marionette_arm as arm
@@ -54,11 +55,11 @@ def quiet(name: str = "perfect", **changes) -> HardwareProfile:
 def test_named_profiles_and_their_numbers():
     real, perfect = HardwareProfile.named("realistic"), HardwareProfile.named("perfect")
     assert real.name == "realistic" and real.plant_model_file == "marionette_arm_plant.yaml"
-    assert real.command_delay_steps == 1 and real.drive_mode == "cyclic_position"
+    assert real.command_delay_steps == 1 and real.drive_mode == "cyclic_position" and real.string == "one_sided"
     np.testing.assert_allclose(real.encoder_resolution, [2 * np.pi / 16384] * 2 + [0.04 / 4096, 2 * np.pi * 0.02 / 4096])
     np.testing.assert_allclose(real.noise_std, np.array(real.encoder_resolution) / 2)
-    assert perfect.as_dict() == {"name": "perfect", "plant_model_file": "", "command_delay_steps": 0,
-                                 "command_jitter_steps": 0, "command_jitter_probability": 0.0,
+    assert perfect.as_dict() == {"name": "perfect", "plant_model_file": "", "string": "holonomic",
+                                 "command_delay_steps": 0, "command_jitter_steps": 0, "command_jitter_probability": 0.0,
                                  "drive_mode": "rate_limited", "encoder_resolution": [0.0], "noise_std": [0.0],
                                  "seed": 0}
     changed = HardwareProfile.named("realistic", command_delay_steps=2)
@@ -621,3 +622,125 @@ def test_string_tension_at_rest_is_the_static_one(nominal):
     static = -2.0 * float(jd @ g / (jd @ jd)) * q[3]
     assert static > 0
     np.testing.assert_allclose(sim.tension(), [static], rtol=1e-6)
+
+
+# ============================================================================ one-sided string
+
+
+def arm_with_damping(tmp_path, shoulder: float, elbow: float) -> str:
+    """A plant file: the nominal arm with this joint damping [N m s/rad] (docs/models.md, variants)."""
+    path = tmp_path / f"arm_damping_{shoulder:g}_{elbow:g}.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: arm_damping
+        description: the nominal arm with other joint damping
+        base: {config_file('marionette_arm.yaml')}
+        overrides:
+          damping: {{shoulder: {shoulder}, elbow: {elbow}}}
+        """))
+    return str(path)
+
+
+def pay_out(profile: HardwareProfile, length: float, steps: int):
+    """From rest at the lowered pose, the winch pays out ``length`` [m] at once (rate-limited drives: 1.5 m/s,
+    faster than the arm can fall after it) and holds; the arm's configurations (steps + 1, nq), tensions and slack
+    flags (steps,) of every step, the arm."""
+    sim = SimulatedArm(profile, DT)
+    sim.receive_command(sim.rho + [0.0, length])
+    q, tension, slack = [sim.q.copy()], [], []
+    for _ in range(steps):
+        assert sim.step() is None
+        q.append(sim.q.copy())
+        tension.append(sim.tension()[0])
+        slack.append(sim.slack()[0])
+    return np.array(q), np.array(tension), np.array(slack), sim
+
+
+def free_energy(model, q: np.ndarray) -> np.ndarray:
+    """E_{k+1/2} (steps,) of the arm without its string (the free double pendulum) at the midpoints of q (steps+1,
+    nq), with the mean velocities over each step; the drives' velocities left out (they carry no mass)."""
+    v = np.diff(q, axis=0) / DT
+    v[:, 2:] = 0.0
+    return np.array([model.energy(0.5 * (a + b), w) for a, b, w in zip(q[:-1], q[1:], v)])
+
+
+def test_a_string_paid_out_faster_than_the_arm_falls_goes_slack_and_catches(tmp_path):
+    """Paying out 3 cm at once on the undamped arm: the string goes slack (tension 0), the arm flies free conserving
+    the free double pendulum's energy, reaches the string's length again and catches: the catch takes out the
+    kinetic energy of the stretching velocity, ½(Dh q̇)²/(Dh M⁻¹ Dhᵀ), and the string pulls from then on. The
+    holonomic plant instead pushes the arm down with the string (tension < 0) and ends elsewhere."""
+    plant = arm_with_damping(tmp_path, 0.0, 0.0)
+    one_sided = quiet(string="one_sided", plant_model_file=plant)
+    q, tension, slack, sim = pay_out(one_sided, 0.03, 60)
+    free = without_constraints(sim.model, ["string"])
+    caught = 11   # slack over steps 0 … 10 (one episode), taut again from step 11 on
+    np.testing.assert_array_equal(np.flatnonzero(slack), np.arange(caught))
+    assert sim.slack_episodes == 1
+    assert sim.slack_steps == 11 and sim.slack_s == pytest.approx(0.11) and sim.tension_min_n == 0.0
+    assert np.all(tension[slack] == 0.0) and np.all(tension[~slack] > 0.0)
+    h = np.array([sim.model.constraints(qk)[0][0] for qk in q])   # |p_hook − p_carriage|² − L²
+    assert np.all(h[1:caught] < 0.0) and np.all(np.abs(h[caught + 1:]) < 1e-9)
+    # free flight (the drives stopped after 5 steps): the free double pendulum's energy, to 1e-5 relative
+    energy = free_energy(free, q)
+    flight = energy[5:caught]
+    assert np.ptp(flight) < 1e-5 * flight[0]
+    # the catch: the energy lost is the stretching velocity's (the free step's velocity over the catch step, at its
+    # midpoint), within 3 % (the catch happens within a step); then conserved again on the string
+    x = SimulatedArm(one_sided, DT)
+    x.receive_command(x.rho + [0.0, 0.03])
+    for _ in range(caught):
+        x.step()
+    x_free = np.asarray(_core.DiscreteSystem(free, DT).step(x.true_state(), np.r_[np.zeros(x.nu), x.rho])[0])
+    q_mid, v = 0.5 * (x.q + x_free[:4]), (x_free[:4] - x.q) / DT
+    mass = np.asarray(free.lagrangian(q_mid, v, 2)["Lvv"])[:2, :2]
+    dh = np.asarray(sim.model.constraints(q_mid)[1])[0, :2]
+    predicted = 0.5 * (dh @ v[:2]) ** 2 / (dh @ np.linalg.solve(mass, dh))
+    lost = energy[caught - 1] - energy[caught + 1]
+    assert lost == pytest.approx(predicted, rel=0.03) and lost > 0.03 * energy[0]
+    assert np.ptp(energy[caught + 1:]) < 1e-5 * energy[0]
+    # the holonomic string pushes the arm down instead (the old stand-in): the angles part by degrees
+    q_h, tension_h, slack_h, sim_h = pay_out(quiet(string="holonomic", plant_model_file=plant), 0.03, 60)
+    assert not slack_h.any() and sim_h.slack_steps == 0 and sim_h.tension_min_n == tension_h.min() < -5.0
+    assert np.degrees(np.abs(q_h[:, :2] - q[:, :2]).max()) > 5.0
+
+
+def test_free_flight_loses_the_energy_the_damping_dissipates(tmp_path):
+    """Paying out 8 cm: the hanging arm's hook never reaches the string's length again, so the arm swings free for
+    the whole run; its free double pendulum energy falls by the damping's work Σ Δt cᵢ q̇ᵢ² (midpoint velocities,
+    the forcing of thesis (4.12a)) within 3 %."""
+    c = np.array([0.05, 0.02])
+    q, tension, slack, sim = pay_out(quiet(string="one_sided", plant_model_file=arm_with_damping(tmp_path, *c)),
+                                     0.08, 150)
+    assert slack.all() and np.all(tension == 0.0) and sim.slack_episodes == 1 and sim.slack_s == pytest.approx(1.5)
+    energy = free_energy(without_constraints(sim.model, ["string"]), q[6:])   # the drives stopped
+    work = DT * (np.diff(q[6:, :2], axis=0) / DT) ** 2 @ c
+    dissipated = work[1:-1].sum() + 0.5 * (work[0] + work[-1])   # from midpoint to midpoint
+    assert energy[0] - energy[-1] == pytest.approx(dissipated, rel=0.03) and dissipated > 0.03 * energy[0]
+
+
+def test_a_string_that_never_goes_slack_is_the_holonomic_plant_bit_for_bit(nominal):
+    """The realistic arm (one-sided string) and the same arm with a holonomic string under a slow command stream
+    that keeps the string taut: the same states and tensions, bit for bit, and no slack counted."""
+    runs = []
+    for string in ("one_sided", "holonomic"):
+        sim = SimulatedArm(HardwareProfile.named("realistic", string=string), DT, nominal)
+        rho0, states, tensions = sim.rho.copy(), [], []
+        for k in range(150):
+            sim.receive_command(rho0 + 0.04 * np.sin(np.pi * k / 150) * np.array([1.0, -0.5]))
+            sim.step()
+            states.append(sim.true_state())
+            tensions.append(sim.tension())
+        runs.append((np.array(states), np.array(tensions), sim))
+    (x1, t1, s1), (x2, t2, s2) = runs
+    np.testing.assert_array_equal(x1, x2)
+    np.testing.assert_array_equal(t1, t2)
+    assert t1.min() > 0.5 and s1.slack_steps == s1.slack_episodes == 0 and s1.tension_min_n == t1.min()
+    assert s1.profile.string == "one_sided" and s2.profile.string == "holonomic"
+
+
+def test_the_string_mode_is_a_fixed_profile_field(nominal):
+    with pytest.raises(ValueError, match="HardwareProfile.string: must be one of one_sided, holonomic, got 'loose'"):
+        HardwareProfile.named("realistic", string="loose")
+    sim = SimulatedArm(HardwareProfile.named("realistic"), DT, nominal)
+    with pytest.raises(ValueError, match="string cannot change while the arm runs"):
+        sim.set_profile(sim.profile.replace(string="holonomic"))
+    assert np.isnan(sim.tension_min_n) and sim.slack_s == 0.0

@@ -291,7 +291,7 @@ class Probe:
         self.node = rclpy.create_node("sim_probe", context=context)
         self.lock = threading.Lock()
         self.joint_states: list = []   # (wall time, stamp ns, names, positions, source timestamp)
-        self.true_states: list = []    # (stamp ns, names, positions, velocities)
+        self.true_states: list = []    # (stamp ns, names, positions, velocities, efforts)
         self.clock: list = []          # (wall time, clock ns, source timestamp)
         self.diagnostics: list = []    # {key: value}
         self.markers: list = []        # MarkerArray
@@ -323,7 +323,7 @@ class Probe:
     def _true(self, m):
         with self.lock:
             self.true_states.append((m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, list(m.name),
-                                     np.array(m.position), np.array(m.velocity)))
+                                     np.array(m.position), np.array(m.velocity), np.array(m.effort)))
 
     def _clock(self, m, info):
         with self.lock:
@@ -647,6 +647,29 @@ def test_realistic_true_state_topic(real):
     assert all(np.array_equal(s[2], q) and not np.any(s[3]) for s in states), "at rest, exactly"
     js = {m[1] for m in probe.joint_states}
     assert {s[0] for s in states} <= js, "the same stamps as joint_states"
+
+
+def test_realistic_string_goes_slack_and_diagnostics_report_it(real):
+    """The realistic plant's string is one-sided: string paid out 3 cm at once (the winch at its acceleration limit
+    drops the hook faster than the arm can fall) goes slack, its tension on ~/true_joint_states is 0 while slack,
+    the arm catches it again, and /diagnostics counts the episode, the time slack and the lowest tension."""
+    probe, _, _ = real
+    probe.reset()
+    n_diag = len(probe.diagnostics)
+    assert wait_for(lambda: len(probe.diagnostics) > n_diag, 3.0)
+    before = probe.diagnostics[-1]
+    assert before["string"] == "one_sided"
+    rest = probe.latest_true()
+    probe.command([rest[2][2], rest[2][3] + 0.03])
+    assert wait_for(lambda: probe.latest_true()[0] > rest[0] + 60 * DT_NS, 5.0)
+    tension = np.array([s[4][3] for s in probe.true_since(rest[0] + DT_NS)])
+    assert tension[0] > 0.5 and np.any(tension == 0.0) and tension[-1] > 0.0 and tension.min() == 0.0
+    n_diag = len(probe.diagnostics)
+    assert wait_for(lambda: len(probe.diagnostics) > n_diag, 3.0)
+    after = probe.diagnostics[-1]
+    assert int(after["slack_episodes"]) == int(before["slack_episodes"]) + 1
+    assert float(after["slack_s"]) - float(before["slack_s"]) == pytest.approx(np.sum(tension == 0.0) * DT, abs=1e-9)
+    assert float(after["tension_min_n"]) == 0.0
 
 
 def test_disturb_service_pushes_the_arm_and_refuses_bad_requests(real):

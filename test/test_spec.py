@@ -71,6 +71,14 @@ def test_the_shipped_specs_load_and_build_their_problems():
     ("tracking_gains: {drive_acceleration: .nan}\n", "tracking_gains.drive_acceleration", "must be finite"),
     ("tracking_gains: {delay_steps: 0.5}\n", "tracking_gains.delay_steps", "must be an integer >= 0"),
     ("tracking_gains: {delay_steps: -1}\n", "tracking_gains.delay_steps", "must be an integer >= 0"),
+    ("optimizer: {start: middle}\n", "optimizer.start", "expected one of unconstrained, initial"),
+    ("retime: sometimes\n", "retime.mode", "expected one of off, uniform, warp"),
+    ("retime: {mode: uniform, max_factor: 1}\n", "retime.max_factor", "must exceed 1"),
+    ("retime: {mode: warp, tolerance: 0}\n", "retime.tolerance", "must be > 0"),
+    ("retime: {mode: warp, precision: 0.7}\n", "retime.precision", "in (0, 0.5]"),
+    ("retime: {mode: uniform, speed: 2}\n", "retime.speed", "unknown key"),
+    ("retime: uniform\ninitial_trajectory: {method: file, file: spec.yaml}\n", "retime",
+     "not initial_trajectory.method file"),
 ])
 def test_schema_errors_name_the_file_and_the_key(tmp_path, edit, key, message):
     base = PENDULUM
@@ -266,6 +274,26 @@ def test_initial_trajectory_methods(tmp_path):
     with pytest.raises(SpecError, match="initial_trajectory.file: .*has 40 steps of 0.05 s; the problem has 20"):
         solve_spec(load_spec(write(tmp_path, PENDULUM), {"initial_trajectory.method": "file", "dt": 0.1,
                                                      "initial_trajectory.file": str(prev)}))
+
+
+def test_retime_and_start_are_read(tmp_path):
+    """``retime`` as a mode (a bare ``off`` YAML reads as false) or a mapping; ``optimizer.start``; both reach the
+    problem; re-timing a trajectory file is refused (it has no keyframes to stretch)."""
+    spec = load_spec(write(tmp_path, PENDULUM + "retime: off\n"))
+    assert spec.retime.mode == "off" and spec.start == "unconstrained"
+    spec = load_spec(write(tmp_path, PENDULUM), {"retime": {"mode": "warp", "tolerance": 0.01, "max_factor": 3},
+                                                 "optimizer.start": "initial"})
+    p = build_problem(spec)
+    assert (p.retime.mode, p.retime.tolerance, p.retime.max_factor, p.start) == ("warp", 0.01, 3.0, "initial")
+    assert p.keyframes.joints == ("theta",) and p.keyframes.interpolation == "cosine"
+    np.testing.assert_array_equal(p.keyframes.times, [0.0, 0.5, 1.5, 2.0])
+    twice = p.rebuild(p.keyframes.retimed(2 * p.keyframes.times))
+    assert twice.N == 2 * p.N and twice.X0.shape == (2 * p.N + 1, 2) and twice.retime == p.retime
+    np.testing.assert_allclose(twice.Xd[::2, 0], p.Xd[:, 0], atol=1e-12)   # the same keys, later
+    prev = solve_spec(load_spec(write(tmp_path, PENDULUM))).trajectory.save(tmp_path / "prev.npz")
+    with pytest.raises(SpecError, match="retime: re-timing needs the motion as keyframes"):
+        load_spec(write(tmp_path, "model: pendulum\ndt: 0.05\nmotion: {trajectory: prev.npz}\nretime: uniform\n"))
+    assert prev.is_file()
 
 
 def test_parse_spec_from_a_mapping():

@@ -9,7 +9,8 @@ short gaps the filter bridges, a long one after which it restarts, the watchdog'
 re-optimized plan taking over mid-run (the integral action suspended while it is in effect), the
 end of the trajectory (the integral's hand-over to the final hold) and a switch to the remainder
 of the trajectory (the integral carried over): every tick's estimate, command and integral agree
-to 1e-12 (the same operations; only the rounding of the products differs). The law and the clamp
+to 1e-12 (the same operations; only the rounding of the products differs); also on the arm with the
+symmetric forcing (its restart's Legendre estimate carries f+ of the joint damping). The law and the clamp
 alone are checked on states far from the trajectory, where every branch of the clamp acts.
 """
 
@@ -45,10 +46,11 @@ DT = 0.01
 TOL = 1e-12
 
 
-def plan_of(traj: Trajectory, start: int, steps: int, run: int = 1) -> Plan:
-    """A re-optimized window start … start + steps of ``traj`` as a planner might send: other inputs (ρ +2 mm),
-    states and gains (K × 0.8) than the motion's, with the motion's gain record."""
-    model = ma.load_description().model
+def plan_of(traj: Trajectory, start: int, steps: int, run: int = 1, model=None) -> Plan:
+    """A re-optimized window start … start + steps of ``traj`` (of ``model``, default the arm's model file) as a
+    planner might send: other inputs (ρ +2 mm), states and gains (K × 0.8) than the motion's, with the motion's
+    gain record."""
+    model = model or ma.load_description().model
     s = slice(start, start + steps)
     X = traj.X[start:start + steps + 1].copy()
     X[1:, :model.nd] += 1e-3
@@ -65,21 +67,26 @@ def remainder(traj: Trajectory, j: int) -> Trajectory:
                       K=traj.K[j:], info=dict(traj.info))
 
 
-def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_at: int, switch_at=None):
+def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_at: int, switch_at=None, desc=None):
     """The fused and the reference core on one arm (realistic profile, ``delay`` steps, jitter); per cycle both
     results, and per tick of the reference core its integral z after the tick (None without). ``drops`` {tick
     after which: cycles whose samples are lost}; after tick ``switch_at`` (None: never) a switch to the remainder
     of ``traj`` from the next tick on; after tick ``plan_at`` a plan (:func:`plan_of`, from step plan_at + 20) of
-    the motion tracked then. Returns the cores, the pairs, the z's and the plan."""
-    desc = ma.load_description()
+    the motion tracked then. ``desc``: the arm's description (default: the model file's). Returns the cores, the
+    pairs, the z's and the plan."""
+    desc = desc or ma.load_description()
     options = ControllerOptions(command_delay_steps=delay, feedback=feedback,
                                 switch_tolerance=SwitchTolerance(1.0, 1.0, 1.0, 10.0))
     fused, parts = make_core(desc, options), make_core(desc, options, fused=False)
     for core in (fused, parts):
         core.load_trajectory(traj, "bump")
     assert fused.tracking.kernel is not None and parts.tracking.kernel is None
+    # the holonomic string: this loop (jitter, lost samples, a switch and a plan) slackens a one-sided one, and the
+    # estimate of a model whose string pushes where the plant's went slack is ill-conditioned enough to amplify the
+    # two implementations' last-digit differences past 1e-12; what is tested here is that arithmetic, on a smooth
+    # plant (the one-sided string's episodes are the controller's to avoid: test_tracking_safety)
     profile = HardwareProfile.named("realistic", command_delay_steps=delay, command_jitter_steps=1,
-                                    command_jitter_probability=0.2)
+                                    command_jitter_probability=0.2, string="holonomic")
     arm = SimulatedArm(profile, traj.dt, nominal=desc, q0=traj.X[0, :desc.model.nq])
     nu = desc.model.nu
     stamp, dt_ns = NS, int(round(traj.dt * NS))
@@ -116,7 +123,7 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_
                         core.load_trajectory(motion, "remainder")
                         assert core.switch_trajectory()[0]
                 if a.k == plan_at:
-                    plan = plan_of(motion, plan_at + 20, 60, run=fused.run)
+                    plan = plan_of(motion, plan_at + 20, 60, run=fused.run, model=desc.model)
                     assert fused.offer_plan(plan)[0] and parts.offer_plan(plan)[0]
         # the node's watchdog, between samples: stale data → hold commands (remembered at their slots)
         w = fused.on_watchdog(stamp + dt_ns // 2), parts.on_watchdog(stamp + dt_ns // 2)
@@ -127,14 +134,16 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_
     return fused, parts, pairs, integrals, plan
 
 
-@pytest.mark.parametrize("delay, feedback, switch_at", [(2, True, None), (1, False, None), (0, True, None),
-                                                        (1, True, 40)])
-def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_at):
-    traj = bump_trajectory(DT, 300, delay=delay)[1]
+@pytest.mark.parametrize("delay, feedback, switch_at, forcing", [(2, True, None, "thesis"), (1, False, None, "thesis"),
+                                                                 (0, True, None, "thesis"), (1, True, 40, "thesis"),
+                                                                 (2, True, None, "symmetric")])
+def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_at, forcing):
+    desc = ma.load_description(forcing=forcing)
+    traj = bump_trajectory(DT, 300, model=desc.model, delay=delay)[1]
     # lost samples: 2 after tick 60 (bridged by the filter), 8 after tick 100 (longer than state_timeout: the
     # watchdog holds, the filter restarts from two samples)
     fused, parts, pairs, integrals, plan = closed_loop(traj, delay, feedback, {60: 2, 100: 8}, plan_at=130,
-                                                       switch_at=switch_at)
+                                                       switch_at=switch_at, desc=desc)
     ticks = 0
     for a, b in pairs:
         assert (a.kind, a.k, a.fault) == (b.kind, b.k, b.fault), (a.fault_message, b.fault_message)

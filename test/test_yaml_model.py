@@ -14,6 +14,7 @@ import pytest
 
 from marionette_control import _core
 from marionette_control.model import SystemBuilder
+from marionette_control.model.urdf import UrdfWarning
 from marionette_control.model.yaml_model import ModelFileError, load_model, load_model_file
 from marionette_control.resources import config_file
 
@@ -114,6 +115,20 @@ def test_overrides_replace_top_level_keys(tmp_path):
         load_model(p, bogus=1)
 
 
+def test_forcing_key_and_its_variants(tmp_path):
+    """``forcing`` (thesis (4.12)): thesis by default; a file's choice reaches the model and its builder; a variant
+    inherits its base's choice and may change it; ``load_model(..., forcing=)`` overrides it."""
+    p = write(tmp_path, STRUNG_PENDULUM, "nominal.yaml")
+    thesis = load_model(p)
+    assert thesis.forcing == "thesis"
+    sym = load_model(write(tmp_path, STRUNG_PENDULUM + "forcing: symmetric\n", "sym.yaml"))
+    assert sym.forcing == "symmetric" and sym.hash != thesis.hash
+    b = SystemBuilder.from_model(thesis)
+    assert b.forcing("symmetric").build().hash == load_model(p, forcing="symmetric").hash
+    assert load_model(write(tmp_path, "name: v\nbase: sym.yaml\n", "v.yaml")).forcing == "symmetric"
+    assert load_model(write(tmp_path, "name: w\nbase: sym.yaml\nforcing: thesis\n", "w.yaml")).forcing == "thesis"
+
+
 def test_urdf_rename_and_extra_frames(tmp_path):
     (tmp_path / "one.urdf").write_text(
         '<robot name="one"><link name="base"/><joint name="j" type="continuous"><parent link="base"/>'
@@ -130,6 +145,24 @@ def test_urdf_rename_and_extra_frames(tmp_path):
     """))
     assert desc.model.config_names == ["theta"]
     assert "tip" in desc.model.frame_names
+
+
+def test_urdf_friction_option(tmp_path):
+    """urdf.friction: ignore (the default: one UrdfWarning, the value kept in the description) or refuse."""
+    (tmp_path / "rubbing.urdf").write_text(
+        '<robot name="r"><link name="base"/><joint name="j" type="continuous"><parent link="base"/>'
+        '<child link="a"/><axis xyz="1 0 0"/><dynamics friction="0.3"/></joint><link name="a"><inertial>'
+        '<origin xyz="0 0 -1"/><mass value="1"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/>'
+        '</inertial></link></robot>')
+    for option in ("", ", friction: ignore"):
+        with pytest.warns(UrdfWarning, match=r"rubbing.urdf: Coulomb <dynamics friction> of 1 joint\(s\) \(j 0.3 "):
+            desc = load_model_file(write(tmp_path, f"name: r\nurdf: {{file: rubbing.urdf{option}}}\n"))
+        assert desc.urdf.joint("j").friction == 0.3
+    with pytest.raises(ModelFileError, match=r"model.yaml: urdf: .*rubbing.urdf: joint 'j' <dynamics friction=0.3>: "
+                                             r"Coulomb friction is not modelled and friction='refuse'"):
+        load_model(write(tmp_path, "name: r\nurdf: {file: rubbing.urdf, friction: refuse}\n"))
+    with pytest.raises(ModelFileError, match=r"model.yaml: urdf.friction: expected one of ignore, refuse, got 'on'"):
+        load_model(write(tmp_path, "name: r\nurdf: {file: rubbing.urdf, friction: 'on'}\n"))
 
 
 # ----------------------------------------------------------------------------------------------- errors
@@ -174,6 +207,7 @@ frames:
     ("kinematic: [k]\nactuators: {k: {min: 0, max: 1}}\n", r"actuators.k: missing key 'max_velocity'"),
     ("urdf: {file: missing.urdf}\n", r"urdf: .*missing.urdf: cannot read"),
     ("urdf: {path: x.urdf}\n", r"urdf.path: unknown key"),
+    ("forcing: midpoint\n", r"forcing: expected one of thesis, symmetric, got 'midpoint'"),
 ])
 def test_invalid_top_level_entries(tmp_path, extra, pattern):
     p = write(tmp_path, BASE + extra)
@@ -232,11 +266,11 @@ def test_core_errors_carry_the_file_name(tmp_path):
 
 def test_arm_file_errors_name_urdf(tmp_path):
     (tmp_path / "arm.urdf").write_text(config_file("marionette_arm.urdf").read_text()
-                                       .replace('<axis xyz="1 0 0"/>', '<axis xyz="1 1 0"/>', 1))
+                                       .replace('<axis xyz="1 0 0"/>', '<axis xyz="0 0 0"/>', 1))
     text = config_file("marionette_arm.yaml").read_text().replace("file: marionette_arm.urdf", "file: arm.urdf")
     p = write(tmp_path, text, "arm.yaml")
-    with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' \(type revolute\): "
-                                             r"axis \[1.0, 1.0, 0.0\] is not along a coordinate axis"):
+    with pytest.raises(ModelFileError, match=r"arm.yaml: urdf: .*arm.urdf: joint 'shoulder' <axis xyz>: the axis "
+                                             r"is the zero vector"):
         load_model(p)
 
 

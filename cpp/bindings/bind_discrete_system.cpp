@@ -59,6 +59,18 @@ std::vector<std::string> dynamic_names(const Model& m) {
   return out;
 }
 
+/// The `threads` argument of the batch loops over independent steps (>= 1).
+int thread_count(long threads) {
+  if (threads < 1 || threads > 256)
+    throw py::value_error("threads must be an integer in [1, 256] (worker threads of the batch loop), got " +
+                          std::to_string(threads));
+  return static_cast<int>(threads);
+}
+
+#define MC_THREADS_DOC \
+  "threads > 1 splits the independent steps into that many chunks, each solved on a thread of its own with its " \
+  "own workspace (the results agree with one thread's to rounding)."
+
 void check_states(const Model& m, const Arr& X, long N) {
   check_array(X, {N + 1, m.nx()}, "X (states, N+1 rows for N input rows, model '" + m.name + "')", state_names(m));
 }
@@ -72,6 +84,14 @@ Arr optional_array(const py::object& a, const std::vector<long>& shape, const st
   check_array(out, shape, what, names);
   return out;
 }
+
+/// The force inputs (nu) over the step that ends at the configuration a Legendre transform is taken
+/// at (None: zero); they enter through f+ (model.hpp Forcing).
+Arr previous_forces(const Model& m, const py::object& u, const char* what) {
+  return optional_array(u, {m.nu()}, std::string(what) + " (force inputs of the step before, model '" + m.name + "')",
+                        m.inputs);
+}
+const double* data_or_null(const py::object& given, const Arr& a) { return given.is_none() ? nullptr : a.data(); }
 
 mc::VIOptions options(double dt, double tolerance, int max_iterations) {
   mc::VIOptions o;
@@ -87,7 +107,8 @@ mc::VIOptions options(double dt, double tolerance, int max_iterations) {
 // Meaning, sign and units of the multipliers, shared by the docstrings that return them.
 #define MC_LAMBDA_CONVENTION                                                                                  \
   "lambda_k is paired with Dh(q_k): step k applies the generalized impulse -Dh(q_k)^T lambda_k (thesis "      \
-  "(4.36); forces enter as dt*F, (4.12a)), i.e. the mean constraint force -Dh(q_k)^T lambda_k / dt. For a "  \
+  "(4.36); the forces as the impulse f- + f+ = dt*F, (4.12)), i.e. the mean constraint force -Dh(q_k)^T "      \
+  "lambda_k / dt. For a "                                                                                     \
   "distance constraint (a string) h = |p1 - p2|^2 - L^2 that is a force 2*lambda_k*|p1 - p2|/dt pulling "     \
   "p1 and p2 together: the string tension T_k = 2*L_k*lambda_k/dt [N] with L_k the length at q_k "          \
   "(h(q_k) = 0); T > 0 = taut, T < 0 = the string would have to push. For a plane constraint "               \
@@ -238,27 +259,30 @@ void bind_discrete_system(py::module_& m) {
           "the multipliers lambda_k of the computed steps (see constraint_forces).")
       .def(
           "constraint_forces_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, long threads) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             auto Lam = empty({N, M.nc()});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.constraint_forces_trajectory(X.data(), U.data(), static_cast<int>(N), Lam.mutable_data());
+              s.constraint_forces_trajectory(X.data(), U.data(), static_cast<int>(N), Lam.mutable_data(), T);
             }
             return Lam;
           },
-          py::arg("X"), py::arg("U"),
+          py::arg("X"), py::arg("U"), py::arg("threads") = 1,
           "Lam (N, m): lambda_k of every step k of (X (N+1, nx), U (N, nU)), each solved from (X[k], U[k]) "
-          "(Newton guess X[k+1]); the same solves as linearize_trajectory.\n" MC_LAMBDA_CONVENTION)
+          "(Newton guess X[k+1]); the same solves as linearize_trajectory. " MC_THREADS_DOC "\n"
+          MC_LAMBDA_CONVENTION)
       .def(
           "linearize_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces) -> py::object {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces, long threads) -> py::object {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             auto A = empty({N, M.nx(), M.nx()});
             auto B = empty({N, M.nx(), M.nU()});
             auto Lam = optional_output(constraint_forces, {N, M.nc()});
@@ -268,21 +292,22 @@ void bind_discrete_system(py::module_& m) {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), A.mutable_data(), B.mutable_data(),
-                                     data(Lam), data(Lam_x), data(Lam_u));
+                                     data(Lam), data(Lam_x), data(Lam_u), T);
             }
             if (!constraint_forces) return py::make_tuple(A, B);
             return py::make_tuple(A, B, *Lam, *Lam_x, *Lam_u);
           },
-          py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false,
+          py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false, py::arg("threads") = 1,
           "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (Newton guess "
           "X[k+1]). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
-          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize).")
+          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize). " MC_THREADS_DOC)
       .def(
           "second_order_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W, long threads) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
+            const int T = thread_count(threads);
             check_array(Z, {N, M.nx()}, "Z (covectors of x_{k+1}, one row per step)", state_names(M));
             const Arr Wa = optional_array(W, {N, M.nc()}, "W (covectors of lambda_k, one row per step)",
                                           constraint_names(M));
@@ -294,13 +319,13 @@ void bind_discrete_system(py::module_& m) {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
               s.second_contracted_trajectory(X.data(), U.data(), Z.data(), static_cast<int>(N), xx.mutable_data(),
-                                             xu.mutable_data(), uu.mutable_data(), Wp);
+                                             xu.mutable_data(), uu.mutable_data(), Wp, T);
             }
             return py::make_tuple(xx, xu, uu);
           },
-          py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(),
+          py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(), py::arg("threads") = 1,
           "Z[k]^T D2f_k + W[k]^T D2lambda_k along a trajectory (see second_order_contracted): xx (N, nx, nx), "
-          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None.")
+          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None. " MC_THREADS_DOC)
       .def(
           "project",
           [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K,
@@ -338,8 +363,8 @@ void bind_discrete_system(py::module_& m) {
             check_array(Lam, {N, m}, "Lam (multipliers, one row per step)", constraint_names(M));
             auto R = empty({N, nd + m});
             auto P = empty({N, nd});
-            auto J = optional_output(jacobian, {N, nd + m, 3 * n + nu + m});
-            auto JP = optional_output(jacobian, {N, nd, 2 * n});
+            auto J = optional_output(jacobian, {N, nd + m, 3 * n + 2 * nu + m});
+            auto JP = optional_output(jacobian, {N, nd, 2 * n + nu});
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
@@ -351,14 +376,16 @@ void bind_discrete_system(py::module_& m) {
           },
           py::arg("p0"), py::arg("Q"), py::arg("Uf"), py::arg("Lam"), py::arg("jacobian") = false,
           "The forced constrained discrete Euler-Lagrange equations of a configuration trajectory as residuals "
-          "(seed 002 (3.6) with the midpoint L_d, f- = dt F, f+ = 0; the equality constraints of direct "
-          "transcription, docs/dmocc.md). p0 (nd,) initial momentum, Q (N+1, nq) configurations q_0..q_N "
-          "(kinematic columns included), Uf (N, nu) force inputs, Lam (N, m) multipliers lambda_k.\n"
-          "Returns R (N, nd + m), row k = [p_k + D1 Ld(q_k, q_{k+1}) + dt F_k - Dh(q_k)^T lambda_k (dynamic rows); "
-          "h(q_{k+1})] with p_0 = p0 and p_k = P[k-1], and P (N, nd), P[k] = p_{k+1} = D2 Ld(q_k, q_{k+1}) (the "
-          "discrete Legendre transform). R = 0 is exactly what simulate's steps solve. With jacobian=True also "
-          "J (N, nd + m, 3 nq + nu + m): dR[k]/d(q_{k-1} | q_k | q_{k+1} | u_k | lambda_k) (the q_{-1} block is "
-          "zero), and JP (N, nd, 2 nq): dP[k]/d(q_k | q_{k+1}).")
+          "(seed 002 (3.6) with the midpoint L_d and the model's forcing f- = w- dt F, f+ = w+ dt F; the equality "
+          "constraints of direct transcription, docs/dmocc.md). p0 (nd,) initial momentum, Q (N+1, nq) "
+          "configurations q_0..q_N (kinematic columns included), Uf (N, nu) force inputs, Lam (N, m) multipliers "
+          "lambda_k.\n"
+          "Returns R (N, nd + m), row k = [p_k + D1 Ld(q_k, q_{k+1}) + f-_k - Dh(q_k)^T lambda_k (dynamic rows); "
+          "h(q_{k+1})] with p_0 = p0 and p_k = P[k-1], and P (N, nd), P[k] = p_{k+1} = D2 Ld(q_k, q_{k+1}) + f+_k "
+          "(the discrete Legendre transform). R = 0 is exactly what simulate's steps solve. With jacobian=True "
+          "also J (N, nd + m, 3 nq + 2 nu + m): dR[k]/d(q_{k-1} | q_k | q_{k+1} | u_{k-1} | u_k | lambda_k) (the "
+          "q_{-1} and u_{-1} blocks are zero, the u_{k-1} block is that of f+_{k-1}: zero under the thesis "
+          "rule), and JP (N, nd, 2 nq + nu): dP[k]/d(q_k | q_{k+1} | u_k).")
       .def(
           "del_hessian",
           [](DiscreteSystem& s, const Arr& Q, const Arr& Uf, const Arr& Lam, const Arr& Y, const py::object& Z) {
@@ -388,28 +415,33 @@ void bind_discrete_system(py::module_& m) {
           "vector are formed (as in second_order_contracted).")
       .def(
           "discrete_momentum",
-          [](DiscreteSystem& s, const Arr& q_prev, const Arr& q) {
+          [](DiscreteSystem& s, const Arr& q_prev, const Arr& q, const py::object& u_prev) {
             const Model& M = s.model();
             const double* a = config_arg(M, q_prev, "q_prev");
             const double* b = config_arg(M, q, "q");
+            const Arr u = previous_forces(M, u_prev, "u_prev");
             auto p = empty({static_cast<long>(M.nd)});
             std::lock_guard<std::mutex> g(s.mutex());
-            s.discrete_momentum(a, b, p.mutable_data());
+            s.discrete_momentum(a, b, data_or_null(u_prev, u), p.mutable_data());
             return p;
           },
-          py::arg("q_prev"), py::arg("q"), "Discrete Legendre transform p = D2 Ld(q_prev, q) (nd,).")
+          py::arg("q_prev"), py::arg("q"), py::arg("u_prev") = py::none(),
+          "Discrete Legendre transform p = D2 Ld(q_prev, q) + f+(q_prev, q, u_prev) (nd,); u_prev (nu,): the force "
+          "inputs of the step from q_prev to q (None: zero; f+ = 0 under the thesis forcing).")
       .def(
           "state_from_configs",
-          [](DiscreteSystem& s, const Arr& q_prev, const Arr& q) {
+          [](DiscreteSystem& s, const Arr& q_prev, const Arr& q, const py::object& u_prev) {
             const Model& M = s.model();
             const double* a = config_arg(M, q_prev, "q_prev");
             const double* b = config_arg(M, q, "q");
+            const Arr u = previous_forces(M, u_prev, "u_prev");
             auto x = empty({M.nx()});
             std::lock_guard<std::mutex> g(s.mutex());
-            s.state_from_configs(a, b, x.mutable_data());
+            s.state_from_configs(a, b, data_or_null(u_prev, u), x.mutable_data());
             return x;
           },
-          py::arg("q_prev"), py::arg("q"), "x = [q; D2 Ld(q_prev, q); (rho - rho_prev)/dt].");
+          py::arg("q_prev"), py::arg("q"), py::arg("u_prev") = py::none(),
+          "x = [q; D2 Ld(q_prev, q) + f+(q_prev, q, u_prev); (rho - rho_prev)/dt] (see discrete_momentum).");
 
   py::class_<MidpointVI>(m, "MidpointVI", "Stateful midpoint variational integrator (thesis ch. 4).")
       .def(py::init([](std::shared_ptr<mc::Model> model, double dt, double tolerance, int max_iterations) {
@@ -418,11 +450,14 @@ void bind_discrete_system(py::module_& m) {
            py::arg("model"), py::arg("dt"), py::arg("tolerance") = 1e-10, py::arg("max_iterations") = 50)
       .def(
           "initialize_from_configs",
-          [](MidpointVI& vi, const Arr& q0, const Arr& q1, double t1) {
+          [](MidpointVI& vi, const Arr& q0, const Arr& q1, double t1, const py::object& u0) {
             const Model& M = vi.system().model();
-            vi.initialize_from_configs(config_arg(M, q0, "q0"), config_arg(M, q1, "q1"), t1);
+            const Arr u = previous_forces(M, u0, "u0");
+            vi.initialize_from_configs(config_arg(M, q0, "q0"), config_arg(M, q1, "q1"), t1, data_or_null(u0, u));
           },
-          py::arg("q0"), py::arg("q1"), py::arg("t1") = 0.0)
+          py::arg("q0"), py::arg("q1"), py::arg("t1") = 0.0, py::arg("u0") = py::none(),
+          "x_1 = [q1; D2 Ld(q0, q1) + f+(q0, q1, u0); (rho1 - rho0)/dt] at t1 (u0 (nu,): the force inputs from q0 to "
+          "q1, None: zero).")
       .def(
           "initialize_from_state",
           [](MidpointVI& vi, const Arr& x, double t) {

@@ -79,10 +79,14 @@ py::array placements(const Model& m, const Arr& q) {
 }  // namespace
 
 void bind_model(py::module_& m) {
+  m.attr("FORCING_RULES") = py::make_tuple(mc::forcing_name(mc::Forcing::THESIS), mc::forcing_name(mc::Forcing::SYMMETRIC));
   py::class_<mc::ModelBuilder>(m, "ModelBuilder",
                                "Collects a tree description; build() validates it and returns an immutable Model.")
       .def(py::init<std::string>(), py::arg("name"))
       .def("set_gravity", &mc::ModelBuilder::set_gravity, py::arg("gravity"))
+      .def("set_forcing", &mc::ModelBuilder::set_forcing, py::arg("rule"),
+           "The forcing discretization (thesis (4.12)): 'thesis' (f- = dt F, f+ = 0, the default) or 'symmetric' "
+           "(f- = f+ = dt F / 2), F at the step's midpoint.")
       .def("add_config", &mc::ModelBuilder::add_config, py::arg("name"), py::arg("kinematic") = false)
       .def("add_frame", &mc::ModelBuilder::add_frame, py::arg("name"), py::arg("parent"), py::arg("transform"),
            py::arg("config") = "", py::arg("value") = 0.0,
@@ -104,6 +108,9 @@ void bind_model(py::module_& m) {
            py::arg("frame2"), py::arg("length") = 0.0, py::arg("length_config") = "")
       .def("add_plane_constraint", &mc::ModelBuilder::add_plane_constraint, py::arg("name"), py::arg("plane_frame"),
            py::arg("axis"), py::arg("point_frame"))
+      .def("add_coupling_constraint", &mc::ModelBuilder::add_coupling_constraint, py::arg("name"),
+           py::arg("follower"), py::arg("leader"), py::arg("multiplier"), py::arg("offset"),
+           "h = q[follower] - multiplier q[leader] - offset (a URDF <mimic> joint); the follower is dynamic.")
       .def("remove_constraint", &mc::ModelBuilder::remove_constraint, py::arg("name"))
       .def("build", &mc::ModelBuilder::build);
 
@@ -111,6 +118,11 @@ void bind_model(py::module_& m) {
       .def_readonly("name", &Model::name)
       .def_property_readonly("hash", &Model::hash)
       .def_property_readonly("gravity", [](const Model& s) { return mc::Vec3(s.gravity); })
+      .def_property_readonly("forcing", [](const Model& s) { return std::string(mc::forcing_name(s.forcing)); },
+                             "The forcing discretization: 'thesis' or 'symmetric' (ModelBuilder.set_forcing).")
+      .def_property_readonly(
+          "forcing_weights", [](const Model& s) { return py::make_tuple(s.forcing_minus(), s.forcing_plus()); },
+          "(w-, w+): f- = w- dt F, f+ = w+ dt F.")
       .def_property_readonly("nq", &Model::nq)
       .def_readonly("nd", &Model::nd)
       .def_readonly("nk", &Model::nk)
@@ -158,6 +170,11 @@ void bind_model(py::module_& m) {
           [](const Model& s) {
             py::list r;
             for (const auto& c : s.constraints) {
+              if (c.type == mc::ConstraintType::COUPLING) {
+                r.append(py::make_tuple(c.name, "coupling", s.configs[c.follower].name, s.configs[c.leader].name,
+                                        py::make_tuple(c.multiplier, c.offset)));
+                continue;
+              }
               const bool dist = c.type == mc::ConstraintType::DISTANCE;
               py::object length = py::none();
               if (dist) length = c.length_config >= 0 ? py::object(py::str(s.configs[c.length_config].name))
@@ -168,7 +185,8 @@ void bind_model(py::module_& m) {
             return r;
           },
           "Per constraint: (name, 'distance' | 'plane', frame1, frame2, length (number or configuration name) "
-          "| plane axis).")
+          "| plane axis), or (name, 'coupling', follower configuration, leader configuration, (multiplier, "
+          "offset)).")
       .def(
           "to_builder", [](const Model& s) { return mc::ModelBuilder(*s.source); },
           "A copy of the description this model was built from, to build variants of it.")

@@ -34,6 +34,14 @@ void compute_constraints(const Model& model, FrameCache& cache, const double* q,
       } else {
         t.value -= c.length * c.length;
       }
+    } else if (c.type == ConstraintType::COUPLING) {
+      // Linear: gq is constant and hqq, tqqq stay the zeros TermDerivs::resize put there.
+      t.value = q[c.follower] - c.multiplier * q[c.leader] - c.offset;
+      if (order >= 1) {
+        const bool follower_first = c.follower < c.leader;
+        t.gq[follower_first ? 0 : 1] = 1.0;
+        t.gq[follower_first ? 1 : 0] = -c.multiplier;
+      }
     } else {
       out.u.reset(t.s, order);
       out.w.reset(t.s, order);

@@ -25,10 +25,11 @@ void interval_residual(const Model& model, const VIOptions& opt, const StepData&
                        Eigen::Ref<VecX> b, Eigen::Ref<VecX> c) {
   const int nd = model.nd;
   const double dt = opt.dt;
-  // D_1 L_d = dt C_1^T grad L = (dt/2) Lq - Lv,  D_2 L_d = (dt/2) Lq + Lv.
-  a = (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + dt * s.F.F.head(nd);
+  // D_1 L_d = dt C_1^T grad L = (dt/2) Lq - Lv,  D_2 L_d = (dt/2) Lq + Lv;  f-+ = w-+ dt F.
+  a = (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (model.forcing_minus() * dt) * s.F.F.head(nd);
   if (model.nc() > 0) a.noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
   b = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
+  if (model.forcing_plus() != 0.0) b.noalias() += (model.forcing_plus() * dt) * s.F.F.head(nd);
   c = s.h2.h;
 }
 
@@ -40,11 +41,19 @@ void interval_jacobian_blocks(const Model& model, const VIOptions& opt, StepData
   slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S12);
   slot_matrix(dt, 1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S22);
   slot_matrix(dt, 1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S21);
-  // f- = dt F(qbar, qdot, u) enters the slot-1 rows only (thesis (4.12a)).
-  s.S11.noalias() += (0.5 * dt) * s.F.Fq;
-  s.S11 -= s.F.Fv;
-  s.S12.noalias() += (0.5 * dt) * s.F.Fq;
-  s.S12 += s.F.Fv;
+  // f- = w- dt F(qbar, qdot, u) enters the slot-1 rows (D_a f- of (4.15)-(4.20)), f+ = w+ dt F the
+  // slot-2 rows (D_a f+ of (4.21)-(4.23)); D_a (dt F) = (dt/2) Fq + s_a Fv, s_1 = -1, s_2 = +1.
+  const double wm = model.forcing_minus(), wp = model.forcing_plus();
+  s.S11.noalias() += (0.5 * wm * dt) * s.F.Fq;
+  s.S11.noalias() -= wm * s.F.Fv;
+  s.S12.noalias() += (0.5 * wm * dt) * s.F.Fq;
+  s.S12.noalias() += wm * s.F.Fv;
+  if (wp != 0.0) {
+    s.S21.noalias() += (0.5 * wp * dt) * s.F.Fq;
+    s.S21.noalias() -= wp * s.F.Fv;
+    s.S22.noalias() += (0.5 * wp * dt) * s.F.Fq;
+    s.S22.noalias() += wp * s.F.Fv;
+  }
   s.Hz.topLeftCorner(n, n).setZero();
   if (model.nc() > 0) constraint_weighted_hessian(s.h1, s.lambda.data(), s.Hz);
 }
@@ -58,10 +67,13 @@ void interval_weighted_hessian(const Model& model, const VIOptions& opt, StepDat
   s.eta.tail(n) = (beta - alpha) / dt;
   s.Hz.setZero();
   lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  // The forcing: dt (w- alpha + w+ beta)^T F(qbar, qdot, u) (F is linear in qdot and u: only Fqq, Fqu).
   s.Fqq.setZero();
   s.Fqu.setZero();
-  force_weighted_hessian(model, s.mid, s.u.data(), alpha, s.Fqq, s.Fqu);
-  s.Hz.topLeftCorner(n, n) += s.Fqq;  // dt alpha^T F(qbar, ...) contributes dt C_a^T [[Fqq, 0], [0, 0]] C_b
+  s.fvec.noalias() = model.forcing_minus() * alpha;
+  if (model.forcing_plus() != 0.0) s.fvec.noalias() += model.forcing_plus() * beta;
+  force_weighted_hessian(model, s.mid, s.u.data(), s.fvec, s.Fqq, s.Fqu);
+  s.Hz.topLeftCorner(n, n) += s.Fqq;  // contributes dt C_a^T [[Fqq, 0], [0, 0]] C_b
   Psi.setZero();
   {
     const auto Hqq = s.Hz.topLeftCorner(n, n);
@@ -76,7 +88,7 @@ void interval_weighted_hessian(const Model& model, const VIOptions& opt, StepDat
         Psi.block(i * n, j * n, n, n) = blk;
       }
   }
-  // Force inputs: d2(alpha^T dt F)/dq_a du = dt * 1/2 Fqu.
+  // Force inputs: d2(c^T dt F)/dq_a du = dt * 1/2 Fqu (c = fvec).
   for (int i = 0; i < 2; ++i) {
     Psi.block(i * n, 2 * n, n, nu) = (0.5 * dt) * s.Fqu;
     Psi.block(2 * n, i * n, nu, n) = (0.5 * dt) * s.Fqu.transpose();

@@ -1,6 +1,10 @@
 // One-step map, batch loops and the stateful integrator (see discrete_system.hpp).
 #include "marionette/discrete_system.hpp"
 
+#include <algorithm>
+#include <exception>
+#include <thread>
+
 namespace mc {
 
 DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions options)
@@ -104,44 +108,84 @@ void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* 
   }
 }
 
-void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam) {
-  const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
-    store_lambda(Lam + static_cast<long>(k) * m);
+template <class Work>
+void DiscreteSystem::for_chunks(int N, int threads, const Work& work) {
+  threads = std::max(1, std::min(threads, N));
+  if (threads == 1) {
+    work(*this, 0, N);
+    return;
   }
+  while (static_cast<int>(workers_.size()) < threads - 1) workers_.push_back(std::make_unique<DiscreteSystem>(model_, opt_));
+  auto start = [N, threads](int j) { return static_cast<int>(static_cast<long>(N) * j / threads); };
+  std::vector<std::exception_ptr> errors(threads);
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int j = 1; j < threads; ++j) {
+    pool.emplace_back([&, j] {
+      try {
+        work(*workers_[j - 1], start(j), start(j + 1));
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+    });
+  }
+  try {
+    work(*this, 0, start(1));
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads) {
+  const int nx = z_.nx, nU = z_.nU, m = z_.m;
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    ds.s_.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      ds.store_lambda(Lam + static_cast<long>(k) * m);
+    }
+  });
 }
 
 void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam,
-                                          double* Lam_x, double* Lam_u) {
+                                          double* Lam_x, double* Lam_u, int threads) {
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
-    step_first_derivatives(*model_, opt_, s_, A_, B_);
-    RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = A_;
-    RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = B_;
-    if (Lam) store_lambda(Lam + static_cast<long>(k) * m);
-    if (Lam_x)
-      store_constraint_force_derivatives(*model_, s_, Lam_x + static_cast<long>(k) * m * nx,
-                                         Lam_u + static_cast<long>(k) * m * nU);
-  }
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    StepData& s = ds.s_;
+    s.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
+      RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = ds.A_;
+      RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = ds.B_;
+      if (Lam) ds.store_lambda(Lam + static_cast<long>(k) * m);
+      if (Lam_x)
+        store_constraint_force_derivatives(*model_, s, Lam_x + static_cast<long>(k) * m * nx,
+                                           Lam_u + static_cast<long>(k) * m * nU);
+    }
+  });
 }
 
 void DiscreteSystem::second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx,
-                                                  double* xu, double* uu, const double* W) {
+                                                  double* xu, double* uu, const double* W, int threads) {
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
-  s_.lambda.setZero();
-  for (int k = 0; k < N; ++k) {
-    solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k, 3);
-    step_first_derivatives(*model_, opt_, s_, A_, B_);
-    step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), xx_, xu_,
-                           uu_, W ? W + static_cast<long>(k) * m : nullptr);
-    RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = xx_;
-    RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = xu_;
-    RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = uu_;
-  }
+  for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
+    StepData& s = ds.s_;
+    s.lambda.setZero();
+    for (int k = k0; k < k1; ++k) {
+      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k,
+                  3);
+      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
+      step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
+                             ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);
+      RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = ds.xx_;
+      RowMap(xu + static_cast<long>(k) * nx * nU, nx, nU) = ds.xu_;
+      RowMap(uu + static_cast<long>(k) * nU * nU, nU, nU) = ds.uu_;
+    }
+  });
 }
 
 void DiscreteSystem::project(const double* x0, const double* Xbar, const double* Ubar, const double* K, int N,
@@ -172,7 +216,9 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
 void DiscreteSystem::del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N,
                                   double* R, double* P, double* J, double* JP) {
   const int n = z_.n, nd = z_.nd, nu = z_.nu, m = z_.m;
-  const int nr = nd + m, nc = 3 * n + nu + m;
+  const int nr = nd + m, nc = 3 * n + 2 * nu + m, np = 2 * n + nu;
+  const int cu0 = 3 * n, cu = 3 * n + nu, cl = 3 * n + 2 * nu;  // columns of u_{k-1}, u_k, lambda_k
+  const double fm = model_->forcing_minus() * opt_.dt, fp = model_->forcing_plus() * opt_.dt;
   const int order = J != nullptr ? 1 : 0;
   if (J != nullptr) std::fill(J, J + static_cast<long>(N) * nr * nc, 0.0);
   for (int k = 0; k < N; ++k) {
@@ -189,18 +235,20 @@ void DiscreteSystem::del_residual(const double* p0, const double* Q, const doubl
     RowMap Jk(J + static_cast<long>(k) * nr * nc, nr, nc);
     Jk.block(0, n, nd, n) += s_.S11.topRows(nd) - s_.Hz.topLeftCorner(nd, n);
     Jk.block(0, 2 * n, nd, n) = s_.S12.topRows(nd);
-    Jk.block(0, 3 * n, nd, nu) = opt_.dt * s_.F.Fu.topRows(nd);
+    Jk.block(0, cu, nd, nu) = fm * s_.F.Fu.topRows(nd);
     if (m > 0) {
-      Jk.block(0, 3 * n + nu, nd, m) = -s_.h1.Dh.leftCols(nd).transpose();
+      Jk.block(0, cl, nd, m) = -s_.h1.Dh.leftCols(nd).transpose();
       Jk.block(nd, 2 * n, m, n) = s_.h2.Dh;
     }
-    RowMap JPk(JP + static_cast<long>(k) * nd * 2 * n, nd, 2 * n);
+    RowMap JPk(JP + static_cast<long>(k) * nd * np, nd, np);
     JPk.leftCols(n) = s_.S21.topRows(nd);
-    JPk.rightCols(n) = s_.S22.topRows(nd);
-    if (k + 1 < N) {  // b_k is p_{k+1} in node k+1's residual: its (q_k | q_{k+1}) columns
+    JPk.middleCols(n, n) = s_.S22.topRows(nd);
+    JPk.rightCols(nu) = fp * s_.F.Fu.topRows(nd);
+    if (k + 1 < N) {  // b_k is p_{k+1} in node k+1's residual: its (q_k | q_{k+1} | u_k) columns
       RowMap Jn(J + static_cast<long>(k + 1) * nr * nc, nr, nc);
       Jn.block(0, 0, nd, n) = s_.S21.topRows(nd);
       Jn.block(0, n, nd, n) += s_.S22.topRows(nd);
+      Jn.block(0, cu0, nd, nu) = fp * s_.F.Fu.topRows(nd);
     }
   }
 }
@@ -223,14 +271,14 @@ void DiscreteSystem::del_hessian(const double* Q, const double* Uf, const double
   }
 }
 
-void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, double* p) {
-  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, p);
+void DiscreteSystem::discrete_momentum(const double* q_prev, const double* q, const double* u_prev, double* p) {
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, u_prev, p);
 }
 
-void DiscreteSystem::state_from_configs(const double* q_prev, const double* q, double* x) {
+void DiscreteSystem::state_from_configs(const double* q_prev, const double* q, const double* u_prev, double* x) {
   const int n = z_.n, nd = z_.nd, nk = z_.nk;
   std::copy(q, q + n, x);
-  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, x + n);
+  mc::discrete_momentum(*model_, opt_, s_, q_prev, q, u_prev, x + n);
   for (int i = 0; i < nk; ++i) x[n + nd + i] = (q[nd + i] - q_prev[nd + i]) / opt_.dt;
 }
 
@@ -244,8 +292,8 @@ MidpointVI::MidpointVI(std::shared_ptr<const Model> model, VIOptions options)
   guess_.setZero(z.n);
 }
 
-void MidpointVI::initialize_from_configs(const double* q0, const double* q1, double t1) {
-  system_.state_from_configs(q0, q1, x_.data());
+void MidpointVI::initialize_from_configs(const double* q0, const double* q1, double t1, const double* u0) {
+  system_.state_from_configs(q0, q1, u0, x_.data());
   q_prev_ = Eigen::Map<const VecX>(q0, system_.layout().n);
   t_ = t1;
   k_ = 1;

@@ -90,7 +90,7 @@ StepData::StepData(const Model& model)
   S11.setZero(z.n, z.n); scratch.setZero(z.n, z.n); S12.setZero(z.n, z.n); S22.setZero(z.n, z.n); S21.setZero(z.n, z.n);
   Gw.setZero(ny, z.nw); Y.setZero(ny, z.nw); dq2.setZero(z.n, z.nw); Fw.setZero(z.nx, z.nw);
   const int nN = 2 * z.n + z.nu + z.m;
-  eta.setZero(2 * z.n); nu.setZero(ny); mu.setZero(ny); cvec.setZero(z.n); evec.setZero(z.n);
+  eta.setZero(2 * z.n); nu.setZero(ny); mu.setZero(ny); cvec.setZero(z.n); evec.setZero(z.n); fvec.setZero(z.n);
   dw.setZero(z.nw); dN.setZero(nN);
   Hz.setZero(2 * z.n, 2 * z.n); Fqq.setZero(z.n, z.n); Fqu.setZero(z.n, z.nu);
   Psi.setZero(nN, nN); D.setZero(nN, z.nw); HD.setZero(nN, z.nw); Hw.setZero(z.nw, z.nw); hc.setZero(z.m, z.n);
@@ -115,6 +115,7 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
   const Layout z(model);
   const int nd = z.nd, m = z.m;
   const double dt = opt.dt;
+  const double wm = model.forcing_minus(), wp = model.forcing_plus();
   s.solved = false;
   s.have_first = false;
   s.iterations = 0;
@@ -142,8 +143,8 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : newton_order, s.L);
     compute_forces(model, s.mid, s.qdot.data(), s.u.data(), reuse ? 0 : 1, s.F);
     compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
-    // G1 = p1 + (dt/2) Lq - Lv + dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
-    s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + dt * s.F.F.head(nd);
+    // G1 = p1 + (dt/2) Lq - Lv + w- dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
+    s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (wm * dt) * s.F.F.head(nd);
     if (m > 0) {
       s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
       s.r.tail(m) = s.h2.h;
@@ -166,8 +167,8 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     if (!reuse) {
       // M_{k+1} = D2 D1 Ld + D2 f- on the dynamic block.
       slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, s.L.Lqv.transpose(), s.L.Lvv, s.S12);
-      s.S12.noalias() += (0.5 * dt) * s.F.Fq;
-      s.S12 += s.F.Fv;
+      s.S12.noalias() += (0.5 * wm * dt) * s.F.Fq;
+      s.S12.noalias() += wm * s.F.Fv;
       factorize_newton_matrix(model, s, step);
       have_jacobian = true;
     }
@@ -178,17 +179,27 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     ++s.iterations;
   }
   s.p2 = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
+  if (wp != 0.0) s.p2.noalias() += (wp * dt) * s.F.F.head(nd);  // F of the last evaluation: at the solution
   s.solved = true;
 }
 
 void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
-                       double* p2) {
+                       const double* u, double* p2) {
   const Layout z(model);
   const Eigen::Map<const VecX> a(q1, z.n), b(q2, z.n);
+  s.solved = false;
+  s.have_first = false;
   s.qbar = 0.5 * (a + b);
   s.qdot = (b - a) / opt.dt;
   compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 1, s.L);
-  Eigen::Map<VecX>(p2, z.nd) = (0.5 * opt.dt) * s.L.Lq.head(z.nd) + s.L.Lv.head(z.nd);
+  Eigen::Map<VecX> p(p2, z.nd);
+  p = (0.5 * opt.dt) * s.L.Lq.head(z.nd) + s.L.Lv.head(z.nd);
+  const double wp = model.forcing_plus();
+  if (wp == 0.0) return;
+  if (u != nullptr) s.u = Eigen::Map<const VecX>(u, z.nu);
+  else s.u.setZero();
+  compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 0, s.F);
+  p.noalias() += (wp * opt.dt) * s.F.F.head(z.nd);
 }
 
 void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
@@ -217,7 +228,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
     s.Gw.block(nd, cr, m, nk) = s.h2.Dh.rightCols(nk);
   }
   s.Gw.block(0, cp, nd, nd).setIdentity();
-  s.Gw.block(0, cu, nd, nu) = dt * s.F.Fu.topRows(nd);
+  s.Gw.block(0, cu, nd, nu) = (model.forcing_minus() * dt) * s.F.Fu.topRows(nd);
   s.Gw.block(0, cr, nd, nk) = s.S12.block(0, nd, nd, nk);
   s.Y.noalias() = s.lu.solve(s.Gw);
   s.Y *= -1.0;
@@ -226,11 +237,13 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.dq2.setZero();
   s.dq2.topRows(nd) = s.Y.topRows(nd);
   s.dq2.block(nd, cr, nk, nk).setIdentity();
-  // d x_{k+1} / dw with x_{k+1} = (q2, p2, v2), p2 = [D2 Ld]_dyn = dt C_2^T grad L.
+  // d x_{k+1} / dw with x_{k+1} = (q2, p2, v2), p2 = [D2 Ld + f+]_dyn = dt C_2^T grad L + w+ dt F:
+  // (4.21)-(4.23), S21 and S22 carrying D_1 f+ and D_2 f+.
   s.Fw.setZero();
   s.Fw.topRows(n) = s.dq2;
   s.Fw.block(n, cq, nd, n) = s.S21.topRows(nd);
   s.Fw.middleRows(n, nd).noalias() += s.S22.topRows(nd) * s.dq2;
+  if (model.forcing_plus() != 0.0) s.Fw.block(n, cu, nd, nu).noalias() += (model.forcing_plus() * dt) * s.F.Fu.topRows(nd);
   s.Fw.block(n + nd, cr, nk, nk) = MatX::Identity(nk, nk) / dt;
   s.Fw.block(n + nd, cq + nd, nk, nk) = -MatX::Identity(nk, nk) / dt;
 
@@ -334,7 +347,8 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   VecX Fdd(n);
   force_second_directional(model, s.mid, s.u.data(), s.eta.head(n), du.head(nu), Fdd);
   VecX rr(nd + m);
-  rr.head(nd) = (0.5 * dt) * L3dd.head(nd) - L3dd.segment(n, nd) + dt * Fdd.head(nd);
+  const double wm = model.forcing_minus(), wp = model.forcing_plus();
+  rr.head(nd) = (0.5 * dt) * L3dd.head(nd) - L3dd.segment(n, nd) + (wm * dt) * Fdd.head(nd);
   if (m > 0) {
     // -d2/de2 [Dh(q1)^T lambda] = -(D3h[dq1, dq1])^T lambda - 2 (D2h[dq1])^T dlambda
     s.scratch.setZero();
@@ -348,7 +362,7 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   const VecX ydd = -s.lu.solve(rr);
   out.setZero();
   out.head(nd) = ydd.head(nd);
-  out.segment(n, nd) = (0.5 * dt) * L3dd.head(nd) + L3dd.segment(n, nd);
+  out.segment(n, nd) = (0.5 * dt) * L3dd.head(nd) + L3dd.segment(n, nd) + (wp * dt) * Fdd.head(nd);
   out.segment(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * ydd.head(nd);
   if (lam_dd != nullptr && m > 0) Eigen::Map<VecX>(lam_dd, m) = ydd.tail(m);
 }

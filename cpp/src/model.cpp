@@ -14,6 +14,7 @@ namespace mc {
 namespace {
 
 const char* kTransformNames[] = {"tx", "ty", "tz", "rx", "ry", "rz", "const"};
+const char* kForcingNames[] = {"thesis", "symmetric"};
 
 void require_finite(double v, const std::string& what) {
   if (!std::isfinite(v)) throw ModelError(what + " must be a finite number, got " + std::to_string(v));
@@ -31,6 +32,15 @@ TransformType transform_from_name(const std::string& s) {
   for (int i = 0; i < 7; ++i)
     if (s == kTransformNames[i]) return static_cast<TransformType>(i);
   throw ModelError("unknown transform '" + s + "': expected one of tx, ty, tz, rx, ry, rz, const");
+}
+
+const char* forcing_name(Forcing f) { return kForcingNames[static_cast<int>(f)]; }
+
+Forcing forcing_from_name(const std::string& s) {
+  for (int i = 0; i < 2; ++i)
+    if (s == kForcingNames[i]) return static_cast<Forcing>(i);
+  throw ModelError("unknown forcing '" + s + "': expected thesis (f- = dt F, f+ = 0, thesis (4.12a)) or "
+                   "symmetric (f- = f+ = dt F / 2)");
 }
 
 const char* step_failure_name(StepFailure f) {
@@ -73,6 +83,9 @@ std::string Model::hash() const {
   std::ostringstream s;
   s.precision(17);
   s << name << "|g" << gravity.transpose() << "|";
+  // The thesis rule adds nothing, so the identities of models (and of the trajectories made for
+  // them) from before the rule was a choice stay what they were.
+  if (forcing != Forcing::THESIS) s << "forcing " << forcing_name(forcing) << "|";
   for (const Frame& f : frames) {
     s << f.name << ">" << f.parent << ":" << transform_name(f.type) << ":" << f.config << ":"
       << f.R0.reshaped().transpose() << ":" << f.p0.transpose();
@@ -90,9 +103,12 @@ std::string Model::hash() const {
     for (int i : x.input) s << "," << i;
     s << ";";
   }
-  for (const auto& c : constraints)
+  for (const auto& c : constraints) {
     s << "h" << static_cast<int>(c.type) << "," << c.frame1 << "," << c.frame2 << "," << c.length << ","
-      << c.length_config << "," << c.axis << ";";
+      << c.length_config << "," << c.axis;
+    if (c.type == ConstraintType::COUPLING) s << "," << c.follower << "," << c.leader << "," << c.multiplier << "," << c.offset;
+    s << ";";
+  }
   std::string text = s.str();
   unsigned long long h = 1469598103934665603ULL;
   for (unsigned char ch : text) { h ^= ch; h *= 1099511628211ULL; }
@@ -112,6 +128,8 @@ void ModelBuilder::set_gravity(const Vec3& g) {
   for (int i = 0; i < 3; ++i) require_finite(g[i], "gravity component " + std::to_string(i));
   gravity_ = g;
 }
+
+void ModelBuilder::set_forcing(const std::string& rule) { forcing_ = forcing_from_name(rule); }
 
 void ModelBuilder::add_config(const std::string& name, bool kinematic) {
   if (name.empty()) throw ModelError("configuration names must be non-empty");
@@ -222,6 +240,20 @@ void ModelBuilder::add_plane_constraint(const std::string& name, const std::stri
   constraints_.push_back({ConstraintType::PLANE, name, plane_frame, point_frame, "", 0.0, axis});
 }
 
+void ModelBuilder::add_coupling_constraint(const std::string& name, const std::string& follower,
+                                           const std::string& leader, double multiplier, double offset) {
+  require_finite(multiplier, "multiplier of coupling constraint '" + name + "'");
+  require_finite(offset, "offset of coupling constraint '" + name + "'");
+  if (follower == leader)
+    throw ModelError("coupling constraint '" + name + "' couples configuration '" + follower + "' to itself");
+  ConstraintSpec c{ConstraintType::COUPLING, name, "", "", "", 0.0, 2};
+  c.follower = follower;
+  c.leader = leader;
+  c.multiplier = multiplier;
+  c.offset = offset;
+  constraints_.push_back(c);
+}
+
 void ModelBuilder::remove_constraint(const std::string& name) {
   for (auto it = constraints_.begin(); it != constraints_.end(); ++it)
     if (it->name == name) {
@@ -236,6 +268,7 @@ std::shared_ptr<Model> ModelBuilder::build() const {
   Model& M = *model;
   M.name = name_;
   M.gravity = gravity_;
+  M.forcing = forcing_;
 
   // ---- configurations: explicit declarations plus those named by frames ----
   std::vector<ConfigSpec> cspecs = configs_;
@@ -359,6 +392,20 @@ std::shared_ptr<Model> ModelBuilder::build() const {
     Constraint c;
     c.type = cs.type;
     c.name = cs.name;
+    if (cs.type == ConstraintType::COUPLING) {
+      const std::string who = "coupling constraint '" + cs.name + "'";
+      c.frame1 = c.frame2 = -1;
+      c.follower = config_of(cs.follower, who);
+      c.leader = config_of(cs.leader, who);
+      if (M.configs[c.follower].kinematic)
+        throw ModelError(who + ": the follower '" + cs.follower + "' must be a dynamic configuration (it follows " +
+                         "'" + cs.leader + "'; a kinematic one is prescribed)");
+      c.multiplier = cs.multiplier;
+      c.offset = cs.offset;
+      c.support = {std::min(c.follower, c.leader), std::max(c.follower, c.leader)};
+      M.constraints.push_back(c);
+      continue;
+    }
     c.frame1 = frame_of(cs.f1, "constraint '" + cs.name + "'");
     c.frame2 = frame_of(cs.f2, "constraint '" + cs.name + "'");
     if (c.frame1 == c.frame2)
@@ -392,6 +439,7 @@ std::shared_ptr<Model> ModelBuilder::build() const {
   for (const auto& w : M.wrenches) mark(w.frame, true);
   M.constraint_frames.assign(M.frames.size(), 0);
   for (const auto& c : M.constraints) {
+    if (c.type == ConstraintType::COUPLING) continue;  // joins configurations, not frames
     mark(c.frame1, false);
     mark(c.frame2, false);
     for (int f : {c.frame1, c.frame2})
@@ -399,21 +447,43 @@ std::shared_ptr<Model> ModelBuilder::build() const {
   }
 
   // ---- every dynamic configuration must carry inertia ----
-  for (int c = 0; c < M.nd; ++c) {
+  // ... or be coupled (a URDF mimic joint, transitively through coupling constraints) to a
+  // configuration that carries inertia or is kinematic: a leader whose followers carry the mass
+  // has a regular Newton matrix [[M, -Dh^T], [Dh, 0]] though M alone is singular (the step checks
+  // that matrix: singular_mass_matrix, seed 001 §VII).
+  const int nq = M.nq();
+  std::vector<char> carries(nq, 0);
+  for (int c = 0; c < nq; ++c) {
     const int f = M.configs[c].frame;
-    if (f < 0)
-      throw ModelError("dynamic configuration '" + M.configs[c].name +
-                       "' drives no frame: it has no inertia (declare it kinematic, or use it in a frame)");
-    bool carries = false;
     std::function<void(int)> visit = [&](int k) {
-      if (M.frames[k].has_mass && M.frames[k].inertia.norm() > 0) carries = true;
-      for (size_t j = k + 1; j < M.frames.size() && !carries; ++j)
+      if (M.frames[k].has_mass && M.frames[k].inertia.norm() > 0) carries[c] = 1;
+      for (size_t j = k + 1; j < M.frames.size() && !carries[c]; ++j)
         if (M.frames[j].parent == k) visit(static_cast<int>(j));
     };
-    visit(f);
-    if (!carries)
-      throw ModelError("dynamic configuration '" + M.configs[c].name + "' moves no mass (no frame with mass at or below '" +
-                       M.frames[f].name + "'): the mass matrix would be singular; add a mass or declare it kinematic");
+    if (M.configs[c].kinematic) carries[c] = 1;
+    else if (f >= 0) visit(f);
+  }
+  std::vector<int> group(nq);
+  for (int c = 0; c < nq; ++c) group[c] = c;
+  std::function<int(int)> root = [&](int c) { return group[c] == c ? c : group[c] = root(group[c]); };
+  for (const auto& k : M.constraints)
+    if (k.type == ConstraintType::COUPLING) group[root(k.follower)] = root(k.leader);
+  std::vector<char> group_carries(nq, 0);
+  for (int c = 0; c < nq; ++c)
+    if (carries[c]) group_carries[root(c)] = 1;
+  for (int c = 0; c < M.nd; ++c) {
+    if (carries[c] || group_carries[root(c)]) continue;
+    const int f = M.configs[c].frame;
+    bool in_coupling = false;
+    for (int o = 0; o < nq; ++o)
+      if (o != c && root(o) == root(c)) in_coupling = true;
+    const std::string also = in_coupling ? ", nor does any configuration coupled to it" : "";
+    if (f < 0)
+      throw ModelError("dynamic configuration '" + M.configs[c].name +
+                       "' drives no frame: it has no inertia" + also + " (declare it kinematic, or use it in a frame)");
+    throw ModelError("dynamic configuration '" + M.configs[c].name + "' moves no mass (no frame with mass at or below '" +
+                     M.frames[f].name + "')" + also +
+                     ": the mass matrix would be singular; add a mass or declare it kinematic");
   }
 
   // ---- storage offsets of the derivative caches ----

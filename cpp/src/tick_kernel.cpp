@@ -333,7 +333,7 @@ bool TickKernel::estimate(long k, const double* q, const double* q_prev, const C
     out.tail(nx - nq) = M_.rest;
   } else if (!D.have_x || !(0 < k - D.k && k - D.k <= M_.max_gap_steps)) {
     if (q_prev == nullptr) return false;
-    system_->state_from_configs(q_prev, q, x_hat);
+    system_->state_from_configs(q_prev, q, h.applied(k - 1), x_hat);  // the force inputs lead the input
   } else {
     const double* x = D.x.data();
     for (long j = D.k; j < k - 1; ++j) {  // steps of a gap bridged with the inputs in effect

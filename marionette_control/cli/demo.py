@@ -144,7 +144,13 @@ def plot(model, X, X_open, X_closed, err_open, err_closed, dt, path: Path, confi
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m marionette_control.cli.demo",
+        description="Seed 001 §VIII-B without ROS: the humanoid marionette's string walk, its exact linearization and "
+                    "time-varying LQR gains; closed against open loop from a start perturbed by --perturbation rad in "
+                    "--config. Writes a PNG and a JSON summary into --out.",
+        epilog="The arm's whole loop across ROS processes is the main job (python -m marionette_control.cli.main_job); "
+               "the same walk and gains: docs/reproductions.md, section 3.")
     p.add_argument("--steps", type=int, default=1000, help="number of steps (default 1000 = 10 s)")
     p.add_argument("--dt", type=float, default=0.01, help="time step [s] (default 0.01)")
     p.add_argument("--perturbation", type=float, default=0.1, help="initial perturbation (default 0.1 rad)")

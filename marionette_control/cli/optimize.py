@@ -1,7 +1,8 @@
 """marionette-optimize: optimize a desired motion from a YAML spec into a trajectory file.
 
     marionette-optimize SPEC.yaml [-o OUT.npz] [--set KEY=VALUE ...] [--deadline S]
-                        [--max-iterations N] [--progress auto|live|plain|quiet] [--summary-json PATH]
+                        [--max-iterations N] [--retime off|uniform|warp]
+                        [--progress auto|live|plain|quiet] [--summary-json PATH]
     python -m marionette_control.cli.optimize ...     (same)
 
 Runs the spec (format: ``marionette_control/ocp/spec.py``; examples in ``config/optimize/``; the run:
@@ -10,8 +11,15 @@ DMOCC with ``method: dmocc``), time-varying LQR tracking gains designed by
 the spec's ``tracking_gains`` (``marionette_control/lq/gains.py``); writes the trajectory
 file (``marionette_control/trajectory.py``) with K, the gains' design record and the
 optimizer's statistics in its ``info``, and prints a summary (iterations, cost, RMS error of every
-prescribed configuration, input ranges, and every inequality constraint's worst margin, where it
-occurs and where it is active).
+prescribed configuration, input ranges, the reserve kept for the feedback, every inequality
+constraint's worst margin, where it occurs and where it is active, and whether the motion is
+trackable: ``marionette_control/ocp/trackability.py``).
+
+``--retime MODE`` re-times a motion too fast for the arm (the spec's ``retime``;
+``marionette_control/ocp/retiming.py``): ``uniform`` finds the smallest uniform slow-down at which it
+is trackable, ``warp`` slows only the keyframe intervals that need it; the summary then says e.g.
+"motion needs 1.09× its duration (4 s → 4.37 s, slowed uniformly): as drawn it misses the motion by
+shoulder 0.513° RMS (tolerance 0.25°); riding carriage acceleration >= -11.25 m/s^2 (47 steps), ...".
 
 ``--set`` overrides a spec key before checking (dotted path, YAML value), e.g.
 ``--set optimizer.max_iterations=5 --set weights.state.elbow=1e3``. Progress is a live line on a
@@ -32,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from marionette_control.cli.progress import MODES, Progress
+from marionette_control.ocp.problem import RETIME_MODES
 from marionette_control.ocp.spec import SpecError, load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.model.yaml_model import StrictLoader
@@ -65,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a spec key (dotted path, YAML value); repeatable")
     p.add_argument("--deadline", type=float, help="overall time limit in seconds (overrides the spec)")
     p.add_argument("--max-iterations", type=int, help="iteration limit of the final optimization (overrides the spec)")
+    p.add_argument("--retime", choices=RETIME_MODES, help="re-time a motion too fast for the arm: uniform (the "
+                                                          "smallest uniform slow-down) or warp (only where needed); "
+                                                          "overrides the spec's retime mode")
     p.add_argument("--progress", choices=MODES, default="auto", help="progress display (default: live on a "
                                                                      "terminal, plain lines otherwise)")
     p.add_argument("--summary-json", help="also write the summary as JSON to this file")
@@ -82,7 +94,27 @@ def _summary_lines(result, out: Path) -> list:
         lines.append(f"  {name}: RMS error {e['rms']:.3e}, max {e['max']:.3e} (vs the desired motion)")
     for name, (lo, hi) in s["input_ranges"].items():
         lines.append(f"  input {name}: [{lo:.4g}, {hi:.4g}]")
-    return lines + constraint_lines(result.trajectory.info.get("constraints") or {})
+    return lines + reserve_lines(s) + constraint_lines(result.trajectory.info.get("constraints") or {}) + \
+        [retiming_line(result.trajectory.info)]
+
+
+def reserve_lines(summary: dict) -> list:
+    """The reserve kept for the feedback (margins, tension reserve), one line."""
+    r = summary.get("reserve") or {}
+    margins = ", ".join(f"{f} {100 * v:g} %" for f, v in (r.get("margins") or {}).items() if v)
+    tension = r.get("tension_reserve") or 0.0
+    if not margins and not tension:
+        return ["reserve for the feedback: none"]
+    return [f"reserve for the feedback: {margins or 'no drive margin'}"
+            + (f"; tension {tension:g} N above the minimum" if tension else "")]
+
+
+def retiming_line(info: dict) -> str:
+    """Whether the motion is trackable, and with re-timing what it needs (``info['retiming']``)."""
+    if info.get("retiming"):
+        return info["retiming"]["message"]
+    return f"the motion is {info['trackability']['message']}" + \
+        ("" if info["trackability"]["trackable"] else " (--retime uniform finds the duration it needs)")
 
 
 def constraint_lines(constraints: dict) -> list:
@@ -96,13 +128,15 @@ def constraint_lines(constraints: dict) -> list:
     for r in rows:
         unit = f" {r['unit']}" if r["unit"] else ""
         active = ""
+        reserve = f" (hardware {r['hardware_limit']:.4g}{unit}, margin to it {r['hardware_margin']:.4g}{unit})" \
+            if r.get("reserve") else ""
         if r["active_steps"]:
             spans = ", ".join(f"{a:.2f}-{b:.2f} s" if b > a else f"{a:.2f} s" for a, b in r["active_intervals"][:4])
             more = ", ..." if len(r["active_intervals"]) > 4 else ""
             active = f"; active at {r['active_steps']} step(s): {spans}{more}"
         flag = "" if r["satisfied"] else "  VIOLATED"
         lines.append(f"  {r['label']}: worst margin {r['margin']:.4g}{unit} at t = {r['time']:.2f} s (step "
-                     f"{r['step']}){active}{flag}")
+                     f"{r['step']}){reserve}{active}{flag}")
     return lines
 
 
@@ -121,6 +155,8 @@ def main(argv=None) -> int:
         if args.max_iterations < 0:
             parser.error("--max-iterations must be >= 0")
         overrides["optimizer.max_iterations"] = args.max_iterations
+    if args.retime is not None:
+        overrides["retime.mode"] = args.retime
     try:
         spec = load_spec(args.spec, overrides)
     except SpecError as e:

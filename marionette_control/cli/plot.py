@@ -127,7 +127,7 @@ def plot_configurations(traj, path: Path) -> Path:
 
 
 def _limits(traj) -> dict:
-    """The limits the trajectory was optimized with (trajectory metadata; {} for older files)."""
+    """The hardware's limits the trajectory was optimized within (trajectory metadata; {} for older files)."""
     return ((traj.info.get("constraints") or {}).get("set") or {}).get("limits") or {}
 
 

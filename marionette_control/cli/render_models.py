@@ -22,6 +22,7 @@ from marionette_control.model.library import (
     get,
     humanoid_marionette,
     marionette_arm,
+    scissor_lift,
 )
 from marionette_control.model.plot import save_model_png
 
@@ -32,6 +33,10 @@ def _arm_pose(model: _core.Model) -> np.ndarray:
 
 def _humanoid_pose(model: _core.Model) -> np.ndarray:
     return humanoid_marionette.initial_configuration(model)
+
+
+def _scissor_pose(model: _core.Model) -> np.ndarray:
+    return scissor_lift.configuration(scissor_lift.ScissorLift(), np.pi / 4)  # the registry's default lift
 
 
 def _named(values: dict[str, float]) -> Callable[[_core.Model], np.ndarray]:
@@ -51,6 +56,7 @@ POSES: dict[str, tuple[Callable[[_core.Model], np.ndarray], str, str]] = {
     "cart_pendulum": (_named({"theta": 2.2, "cart": 0.5}), "yz", "theta = 2.2 rad, cart = 0.5 m"),
     "humanoid_marionette": (_humanoid_pose, "xz", "seed 001 initial pose, front view"),
     "marionette_arm": (_arm_pose, "yz", "raised pose (80°, 85°) held by the string"),
+    "scissor_lift": (_scissor_pose, "xz", "theta = 45°, 5 segments"),
 }
 
 
@@ -66,7 +72,8 @@ def render(names, out: str, dpi: int = 100) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m marionette_control.cli.render_models",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="models to render (default: all registered)")
     parser.add_argument("--out", default="docs/img", help="output directory (default docs/img)")
     parser.add_argument("--dpi", type=int, default=100)

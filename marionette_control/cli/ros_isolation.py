@@ -5,37 +5,39 @@ nodes of a simulated arm must never be discovered by (or discover) another graph
 own controller on the default domain would otherwise take the simulator's ``/joint_states`` as the arm's, and
 two jobs on the same machine would answer each other's requests.
 
-A domain id is claimed with an exclusive ``flock`` on ``/tmp/marionette-ros-domain-<id>.lock``, held until the
-claiming process exits, so every process using this module gets a domain of its own.
+A domain id is claimed through ``ros-domain-coordinator`` (``domain_coordinator``: the allocator of ament's isolated
+tests and launch_testing), which holds a domain by binding TCP port 32768 + id; the claim lasts until the claiming
+process exits, so every process using this module — and every ament test on the machine — gets a domain of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import itertools
 import os
+
+import domain_coordinator
 
 #: The variables that select a graph (``ROS_STATIC_PEERS`` is dropped: it would add peers beyond localhost).
 ISOLATION_VARIABLES = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")
 
-_lock_fds: list[int] = []      # the held lock files (released when the process exits)
+_claims = contextlib.ExitStack()   # the domains held (released when the process exits)
 
 
 def claim_domain_id(first: int = 1, last: int = 100) -> int:
     """A ROS domain id in [first, last] that no process on this machine holds, this one included (each call
     claims another). Raises RuntimeError when all are taken."""
     span = last - first + 1
-    for i in range(span):
-        domain = first + (os.getpid() + i) % span
-        fd = os.open(f"/tmp/marionette-ros-domain-{domain}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue
-        _lock_fds.append(fd)
-        return domain
-    raise RuntimeError(f"no free ROS domain id in {first}-{last} (all held by other processes on this machine)")
+    order = itertools.count(os.getpid())   # processes start their search at different ids
+
+    def selector() -> int:
+        return first + next(order) % span
+
+    try:
+        return _claims.enter_context(domain_coordinator.domain_id(selector))
+    except RuntimeError:
+        raise RuntimeError(f"no free ROS domain id in {first}-{last} (all held by other processes on this "
+                           "machine)") from None
 
 
 def isolated_env(domain_id: int, base: dict | None = None) -> dict:

@@ -1,6 +1,6 @@
 """marionette-track-offline: the controller in closed loop with the simulated arm, without a ROS graph.
 
-    marionette-track-offline TRAJ.npz [--profile realistic|perfect] [--hardware FIELD=VALUE ...]
+    marionette-track-offline TRAJ.npz [--profile realistic|perfect] [--plant FILE] [--hardware FIELD=VALUE ...]
                              [-p PARAM=VALUE ...] [--design FIELD=VALUE ...] [--open-loop]
                              [--json PATH] [--csv PATH]
     python -m marionette_control.cli.track_offline ...     (same)
@@ -9,10 +9,13 @@ Runs :func:`marionette_control.sim.offline_loop.run_loop`: the controller node's
 (built from ``config/marionette_arm.yaml`` and the controller parameters) against the hardware
 stand-in's :class:`~marionette_control.sim.simulator.SimulatedArm` with a hardware
 profile, cycle by cycle as ros2_control runs them, and prints the RMS and largest error of the
-arm's true angles against the trajectory (degrees), the plant's lowest string tension (and over the first 0.1 s),
-the ticks whose command the tension guard moved, and the RMS of the commanded drive accelerations' deviation from
-the plan's (``LoopResult.commands_summary``).
+arm's true angles against the trajectory (degrees), the plant string's lowest tension (during the motion, after it
+and over its first 0.1 s) and time slack (the realistic profile's string is one-sided: it goes slack rather than
+push, ``docs/simulator.md``), the ticks whose command the tension guard moved, and the RMS of the commanded drive
+accelerations' deviation from the plan's (``LoopResult.record``).
 
+* ``--plant FILE`` simulates this plant model (``--hardware plant_model_file=FILE``; relative names under
+  ``config/``, e.g. the plant family's ``plants/damping_x3.yaml``).
 * ``--hardware FIELD=VALUE`` changes a field of the profile (``HardwareProfile``: e.g.
   ``command_delay_steps=0``, ``noise_std=0.001``, ``plant_model_file=``, ``drive_mode=rate_limited``,
   ``seed=3``); tuples take comma-separated values.
@@ -25,8 +28,13 @@ the plan's (``LoopResult.commands_summary``).
   optimizer. Without it the file's gains are used (and refused when designed for another delay).
 * ``--open-loop`` also runs feed-forward only (the same commands without the gains) and prints the
   ratio of the open- to the closed-loop RMS on the joint where open loop errs most.
+* ``--json PATH`` writes the profile, the controller parameters and per run (``closed_loop``, ``open_loop``)
+  ``LoopResult.record``: ``errors`` ({joint: {rms_deg, max_deg}}), ``aborted``, ``abort_reason``, ``ticks``,
+  ``tension_min_n`` and ``slack_s`` during the motion and after it, and the executed worst ``margins``
+  (range, speed, acceleration per drive of the commands and of the drives' true motion, and the string's
+  tension; :mod:`marionette_control.sim.margins`, as the main job's report).
 
-Exit status: 0 run, 1 the controller refused or aborted, 2 bad arguments or file.
+Exit status: 0 run, 1 the controller refused or aborted, 2 bad arguments or file (a plant file included).
 """
 
 from __future__ import annotations
@@ -41,7 +49,9 @@ import numpy as np
 from marionette_control import _core
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
 from marionette_control.model.library import marionette_arm as arm
+from marionette_control.model.limits import from_description
 from marionette_control.sim.offline_loop import LoopResult, run_loop
+from marionette_control.sim.plant import load_plant
 from marionette_control.sim.profile import PROFILES, HardwareProfile
 from marionette_control.tracking.controller_options import controller_options, controller_param_defaults, core_values
 from marionette_control.trajectory import Trajectory, TrajectoryError
@@ -94,24 +104,26 @@ def controller_values(params: dict, desc, profile: HardwareProfile) -> dict:
     return core_values(values)
 
 
-def format_result(title: str, result: LoopResult) -> str:
+def format_result(title: str, result: LoopResult, record: dict) -> str:
+    """The human-readable lines of a run; ``record`` its :meth:`LoopResult.record`."""
     rows = [f"{title}: {len(result.k)} ticks, status: {result.status[1]}"]
-    for name, s in result.summary().items():
+    for name, s in record["errors"].items():
         rows.append(f"  {name:10s} RMS {s['rms_deg']:7.3f} deg   max {s['max_deg']:7.3f} deg")
-    t = result.tension_summary()
-    rows.append(f"  string tension min {t['tension_min_n']:.3f} N at {t['tension_min_t']:.2f} s (first 0.1 s: "
-                f"{t['tension_min_start_n']:.3f} N); tension guard acted on {t['guarded_ticks']} ticks")
+    low, slack = record["tension_min_n"], record["slack_s"]
+    parts = [f"{low[p]:.3f} N {label}" for p, label in (("motion", "during the motion"), ("after_end", "after it"))
+             if low[p] is not None]
+    if parts:
+        rows.append(f"  string: lowest tension {', '.join(parts)}; slack {slack['motion']:.3f} s during the motion, "
+                    f"{slack['after_end']:.3f} s after it")
+    if record["tension_min_start_n"] is not None:
+        rows.append(f"  first 0.1 s: lowest tension {record['tension_min_start_n']:.3f} N; tension guard acted on "
+                    f"{record['guarded_ticks']} ticks")
     rows.append("  commanded acceleration - plan's, RMS (max): " + ", ".join(
         f"{n} {c['acceleration_deviation_rms']:.2f} ({c['acceleration_deviation_max']:.1f})"
-        for n, c in result.commands_summary().items()))
+        for n, c in record["commands"].items()))
     if result.fault_counts:
         rows.append("  faults: " + ", ".join(f"{k} {v}" for k, v in sorted(result.fault_counts.items())))
     return "\n".join(rows)
-
-
-def _run_record(result: LoopResult) -> dict:
-    """The run's tension, tension guard and command figures (JSON)."""
-    return {"aborted": bool(result.aborted), **result.tension_summary(), "commands": result.commands_summary()}
 
 
 def main(argv=None) -> int:
@@ -119,17 +131,25 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trajectory", help="trajectory file (.npz) of config/marionette_arm.yaml's model")
     ap.add_argument("--profile", default="realistic", choices=sorted(PROFILES), help="hardware profile")
+    ap.add_argument("--plant", metavar="FILE", help="plant model file (--hardware plant_model_file=FILE; relative "
+                    "names under config/, e.g. plants/damping_x3.yaml)")
     ap.add_argument("--hardware", action="append", metavar="FIELD=VALUE", help="change a profile field")
     ap.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="controller parameter")
     ap.add_argument("--design", action="append", metavar="FIELD=VALUE", help="recompute the gains (GainDesign)")
     ap.add_argument("--open-loop", action="store_true", help="also run feed-forward only and compare")
-    ap.add_argument("--json", metavar="PATH", help="write the errors as JSON")
+    ap.add_argument("--json", metavar="PATH", help="write the report as JSON (per run: errors, abort, string, margins)")
     ap.add_argument("--csv", metavar="PATH", help="write k, true and estimated states, commands per tick")
     args = ap.parse_args(argv)
     try:
         desc = arm.load_description()
         traj = Trajectory.load(args.trajectory, desc.model)
-        profile = build_profile(args.profile, _assignments(args.hardware, "--hardware"))
+        hardware = _assignments(args.hardware, "--hardware")
+        if args.plant is not None:
+            if "plant_model_file" in hardware:
+                raise ValueError("--plant and --hardware plant_model_file=... both name the plant; give one")
+            hardware["plant_model_file"] = args.plant
+        profile = build_profile(args.profile, hardware)
+        load_plant(profile, desc)   # a plant file that cannot be the arm: a bad argument
         values = controller_values(_assignments(args.param, "-p"), desc, profile)
         options = controller_options(values, desc)
         design_changes = _assignments(args.design, "--design")
@@ -152,17 +172,17 @@ def main(argv=None) -> int:
         print(f"marionette-track-offline: {e}", file=sys.stderr)
         return 1
     print(f"profile {profile.name}: " + ", ".join(f"{k}={v}" for k, v in profile.as_dict().items() if k != "name"))
-    print(format_result("closed loop", closed))
-    report = {"profile": profile.as_dict(), "controller": values, "closed_loop": closed.summary(),
-              "closed_loop_run": _run_record(closed)}
+    limits = from_description(desc)
+    report = {"profile": profile.as_dict(), "controller": values, "closed_loop": closed.record(limits)}
+    print(format_result("closed loop", closed, report["closed_loop"]))
     if opened is not None:
-        print(format_result("feed-forward only (open loop)", opened))
-        o, c = opened.summary(), closed.summary()
+        report["open_loop"] = opened.record(limits)
+        print(format_result("feed-forward only (open loop)", opened, report["open_loop"]))
+        o, c = report["open_loop"]["errors"], report["closed_loop"]["errors"]
         joint = max(o, key=lambda n: o[n]["rms_deg"])
         ratio = o[joint]["rms_deg"] / max(c[joint]["rms_deg"], 1e-300)
         print(f"open / closed loop RMS on {joint} (where open loop errs most): {ratio:.2f}")
-        report.update(open_loop=o, open_loop_run=_run_record(opened),
-                      ratio={"joint": joint, "open_over_closed": ratio})
+        report["ratio"] = {"joint": joint, "open_over_closed": ratio}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

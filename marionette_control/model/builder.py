@@ -17,6 +17,12 @@ masses sit at the frame origin on principal axes. Configurations are dynamic
 unless declared kinematic (prescribed, thesis §3.6). Each method returns the
 builder so calls can be chained; every name is checked when ``build()`` runs
 and errors name the offending element.
+
+Forcing (``forcing=`` or :meth:`SystemBuilder.forcing`): how the impulse Δt·F(q̄, q̇, u_k) of the
+forces over a step (F at the midpoint of the midpoint discrete Lagrangian, thesis (4.8)) is split
+between the step's ends (thesis (4.12)): ``"thesis"`` (the default) f⁻ = Δt·F, f⁺ = 0, thesis
+(4.12a) and the reference implementation, whose configurations are first order in Δt with any
+force; ``"symmetric"`` f⁻ = f⁺ = ½Δt·F, second order (``docs/integrator_study.md``, "Forcing").
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import numpy as np
 from marionette_control import _core
 
 PRIMITIVES = ("tx", "ty", "tz", "rx", "ry", "rz")
+#: The forcing discretizations (module docstring); the first is the default.
+FORCING_RULES: tuple[str, ...] = tuple(_core.FORCING_RULES)
 
 
 def rotation_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -54,10 +62,11 @@ def _vector(value, size: int, what: str) -> np.ndarray:
 class SystemBuilder:
     """Collects a model description; ``build()`` validates it in the core."""
 
-    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8)):
+    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8), forcing: str = FORCING_RULES[0]):
         self._core = _core.ModelBuilder(name)
         self._core.set_gravity(_vector(gravity, 3, "gravity"))
         self.name = name
+        self.forcing(forcing)
 
     @classmethod
     def from_model(cls, model: _core.Model) -> "SystemBuilder":
@@ -66,6 +75,13 @@ class SystemBuilder:
         b._core = model.to_builder()
         b.name = model.name
         return b
+
+    def forcing(self, rule: str) -> "SystemBuilder":
+        """The forcing discretization, one of ``FORCING_RULES`` (module docstring)."""
+        if rule not in FORCING_RULES:
+            raise ValueError(f"model '{self.name}': forcing must be one of {', '.join(FORCING_RULES)}, got {rule!r}")
+        self._core.set_forcing(rule)
+        return self
 
     def remove_constraint(self, name: str) -> "SystemBuilder":
         """Removes a constraint by name (e.g. to relax a string into forces, thesis §6.6)."""
@@ -165,6 +181,29 @@ class SystemBuilder:
         self._core.add_plane_constraint(name, plane_frame, int(axis), point_frame)
         return self
 
+    def coupling_constraint(self, follower: str, leader: str, multiplier: float = 1.0, offset: float = 0.0,
+                            name: str = "") -> "SystemBuilder":
+        """h = q_follower - multiplier q_leader - offset = 0 (a URDF ``<mimic>`` joint; thesis §2.5 keeps one
+        configuration per transform and couples them by a holonomic constraint). The follower is dynamic; the
+        default name is ``<follower>_coupling``."""
+        self._core.add_coupling_constraint(name or f"{follower}_coupling", follower, leader, float(multiplier),
+                                           float(offset))
+        return self
+
     def build(self) -> _core.Model:
         """Validates the description and returns the immutable core model."""
         return self._core.build()
+
+
+def without_constraints(model: _core.Model, names: Sequence[str]) -> _core.Model:
+    """``model`` without the holonomic constraints ``names``: the same configurations, states, inputs and forces, the
+    other constraints in their order (e.g. a string gone slack, or constraints relaxed into a penalty, thesis §6.6.2).
+    Raises ValueError naming a constraint the model does not have."""
+    missing = sorted(set(names) - set(model.constraint_names))
+    if missing or not names:
+        raise ValueError(f"model '{model.name}' has no constraint named {', '.join(missing) or '(none given)'} "
+                         f"(constraints: {', '.join(model.constraint_names) or 'none'})")
+    b = SystemBuilder.from_model(model)
+    for n in names:
+        b.remove_constraint(n)
+    return b.build()

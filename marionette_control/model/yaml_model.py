@@ -9,9 +9,12 @@ a worked example)::
     name: double_pendulum_on_a_string   # required; the model's name
     description: free text               # optional
     gravity: [0, 0, -9.81]               # optional, m/s^2 (default [0, 0, -9.81])
+    forcing: thesis                      # optional: the forcing discretization, thesis (default:
+                                         # f- = dt F, f+ = 0) or symmetric (f- = f+ = dt F / 2)
     urdf:                                # optional: the tree (or part of it) from a URDF
       file: arm.urdf                     #   path relative to this file
       rename: {joint_a: config_a}        #   optional: URDF joint -> configuration name
+      friction: ignore                   #   optional: ignore (default, warns) | refuse <dynamics friction>
     kinematic: [carriage]                # configurations that are prescribed (thesis §3.6)
     frames:                              # frames, parents before children
       - {name: link1, parent: world, transform: rx, config: theta1}   # driven primitive
@@ -63,6 +66,7 @@ same with or without it. Numbers may be written ``1e-3`` as well as ``1.0e-3``. 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -74,10 +78,11 @@ import numpy as np
 import yaml
 
 from marionette_control import _core
-from marionette_control.model.builder import PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.builder import FORCING_RULES, PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits, from_description
 from marionette_control.resources import config_file
-from marionette_control.model.urdf import Inertial, UrdfError, UrdfRobot, add_urdf, parse_urdf, without_length_joint
+from marionette_control.model.urdf import (FRICTION_OPTIONS, Inertial, UrdfError, UrdfRobot, add_urdf, inertia_problem,
+                                           parse_urdf, without_length_joint)
 
 
 class ModelFileError(ValueError):
@@ -116,16 +121,27 @@ def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool 
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+#: parsed files by (path, modification time, size): a model is often built many times from one file (the
+#: calibration builds one per parameter change), and parsing is most of a build's time
+_PARSED: dict[tuple, Any] = {}
+
+
 def read_yaml(path: str | os.PathLike, error: type[ValueError] = ValueError) -> Any:
-    """Reads a YAML file with :class:`StrictLoader`; errors name the file (and line)."""
+    """Reads a YAML file with :class:`StrictLoader`; errors name the file (and line). Returns a fresh copy of
+    the parsed data: a file unchanged since it was last read (same modification time and size) is not parsed
+    again."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.load(f, Loader=StrictLoader)
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+        if key not in _PARSED:
+            with open(path, encoding="utf-8") as f:
+                _PARSED[key] = yaml.load(f, Loader=StrictLoader)
     except OSError as e:
         raise error(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
         raise error(f"{path}: invalid YAML: {e}") from None
+    return copy.deepcopy(_PARSED[key])
 
 
 class Checker:
@@ -231,7 +247,7 @@ class ModelDescription:
         return {v: k for k, v in self.hardware_joints.items()}
 
 
-_TOP = ("name", "description", "gravity", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
+_TOP = ("name", "description", "gravity", "forcing", "urdf", "kinematic", "frames", "strings", "springs", "config_springs",
         "damping", "forces", "plane_constraints", "hardware", "actuators", "base", "overrides")
 _AXIS = {"x": 0, "y": 1, "z": 2, 0: 0, 1: 1, 2: 2}
 #: Longest chain of ``base`` files (deeper is a mistake, usually a cycle).
@@ -363,8 +379,9 @@ class _Overrides:
             return np.diag(values)
         ixx, ixy, ixz, iyy, iyz, izz = values
         tensor = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-        if np.linalg.eigvalsh(tensor)[0] < -1e-12 * max(1.0, float(np.abs(values).max())):
-            self.fail("masses", name, f"the inertia tensor must be positive semi-definite, got {values.tolist()}")
+        problem = inertia_problem(tensor)
+        if problem is not None:
+            self.fail("masses", name, f"{problem} (given {values.tolist()})")
         return tensor
 
     def apply_frame(self, fr: dict, key: str) -> dict:
@@ -405,11 +422,15 @@ class _Overrides:
                     self.fail(kind, name, f"'{name}' is neither {what} of the model")
 
 
-def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
+def load_model_file(path: str | os.PathLike, builder: type = SystemBuilder, **overrides) -> ModelDescription:
     """Loads and validates a YAML model file and builds its core model.
 
     ``overrides`` replace top-level keys before validation (e.g. ``gravity=[0, 0, -9.8]``,
     ``hardware={"joint_names": {...}}``), so callers can vary a parameter without copying the file.
+    ``builder`` is the :class:`~marionette_control.model.builder.SystemBuilder` (sub)class the model is built
+    with, constructed as ``builder(name, gravity=...)``: a subclass may build the same description differently
+    (the calibration turns constant placements into kinematic configurations to differentiate with respect to
+    them, :mod:`marionette_control.identification.geometry`).
     """
     path = os.fspath(path)
     data, patches = _read_with_base(path)
@@ -429,7 +450,10 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
     if not isinstance(description, str):
         c.fail("description", "expected text")
     gravity = c.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3)
-    b = SystemBuilder(name, gravity=gravity)
+    forcing = data.get("forcing", FORCING_RULES[0])
+    if forcing not in FORCING_RULES:
+        c.fail("forcing", f"expected one of {', '.join(FORCING_RULES)}, got {forcing!r}")
+    b = builder(name, gravity=gravity).forcing(forcing)
 
     frames: set[str] = {"world"}
     configs: dict[str, str] = {}  # config name -> key where it was introduced
@@ -446,8 +470,11 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
 
     # --- URDF tree ---
     if "urdf" in data:
-        u = c.mapping(data["urdf"], "urdf", required=("file",), optional=("rename",))
+        u = c.mapping(data["urdf"], "urdf", required=("file",), optional=("rename", "friction"))
         ufile = c.name(u["file"], "urdf.file")
+        friction = u.get("friction", "ignore")
+        if friction not in FRICTION_OPTIONS:
+            c.fail("urdf.friction", f"expected one of {', '.join(FRICTION_OPTIONS)}, got {friction!r}")
         upath = ufile if os.path.isabs(ufile) else os.path.join(os.path.dirname(os.path.abspath(path)), ufile)
         rename = c.table(u.get("rename", {}) or {}, "urdf.rename")
         for j, cname in rename.items():
@@ -476,7 +503,8 @@ def load_model_file(path: str | os.PathLike, **overrides) -> ModelDescription:
             # add_urdf reports frame collisions; every URDF link becomes a frame of that name
             created: set[str] = set()
             mapping = add_urdf(b, tree, kinematic=kin_joints, rename={j: c for j, c in rename.items()
-                                                                        if j in tree_joints}, created=created)
+                                                                        if j in tree_joints}, created=created,
+                               friction=friction)
         except UrdfError as e:
             raise ModelFileError(f"{path}: urdf: {e}") from None
         for j, cname in mapping.items():

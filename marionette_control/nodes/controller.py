@@ -10,14 +10,16 @@ Lifecycle (rclpy.lifecycle: the ``lifecycle_msgs`` services ``~/change_state``, 
 A controller is switched the way ros2_control switches controllers:
 
 ``unconfigured`` (at start-up)
-    parameters declared; ``/diagnostics`` and the services below run; nothing else.
+    parameters declared; ``/diagnostics``, the services and the action below run, and the trajectory topic is
+    subscribed (its latest message kept: the optimizer's latched sample arrives whenever discovery brings it);
+    nothing else.
 ``configure``
     loads the model file (``model_file``: model, hardware joint names, actuator limits, joint limits of
     the plausibility checks), builds the core and its derived structures (limits, checks, tolerances),
-    declares the per-joint tolerances, subscribes to the joint states and the trajectory topic, creates
-    the command and ``~/tracking`` publishers (lifecycle publishers: silent until active) and loads
-    ``trajectory_file``. A model file that does not load fails the transition (the reason is logged and
-    in /diagnostics); a refused trajectory file does not (the node is configured without it).
+    declares the per-joint tolerances, subscribes to the joint states, creates the command and ``~/tracking``
+    publishers (lifecycle publishers: silent until active), loads ``trajectory_file`` and stages the trajectory
+    topic's latest message. A model file that does not load fails the transition (the reason is logged and in
+    /diagnostics); a refused trajectory file does not (the node is configured without it).
 ``activate``
     starts tracking the loaded trajectory (the start tolerance: the arm must be where it starts) and
     enables the outputs; refused (the transition fails, the node stays inactive, the reason is logged and
@@ -32,9 +34,11 @@ A controller is switched the way ros2_control switches controllers:
     holds first if active, then releases; also run when the process is stopped (SIGINT/SIGTERM).
 
 ``~/start`` and ``~/stop`` (std_srvs/Trigger) are conveniences over the transitions: start configures
-when unconfigured and activates; stop deactivates (and clears a run fault when inactive). ``autostart``
-configures and activates at start-up, and activates whenever a trajectory is taken while inactive (the
-optimizer's first result, say).
+when unconfigured and activates — without a trajectory yet it first waits up to ``trajectory_wait`` s for the
+optimizer's latched one, and a refusal says what it saw (no publisher, no sample, a refused trajectory:
+:func:`~marionette_control.tracking.execution.no_trajectory_reason`); stop deactivates (and clears a run fault
+when inactive). ``autostart`` configures and activates at start-up, and activates whenever a trajectory is taken
+while inactive (the optimizer's first result, say).
 
 Trajectories (never retargeted while tracking)
 ----------------------------------------------
@@ -88,8 +92,22 @@ publishes
     with its message (``faults.active``, ``fault.<kind>``) and the count of every kind raised
     (``faults.<kind>``), trajectories, goal, tracking error, estimate, per-tick compute time,
     missed ticks, counters.
-services
-    ``~/start``, ``~/stop``, ``~/switch_trajectory`` (std_srvs/Trigger) and the lifecycle services.
+services, actions
+    ``~/start``, ``~/stop``, ``~/switch_trajectory`` (std_srvs/Trigger) and the lifecycle services;
+    ``~/execute`` (marionette_interfaces/action/ExecuteMotion, below); the optimizer's action
+    (``execute.optimizer_action``) as a client.
+
+~/execute (control_msgs/FollowJointTrajectory's model; the rules: :mod:`marionette_control.tracking.execution`)
+---------------------------------------------------------------------------------------------------------------
+A goal is admitted by ``execute.concurrency`` (a second one rejected, or queued up to ``execute.queue_size``; never
+retargeting the one that runs), then in turn: configured if needed (refused while a run of its own, ~/start or
+autostart, is active), its trajectory checked (a goal's TrackedTrajectory) or optimized through the optimizer's
+action (feedback forwarded), checked against the arm (the start tolerance), taken and started (activate); every
+tick of its run is measured and judged (:class:`~marionette_control.tracking.execution.Execution`), a feedback
+message goes out per ``execute.feedback_ticks`` ticks; its end (its tolerances, the core's, a cancel, a stop)
+deactivates (hold) and the result follows. Cancel holds at once. A goal that cannot run is accepted and ended with
+its error code and the reason (a rejected goal could carry none). The waiting (the queue, the optimization, the
+run) is done by coroutines in a reentrant callback group, so the ticks go on meanwhile.
 
 Times: the watchdog runs on the node's ROS clock (it follows ``/clock`` when
 ``use_sim_time`` is set); sample ages compare joint-state stamps with that clock.
@@ -123,26 +141,34 @@ from typing import Optional
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from marionette_interfaces.msg import Plan, TrackedTrajectory, TrackingState
+from marionette_interfaces.action import ExecuteMotion
+from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
+from marionette_interfaces.msg import ConstraintReport, Plan, TrackedTrajectory, TrackingState
 from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.model.joint_map import JointMap
-from marionette_control.nodes.convert import multi_array_bytes, plan_from_msg, trajectory_from_msg
+from marionette_control.model.limits import from_description
+from marionette_control.nodes.convert import (duration_s, execution_feedback, execution_result, multi_array_bytes,
+                                              plan_from_msg, stamp_ns, trajectory_from_msg)
 from marionette_control.nodes.lifecycle import SUCCESS, ManagedNode, logged_transition
 from marionette_control.nodes.names import status_name
 from marionette_control.nodes.node_time import NodeTime
 from marionette_control.nodes.params import declare
 from marionette_control.nodes.process import run_node, set_realtime_priority
 from marionette_control.parameters import ParameterError
+from marionette_control.tracking import execution as E
 from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, TickResult, core_from_description
 from marionette_control.tracking.joint_states import NS, JointStateParser
 from marionette_control.tracking.controller_options import (PARAMS, command_permutation, core_values,
@@ -184,9 +210,20 @@ class ControllerNode(ManagedNode):
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diagnostics_due = False
         self.create_timer(self.p["diagnostics_period"], self._on_diagnostics_timer, clock=self._steady)
-        self.create_service(Trigger, "~/start", self._on_start)
+        # what waits (~/start for the latched trajectory, ~/execute goals) runs in this group: a waiting coroutine
+        # holds its group, and the joint states, trajectories and timers it waits for are in the default one
+        self._waiting = ReentrantCallbackGroup()
+        self.create_service(Trigger, "~/start", self._on_start, callback_group=self._waiting)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_service(Trigger, "~/switch_trajectory", self._on_switch)
+        # trajectories from the unconfigured state on: the optimizer's latched sample arrives whenever discovery
+        # brings it, and configure stages the latest one (a start right after an optimization finds it)
+        self._trajectory_sub = self.create_subscription(TrackedTrajectory, self.p["trajectory_topic"],
+                                                        self._on_trajectory_msg, LATCHED)
+        self._trajectory_msg: Optional[TrackedTrajectory] = None
+        self._trajectory_msgs = 0
+        self._waited = 0.0
+        self._start_goals()
         self._last_diag = 0.0
         self._last_log: dict[str, float] = {}
         self._time = NodeTime(self)
@@ -239,8 +276,7 @@ class ControllerNode(ManagedNode):
         self._keep(self.destroy_subscription, self.create_subscription(
             JointState, p["joint_states_topic"], self._on_joint_state, qos_profile_sensor_data, raw=True))
         self._parse_joint_state = JointStateParser(lambda data: deserialize_message(data, JointState)).parse
-        self._trajectory_sub = self._keep(self.destroy_subscription, self.create_subscription(
-            TrackedTrajectory, p["trajectory_topic"], self._on_trajectory_msg, LATCHED))
+        self._limits = from_description(desc)
         if p["plan_topic"]:
             self._plan_sub = self._keep(self.destroy_subscription, self.create_subscription(
                 Plan, p["plan_topic"], self._on_plan, RELIABLE))
@@ -251,6 +287,8 @@ class ControllerNode(ManagedNode):
                                         command_joints=self.command_joint_names())
         if p["trajectory_file"]:
             self._load_file(p["trajectory_file"])
+        if self._trajectory_msg is not None:  # the topic's latest, received before configure (or a cleanup)
+            self._stage_msg(self._trajectory_msg)
 
     def _release(self) -> None:
         """Destroys what configure created; the node is back to what it was unconfigured."""
@@ -260,7 +298,13 @@ class ControllerNode(ManagedNode):
 
     @logged_transition
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        ok, message = self.core.start()
+        core = self.core
+        if core.tracking is None and core.staged is None:
+            topic = self._trajectory_sub.topic_name
+            why = E.no_trajectory_reason(topic, self.count_publishers(topic), self._trajectory_msgs,
+                                         core.trajectory_error, self._waited)
+            return self._done(f"activation refused: {why}", ok=False, level="warning")
+        ok, message = core.start()
         if not ok:
             return self._done(f"activation refused: {message}", ok=False, level="warning")
         freeze_garbage()
@@ -275,6 +319,17 @@ class ControllerNode(ManagedNode):
         return self._done(f"inactive: {message}")
 
     def _hold_and_stop(self) -> str:
+        """Stops tracking (the hold command, while the outputs are still enabled) and ends a goal whose run it was;
+        what happened."""
+        core = self.core
+        message = self._stop_run()
+        if self._running is not None:
+            aborted = core is not None and core.aborted
+            self._end_goal(*E.run_outcome(aborted, core.active_faults if core is not None else {},
+                                          self._running.cancel_requested))
+        return message
+
+    def _stop_run(self) -> str:
         """Stops tracking (sending the hold command while the outputs are still enabled); what happened."""
         self._active = False
         if self.core is None or not self.core.running:
@@ -316,6 +371,8 @@ class ControllerNode(ManagedNode):
             self._send(res.command)
         if res.kind == "tick" and self.p["publish_tracking"]:
             self._publish_tracking(res)
+        if res.kind == "tick" and self._running is not None:
+            self._goal_tick(res)
         if res.new_fault or res.recovered:
             self._report(res)
         if res.event:
@@ -465,6 +522,19 @@ class ControllerNode(ManagedNode):
         self._stage(traj, path)
 
     def _on_trajectory_msg(self, msg) -> None:
+        """The optimizer's topic: kept (configure stages the latest) and, configured, staged now; the trajectory a
+        goal of ~/execute had optimized is that goal's, not a new one."""
+        self._trajectory_msgs += 1
+        self._trajectory_msg = msg
+        if self.core is None:
+            return
+        if self._goal_states is not None and np.array_equal(np.asarray(msg.states), self._goal_states):
+            self.get_logger().info(f"the trajectory on {self._trajectory_sub.topic_name} is the one ~/execute had "
+                                   "optimized for its goal: not staged again")
+            return
+        self._stage_msg(msg)
+
+    def _stage_msg(self, msg) -> None:
         source = f"from {self._trajectory_sub.topic_name}"
         try:
             traj = trajectory_from_msg(msg)
@@ -531,19 +601,63 @@ class ControllerNode(ManagedNode):
 
     # ------------------------------------------------------------------------------ services
 
-    def _on_start(self, request, response):
-        """Convenience over the transitions: configure (when unconfigured) and activate."""
+    async def _on_start(self, request, response):
+        """Convenience over the transitions: configure (when unconfigured) and activate; without a trajectory yet,
+        waits up to ``trajectory_wait`` for the optimizer's latched one first."""
         state = self.lifecycle_state
         if state == "active":
             response.success, response.message = False, "already running; stop first"
         elif state not in ("unconfigured", "inactive"):
             response.success, response.message = False, f"cannot start from lifecycle state '{state}'"
+        elif self._queue.ids:
+            response.success, response.message = False, "a goal of ~/execute is being executed; cancel it first"
         elif state == "unconfigured" and self.trigger_configure() != SUCCESS:
             response.success, response.message = False, self.transition_message
         else:
+            await self._trajectory_ready()
+            if self.lifecycle_state != "inactive":  # (the wait let other requests in)
+                response.success, response.message = False, f"lifecycle state '{self.lifecycle_state}' meanwhile"
+                return response
             response.success = self.trigger_activate() == SUCCESS
             response.message = self.transition_message
         return response
+
+    def _has_trajectory(self) -> bool:
+        core = self.core
+        return core is not None and (core.tracking is not None or core.staged is not None)
+
+    async def _trajectory_ready(self) -> None:
+        """Configured without a trajectory and none refused: waits up to ``trajectory_wait`` s until one is taken or
+        staged, or a trajectory message arrives and is refused (``_waited``: how long it waited)."""
+        self._waited = 0.0
+        if self._has_trajectory() or self.core.trajectory_error or self.p["trajectory_wait"] <= 0.0:
+            return
+        received, t0 = self._trajectory_msgs, time.monotonic()
+        await self._until(lambda: self.core is None or self._has_trajectory() or self._trajectory_msgs > received,
+                          self.p["trajectory_wait"])
+        self._waited = round(time.monotonic() - t0, 1)
+
+    async def _until(self, predicate, timeout: Optional[float], poll: float = 0.02) -> bool:
+        """Waits (without blocking the executor) until ``predicate()`` or ``timeout`` s (None: no limit) on the steady
+        clock; whether it came true."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not predicate():
+            if end is not None and time.monotonic() >= end:
+                return False
+            await self._sleep(poll)
+        return True
+
+    def _sleep(self, seconds: float) -> Future:
+        """A future done after ``seconds`` (a one-shot timer on the steady clock: it runs under use_sim_time too)."""
+        done = Future()
+        timer = None
+
+        def fire():
+            self.destroy_timer(timer)
+            if not done.done():
+                done.set_result(True)
+        timer = self.create_timer(seconds, fire, callback_group=self._waiting, clock=self._steady)
+        return done
 
     def _on_stop(self, request, response):
         """Convenience over the transitions: deactivate (holding); inactive, clears a run fault (an aborted run)."""
@@ -572,10 +686,255 @@ class ControllerNode(ManagedNode):
             self._trajectory_event(response.message)
         return response
 
+    # ------------------------------------------------------------------------------ ~/execute
+
+    def _start_goals(self) -> None:
+        """The ~/execute action server and the optimizer's action client (:mod:`marionette_control.tracking.
+        execution` has the rules; the callbacks are in the waiting group)."""
+        p = self.p
+        self._queue = E.GoalQueue(p["execute.concurrency"], p["execute.queue_size"])
+        self._goals: dict = {}                 # goal id -> _Goal
+        self._running: Optional[_Goal] = None  # the goal whose run the core tracks
+        self._goal_states: Optional[np.ndarray] = None  # the states of the last trajectory a goal had optimized
+        self._optimizer = ActionClient(self, OptimizeAction, p["execute.optimizer_action"],
+                                       callback_group=self._waiting)
+        self._execute_server = ActionServer(self, ExecuteMotion, "~/execute", execute_callback=self._execute,
+                                            goal_callback=self._on_goal, cancel_callback=self._on_cancel,
+                                            callback_group=self._waiting)
+
+    def _on_goal(self, request) -> GoalResponse:
+        """Admission (``execute.concurrency``): a goal beyond what the policy admits is rejected (logged); every
+        check that can say what is wrong runs after acceptance, so its result carries the reason."""
+        key = id(request)  # the goal handle's request is this object (rclpy), kept alive by its _Goal
+        why = self._queue.admit(key)
+        if why is not None:
+            self.get_logger().warning(f"~/execute goal rejected: {why}")
+            return GoalResponse.REJECT
+        self._goals[key] = _Goal(key, request, E.Execution([], self.p["execute.feedback_ticks"]))
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, handle) -> CancelResponse:
+        """Cancel: a running goal holds at once (deactivate: the hold command), an optimization is canceled, a
+        queued goal leaves the queue; each answers CANCELED."""
+        goal = self._goal_of(handle)
+        if goal is None:
+            return CancelResponse.REJECT
+        goal.cancel_requested = True
+        if goal is self._running and self.lifecycle_state == "active":
+            self.trigger_deactivate()
+        elif goal.optimization is not None:
+            goal.optimization.cancel_goal_async()
+        return CancelResponse.ACCEPT
+
+    def _goal_of(self, handle) -> Optional["_Goal"]:
+        return next((g for g in self._goals.values() if g.handle is handle), None)
+
+    async def _execute(self, handle):
+        """One goal (module docstring of :mod:`marionette_control.tracking.execution`): admitted, its turn, its
+        trajectory (optimized if asked), the start, the run, the result."""
+        goal = self._goals[id(handle.request)]
+        goal.handle, goal.accepted = handle, time.monotonic()
+        try:
+            await self._run_goal(handle, goal)
+        except Exception as e:  # answered, never swallowed: the client gets the reason
+            self.get_logger().error(f"~/execute goal failed: {type(e).__name__}: {e}")
+            goal.execution.finish(E.ABORTED, f"internal error: {type(e).__name__}: {e}")
+            if goal is self._running:
+                self.trigger_deactivate()
+        finally:
+            self._queue.release(goal.key)
+            self._goals.pop(goal.key, None)
+            if self._running is goal:
+                self._running = None
+        ex = goal.execution
+        if ex.code is None:
+            ex.finish(*E.run_outcome(False, {}, goal.cancel_requested))
+        core = self.core
+        system = core.tracking.system if core is not None and core.tracking is not None else None
+        result = execution_result(ex.result(self._limits if core is not None else None, system),
+                                  ExecuteMotion.Result, ConstraintReport)
+        if ex.code == E.SUCCESSFUL:
+            handle.succeed()
+        elif ex.code == E.CANCELED and handle.is_cancel_requested:
+            handle.canceled()
+        else:
+            handle.abort()
+        text = f"~/execute goal ended: {E.CODES[ex.code]}" + (f": {ex.message}" if ex.message else "")
+        if ex.code == E.SUCCESSFUL:  # (rclpy refuses different severities from one call site)
+            self.get_logger().info(text)
+        else:
+            self.get_logger().warning(text)
+        return result
+
+    async def _run_goal(self, handle, goal: "_Goal") -> None:
+        request = handle.request
+        self._feedback(goal)
+        await self._until(lambda: self._queue.first(goal.key) or goal.cancel_requested, None)
+        if goal.cancel_requested:
+            return goal.execution.finish(E.CANCELED, "canceled while queued")
+        try:
+            source = E.goal_source(request.trajectory.num_steps > 0, request.motion_name,
+                                   len(request.desired.points) > 0)
+            if self.core is None and self.trigger_configure() != SUCCESS:
+                raise E.GoalError(f"the controller could not be configured: {self.transition_message}", E.NOT_READY)
+            # the arm angles' joint names are the model file's, known once configured
+            goal.execution = E.Execution(self.joints.hardware_names[:self.model.nd], self.p["execute.feedback_ticks"])
+            # configured a moment ago: the first joint state comes once discovery has matched the driver
+            await self._until(lambda: self.core is None or self.core.intake.latest is not None,
+                              self.p["trajectory_wait"])
+            if self.lifecycle_state != "inactive":
+                raise E.GoalError(f"the controller is {self.lifecycle_state} (tracking a run of its own: ~/start or "
+                                  "autostart); stop it first", E.NOT_READY)
+            core = self.core
+            tolerances = E.goal_tolerances(
+                core.tolerances, self.joints.hardware_names,
+                [(t.name, t.position) for t in request.path_tolerance],
+                [(t.name, t.position) for t in request.goal_tolerance], duration_s(request.goal_time_tolerance))
+            if source == "trajectory":
+                trajectory, label = self._goal_trajectory(request.trajectory), "the goal's trajectory"
+            else:
+                trajectory = await self._optimize(goal, request)
+                label = f"motion '{request.motion_name}'" if request.motion_name else "the goal's desired motion"
+        except E.GoalError as e:
+            return goal.execution.finish(e.code, str(e))
+        if trajectory is None or goal.execution.done:
+            return
+        self._start_goal(goal, trajectory, tolerances, label)
+        if not goal.execution.done:
+            await goal.ended
+
+    def _goal_trajectory(self, msg) -> Trajectory:
+        """A goal's TrackedTrajectory, checked field by field and as the topic's are (GoalError)."""
+        E.check_trajectory_fields(self.model, msg.model_id, msg.model_hash, msg.dt, stamp_ns(msg.header.stamp),
+                                  {"states": msg.states, "inputs": msg.inputs, "gains": msg.gains})
+        try:
+            trajectory = trajectory_from_msg(msg)
+            self.core.check_trajectory(trajectory)
+        except (TrajectoryError, ValueError) as e:
+            raise E.GoalError(f"trajectory: {e}") from None
+        return trajectory
+
+    async def _optimize(self, goal: "_Goal", request) -> Optional[Trajectory]:
+        """The goal's motion through the optimizer's action (phase optimizing; its feedback forwarded)."""
+        ex = goal.execution
+        ex.set_phase("optimizing")
+        self._feedback(goal)
+        name = self.resolve_service_name(self.p["execute.optimizer_action"])
+        if not await self._until(self._optimizer.server_is_ready, self.p["trajectory_wait"]):
+            raise E.GoalError(f"no optimizer action server {name} was discovered within {self.p['trajectory_wait']:g} "
+                              "s (is marionette_optimizer running in this namespace?)", E.OPTIMIZATION_FAILED)
+        order = OptimizeAction.Goal(motion_name=request.motion_name, desired=request.desired,
+                                    model_id=self.model.name, options=request.options)
+        sent = self._optimizer.send_goal_async(order, feedback_callback=lambda m: self._optimizer_feedback(goal, m))
+        await sent
+        optimization = sent.result()
+        if not optimization.accepted:
+            raise E.GoalError(f"{name} rejected the optimization (busy with another one: its concurrency policy)",
+                              E.OPTIMIZATION_FAILED)
+        goal.optimization = optimization
+        answer = optimization.get_result_async()
+        await answer
+        goal.optimization = None
+        result = answer.result().result
+        if goal.cancel_requested:
+            ex.finish(E.CANCELED, "canceled while optimizing")
+            return None
+        if not result.success:
+            raise E.GoalError(f"the optimizer: {result.message}", E.OPTIMIZATION_FAILED)
+        try:
+            trajectory = trajectory_from_msg(result.trajectory)
+            self.core.check_trajectory(trajectory)
+        except (TrajectoryError, ValueError) as e:
+            raise E.GoalError(f"the optimizer's trajectory cannot be tracked here: {e}", E.OPTIMIZATION_FAILED) \
+                from None
+        self._goal_states = np.asarray(result.trajectory.states)
+        return trajectory
+
+    def _start_goal(self, goal: "_Goal", trajectory: Trajectory, tolerances, label: str) -> None:
+        """Takes the goal's trajectory and starts its run, or ends the goal saying why not."""
+        core, ex = self.core, goal.execution
+        if self.lifecycle_state != "inactive":
+            return ex.finish(E.NOT_READY, f"the controller is {self.lifecycle_state}; stop it first")
+        why = E.start_refusal(core.tolerances, core.intake.latest, trajectory)
+        if why is not None:
+            code = E.NOT_READY if core.intake.latest is None else E.START_TOLERANCE_VIOLATED
+            return ex.finish(code, why)
+        message = core.load_trajectory(trajectory, label)
+        if core.tracking is None or core.tracking.trajectory is not trajectory:
+            code = E.INVALID_GOAL if message.startswith("refused") else E.NOT_READY
+            return ex.finish(code, f"the trajectory was not taken: {message}")
+        self.get_logger().info(f"~/execute: {message}")
+        self._taken_seen = core.trajectory_counts["taken"]  # (autostart starts nothing for it: the goal does)
+        ex.begin(trajectory, tolerances, label, core.run + 1, core.delay, core.fault_counts)
+        self._running = goal
+        if self.trigger_activate() != SUCCESS:
+            self._running = None
+            return ex.finish(E.NOT_READY, self.transition_message)
+        ex.run = core.run
+        self._feedback(goal)
+
+    def _goal_tick(self, res: TickResult) -> None:
+        """A tick of the running goal's run: measured, judged, a feedback batch when due; the goal's own end (its
+        tolerances) stops the run (hold)."""
+        goal = self._running
+        ex = goal.execution
+        if ex.done:
+            return
+        goal.stamp = res.stamp_ns
+        if ex.on_tick(res.k, self.core.intake.latest, res.command, res.x_hat):
+            self._feedback(goal, ex.batch())
+        if ex.done:
+            self.trigger_deactivate()
+
+    def _end_goal(self, code: int, message: str) -> None:
+        """The running goal's run ended (the first end counts: a goal that ended itself keeps its outcome)."""
+        goal, self._running = self._running, None
+        goal.execution.finish(code, message)
+        if self.core is not None:
+            goal.execution.count_faults(self.core.fault_counts)
+        goal.ended.set_result(True)
+
+    def _feedback(self, goal: "_Goal", batch=None) -> None:
+        if goal.handle is None:
+            return
+        ex = goal.execution
+        msg = ExecuteMotion.Feedback(joint_names=ex.names, num_steps=ex.N if ex.trajectory is not None else 0,
+                                     elapsed_s=time.monotonic() - goal.accepted)
+        execution_feedback(msg, ex.phase, batch, goal.stamp)
+        if self.core is not None:
+            msg.active_faults = list(self.core.active_faults)
+            law = self.core.tracking.law if self.core.tracking is not None else None
+            msg.plan = 0 if law is None or law.active is None else law.active.sequence
+        goal.handle.publish_feedback(msg)
+
+    def _optimizer_feedback(self, goal: "_Goal", message) -> None:
+        if goal.handle is None:
+            return
+        msg = ExecuteMotion.Feedback(phase=goal.execution.phase, joint_names=goal.execution.names,
+                                     optimizer_iteration=message.feedback.iteration,
+                                     optimizer_cost=message.feedback.cost,
+                                     elapsed_s=time.monotonic() - goal.accepted)
+        goal.handle.publish_feedback(msg)
+
     def command_joint_names(self) -> list[str]:
         """Hardware names of the command's data entries, in order."""
         kin = self.joints.kinematic_hardware_names
         return [kin[int(i) - self.model.nu] for i in self._perm]
+
+
+class _Goal:
+    """An admitted ~/execute goal: its key (the id of its request, which it keeps), Execution, action handle, the
+    optimization it waits for, whether the client asked to cancel, when it was accepted, its last tick's stamp, and
+    the future its run's end completes."""
+
+    def __init__(self, key: int, request, execution: E.Execution):
+        self.key, self.request, self.execution = key, request, execution
+        self.handle = None
+        self.optimization = None
+        self.cancel_requested = False
+        self.accepted = time.monotonic()
+        self.stamp = 0
+        self.ended = Future()  # done when its run ends
 
 
 def make_executor(node):

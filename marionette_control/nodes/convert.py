@@ -150,3 +150,48 @@ def disturb_request(push, start_ns: int, request_type):
     req.impulse.x, req.impulse.y, req.impulse.z = (float(v) for v in push.impulse)
     req.start_time.sec, req.start_time.nanosec = divmod(int(start_ns), 1_000_000_000)
     return req
+
+
+def stamp_ns(stamp) -> int:
+    """A builtin_interfaces/Time as integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def duration_s(duration) -> float:
+    """A builtin_interfaces/Duration in seconds."""
+    return float(duration.sec) + 1e-9 * float(duration.nanosec)
+
+
+def execution_feedback(msg, phase: str, batch=None, stamp: int = 0) -> None:
+    """Fills an ``ExecuteMotion.Feedback`` ``msg`` with the phase and a :class:`~marionette_control.tracking.execution.
+    Batch` of ticks (row-major arrays, len(ticks) x nd), stamped with the batch's last joint state (ns)."""
+    msg.phase = phase
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp), 1_000_000_000)
+    if batch is None:
+        msg.ticks, msg.desired, msg.actual, msg.error = [], [], [], []
+        return
+    msg.ticks = [int(k) for k in batch.ticks]
+    msg.desired = batch.desired.ravel().tolist()
+    msg.actual = batch.actual.ravel().tolist()
+    msg.error = batch.error.ravel().tolist()
+
+
+def execution_result(result, msg_type, report_type):
+    """The ``ExecuteMotion.Result`` (``msg_type``) of an :class:`~marionette_control.tracking.execution.
+    ExecutionResult`; its margins as ``report_type`` (ConstraintReport) rows."""
+    m = msg_type(error_code=int(result.code), error_string=result.message, success=result.success,
+                 trajectory_source=result.source, run=int(result.run), ticks=int(result.ticks),
+                 last_tick=int(result.last_tick), num_steps=int(result.num_steps),
+                 joint_names=list(result.joint_names), rms_error=[float(v) for v in result.rms_error],
+                 max_error=[float(v) for v in result.max_error])
+    for r in result.margins:
+        label = (f"{r['component']} {r['family']} {'>=' if r['side'] == 'lower' else '<='} {r['limit']:g} {r['unit']}"
+                 + (" (the commands)" if r["family"] != "tension" else " (the estimate)"))
+        m.margins.append(report_type(family=r["family"], component=r["component"], side=r["side"],
+                                     limit=float(r["limit"]), unit=r["unit"], label=label,
+                                     worst_margin=float(r["margin"]), normalized_margin=float(r["normalized"]),
+                                     step=max(0, int(r["tick"])), time_s=float(r["time_s"]),
+                                     satisfied=bool(r["satisfied"])))
+    m.faults = list(result.faults)
+    m.fault_counts = [int(v) for v in result.faults.values()]
+    return m

@@ -2,11 +2,14 @@
 
 A thin adapter around the optimal-control layer: requests are turned into optimization problems
 (:class:`~marionette_control.ocp.problem.Problem`) by :mod:`marionette_control.ocp.request`
-(which validates them), solved by :func:`marionette_control.ocp.optimizer.solve` (the projection-operator
-optimizer, or DMOCC when a request asks for it), and answered with the
-feasible trajectory, its time-varying LQR tracking gains, the convergence history and a report
+(which validates them), solved by :func:`marionette_control.ocp.retiming.solve_retimed` (the projection-operator
+optimizer, or DMOCC when a request asks for it, through :func:`marionette_control.ocp.optimizer.solve`; a motion
+too fast for the arm re-timed when the request or the node's ``retime.mode`` asks), and answered with the
+feasible trajectory, its time-varying LQR tracking gains, the convergence history, a report
 of every inequality constraint (drive range, speed and acceleration, string tension: by default
-the model file's limits are enforced): its worst margin, where it occurs and where it is active.
+the model file's limits are enforced, less the reserve kept for the feedback): its worst margin, where it occurs
+and where it is active, its reserve; and ``retiming``: whether the result is trackable and how the motion was
+re-timed.
 
 Interfaces (with the default node name, in the root namespace)
 --------------------------------------------------------------
@@ -19,7 +22,9 @@ Interfaces (with the default node name, in the root namespace)
     from); cancel and ``options.deadline_s`` stop the run and the result holds the best
     feasible trajectory so far (status CANCELED with ``termination_reason = "canceled"``, or
     SUCCEEDED with ``"deadline"``). Invalid goals are accepted and then aborted with
-    ``success = false`` and the message (a rejected goal could carry no message).
+    ``success = false`` and the message (a rejected goal could carry no message). With re-timing
+    (``options.retime``) every timing tried is a solve of its own: the feedback's iteration count starts
+    again at 1 for each, and the deadline covers the whole search.
 Every result's trajectory (TrackedTrajectory) also carries the drives' feed-forward alone as a
 ``trajectory_msgs/JointTrajectory`` (``actuators``: the hardware joint names of the kinematic
 configurations, positions and velocities per step), which a stock joint_trajectory_controller plays.
@@ -108,19 +113,19 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rcl_interfaces.msg import SetParametersResult
 
 from marionette_interfaces.action import OptimizeTrajectory as OptimizeAction
-from marionette_interfaces.msg import ConstraintReport, ConvergenceData, TrackedTrajectory
+from marionette_interfaces.msg import ConstraintReport, ConvergenceData, Retiming, TrackedTrajectory
 from marionette_interfaces.srv import OptimizeTrajectory as OptimizeService
 
 from marionette_control.lq.gains import GainDesign
 from marionette_control.nodes.convert import trajectory_to_msg
 from marionette_control.nodes.params import declare
 from marionette_control.nodes.process import StopFlag, run_node
-from marionette_control.ocp.optimizer import solve
 from marionette_control.ocp.optimizer_options import gain_design, parameter_specs, problem_defaults
 from marionette_control.ocp.problem import Problem, ProblemError
 from marionette_control.ocp.projection import IterationRecord
 from marionette_control.ocp.report import ConvergenceHistory, constraint_summary, describe
 from marionette_control.ocp.request import DesiredMotion, RequestModels, RequestOptions, build_problem
+from marionette_control.ocp.retiming import solve_retimed
 from marionette_control.ocp.tracking_problem import ProblemDefaults
 from marionette_control.parameters import ParameterError
 from marionette_control.save_path import SavePathError, SavePolicy, SaveTarget, write_file
@@ -152,6 +157,8 @@ class Outcome:
     trajectory: Optional[TrackedTrajectory] = None
     history: Optional[ConvergenceHistory] = None
     constraints: Optional[dict] = None       # the result record's constraints (ocp/report.py)
+    info: Optional[dict] = None              # the result record (ocp/report.py): trackability, retiming
+    duration: float = 0.0                    # s, the result's
 
 
 @dataclass
@@ -189,13 +196,37 @@ def constraint_reports(margins: list) -> list:
     out = []
     for r in margins:
         m = ConstraintReport(family=r["family"], component=r["component"], side=r["side"], limit=float(r["limit"]),
-                             unit=r["unit"], label=r["label"], worst_margin=float(r["margin"]),
+                             unit=r["unit"], hardware_limit=float(r["hardware_limit"]), reserve=float(r["reserve"]),
+                             label=r["label"], worst_margin=float(r["margin"]),
                              normalized_margin=float(r["normalized"]), step=int(r["step"]), time_s=float(r["time"]),
                              satisfied=bool(r["satisfied"]), active_steps=int(r["active_steps"]))
         m.active_from_s = [float(a) for a, _ in r["active_intervals"]]
         m.active_to_s = [float(b) for _, b in r["active_intervals"]]
         out.append(m)
     return out
+
+
+def retiming_msg(info: dict, duration: float) -> Retiming:
+    """The Retiming message of a result record (``trackability``, with re-timing ``retiming``; ocp/report.py,
+    ocp/retiming.py) of a trajectory of ``duration`` s."""
+    verdict = info["trackability"]
+    names = list(verdict["rms"])
+    r = info.get("retiming")
+    drawn = r["drawn"] if r else verdict
+    m = Retiming(trackable=bool(verdict["trackable"]), trackable_as_drawn=bool(drawn["trackable"]),
+                 tolerance=float(verdict["tolerance"]), configurations=names,
+                 rms_errors=[float(verdict["rms"][n]) for n in names],
+                 rms_errors_as_drawn=[float(drawn["rms"][n]) for n in names], factor=1.0, duration_s=duration,
+                 drawn_duration_s=duration, limited_by=[label for label, _ in drawn["limiting"]])
+    if r:
+        timing = r["timing"]
+        m.mode, m.found, m.factor, m.message = r["mode"], bool(r["found"]), float(r["factor"]), r["message"]
+        m.duration_s, m.drawn_duration_s = float(timing["duration"]), float(timing["drawn_duration"])
+        m.keyframe_times = [float(v) for v in timing["keyframe_times"]]
+        m.drawn_keyframe_times = [float(v) for v in timing["drawn_keyframe_times"]]
+    else:
+        m.message = f"the motion is {verdict['message']}"
+    return m
 
 
 def _fill(response, outcome: Outcome):
@@ -210,6 +241,8 @@ def _fill(response, outcome: Outcome):
         response.constraints_satisfied = bool(c["feasible"])
         response.max_violation = float(c["violation"])
         response.constraints = constraint_reports(c["margins"])
+    if outcome.info is not None:
+        response.retiming = retiming_msg(outcome.info, outcome.duration)
     return response
 
 
@@ -230,11 +263,13 @@ class OptimizerNode(Node):
         except ProblemError as e:
             raise ParameterError(str(e)) from None
         self._models = RequestModels()
-        self.default_model = self._values["model"]
+        source = "model_file" if self._values["model_file"] else "model"
         try:
+            self.default_model = (self._models.add_file(self._values["model_file"]) if source == "model_file"
+                                  else self._values["model"])
             self._models.get(self.default_model)
         except ProblemError as e:
-            raise ParameterError(f"parameter 'model': {e}") from None
+            raise ParameterError(f"parameter '{source}': {e}") from None
         self.policy = self._values["concurrency"]
         self.capacity = 1 if self.policy == "reject" else 1 + int(self._values["queue_size"])
         for name in ("qos_depth.service", "qos_depth.action"):
@@ -313,7 +348,8 @@ class OptimizerNode(Node):
             max_iterations=o.max_iterations, deadline_s=o.deadline_s, dt=o.dt, constraints=o.constraints,
             constraint_families=list(o.constraint_families), min_tension=o.min_tension,
             range_margin=o.range_margin, speed_margin=o.speed_margin, acceleration_margin=o.acceleration_margin,
-            barrier_weight=o.barrier_weight)
+            barrier_weight=o.barrier_weight, tension_reserve=o.tension_reserve, reserve=o.reserve, retime=o.retime,
+            retime_tolerance=o.retime_tolerance, max_retime_factor=o.max_retime_factor)
         desired = None
         if not request.motion_name:
             d = request.desired
@@ -445,14 +481,16 @@ class OptimizerNode(Node):
             return Outcome(False, "the optimizer node is shutting down; the request was not run")
         self.get_logger().info(f"{job.label}: optimizing {p.source} on model '{p.model.name}' ({p.N} steps of "
                                f"{p.dt:g} s)")
-        res = solve(p, p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
+        res = solve_retimed(p, p.X0, p.U0, callback=job.on_iteration, should_stop=job.should_stop)
         history, traj = res.history, res.trajectory
         constraints = traj.info["constraints"]
         # header.stamp stays zero: "start when the receiver starts it" (TrackedTrajectory.msg).
         msg = trajectory_to_msg(traj, TrackedTrajectory, list(p.model.config_names),
                                 actuator_joints=self._models.get(p.model.name)[2])
-        message = (f"{describe(p, res.method, history, res.initial_cost, float(res.result.cost))}; "
-                   f"{constraint_summary(constraints)}")
+        message = (f"{describe(res.problem, res.method, history, res.initial_cost, float(res.result.cost))}; "
+                   f"{constraint_summary(constraints)}; "
+                   + (res.retiming.describe() if res.retiming is not None else
+                      f"the motion is {traj.info['trackability']['message']}"))
         if self._stopping.is_set() and history.reason == ConvergenceData.REASON_CANCELED:
             message += " (the node is shutting down)"
         if job.save is not None:
@@ -466,7 +504,7 @@ class OptimizerNode(Node):
             self._publisher.publish(msg)
             message += f"; published on {self._publisher.topic_name}"
         self.get_logger().info(f"{job.label}: {message}")
-        return Outcome(True, message, msg, history, constraints)
+        return Outcome(True, message, msg, history, constraints, traj.info, float(traj.t[-1] - traj.t[0]))
 
     @property
     def in_flight(self) -> int:

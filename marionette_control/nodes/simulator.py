@@ -87,7 +87,8 @@ Interfaces
   joint the string's tension [N] over the last step, 0 for the other joints; evaluation only), ``/clock``
   (rosgraph_msgs/Clock, if ``publish_clock``), ``~/markers`` (visualization_msgs/MarkerArray:
   links, string, masses of the plant; if ``marker_rate`` > 0), ``/diagnostics``
-  (diagnostic_msgs/DiagnosticArray, 1 Hz wall: simulated time, profile, counters);
+  (diagnostic_msgs/DiagnosticArray, 1 Hz wall: simulated time, profile, counters, the string's lowest tension
+  ``tension_min_n``, time slack ``slack_s`` and ``slack_episodes`` since configure);
 * subscribes ``<controller_name>/commands`` (std_msgs/Float64MultiArray, reliable);
 * services (while configured) ``~/reset`` (std_srvs/Trigger: the initial rest state, drives there, pending
   commands, measurements and disturbances dropped; time keeps running) and ``~/disturb``
@@ -555,6 +556,10 @@ class SimulatorNode(ManagedNode):
             "last_command_step": "none" if self.last_command_k is None else str(self.last_command_k),
             "disturbances": str(self.disturbances),
             "step_errors": str(self.sim.step_errors),
+            "string": p.string,
+            "tension_min_n": f"{self.sim.tension_min_n:.4f}",
+            "slack_s": f"{self.sim.slack_s:.3f}",
+            "slack_episodes": str(self.sim.slack_episodes),
             "command_timed_out": str(self.timed_out).lower(),
             "actuator_positions": str(np.round(self.sim.rho, 6).tolist()),
             "actuator_setpoints": str(np.round(self.sim.setpoint, 6).tolist()),

@@ -63,7 +63,7 @@ from marionette_control.ocp.projection import (
 from marionette_control.lq.riccati import tv_lqr
 from marionette_control.ocp.terms import ConstraintPenalty, InputTracking
 from marionette_control.ocp.tracking_problem import hold_inputs
-from marionette_control.model.builder import SystemBuilder
+from marionette_control.model.builder import SystemBuilder, without_constraints
 from marionette_control.model.strings import StringConstraint, string_constraints
 
 FICTITIOUS_SUFFIX = "_fictitious"
@@ -556,13 +556,13 @@ class Relaxation(_Variant):
                 g = m.placements(Q[k])
                 Q[k, li] = np.linalg.norm(g[ctrl, :3, 3] - g[hook, :3, 3])
         system = _core.DiscreteSystem(m, dt)
-        Xc = np.empty((N + 1, m.nx))
-        Xc[0] = np.asarray(x0, dtype=float) if x0 is not None else system.state_from_configs(Q[0], Q[0])
-        for k in range(1, N + 1):
-            Xc[k] = system.state_from_configs(Q[k - 1], Q[k])
         Uc = self.to_original(U)
         kin = [i for i, kk in enumerate(m.kinematic) if kk]
         Uc[:, m.nu:] = Q[1:, kin]
+        Xc = np.empty((N + 1, m.nx))
+        Xc[0] = np.asarray(x0, dtype=float) if x0 is not None else system.state_from_configs(Q[0], Q[0])
+        for k in range(1, N + 1):   # the Legendre transform with the step's force inputs (f+, thesis (4.12))
+            Xc[k] = system.state_from_configs(Q[k - 1], Q[k], Uc[k - 1, :m.nu])
         return Xc, Uc
 
 
@@ -693,18 +693,6 @@ class PenaltyOptions:
         validation.positive(self.tolerance, "the penalty tolerance")
 
 
-def remove_constraints(model: "_core.Model", names: Sequence[str]) -> "_core.Model":
-    """``model`` without the holonomic constraints ``names`` (same configurations, states and inputs)."""
-    missing = sorted(set(names) - set(model.constraint_names))
-    if missing or not names:
-        raise EmbeddingError(f"model '{model.name}' has no constraint named {', '.join(missing) or '(none given)'} "
-                             f"(constraints: {', '.join(model.constraint_names) or 'none'})")
-    b = SystemBuilder.from_model(model)
-    for n in names:
-        b.remove_constraint(n)
-    return _build(b, f"model '{model.name}' without {', '.join(names)}")
-
-
 def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt: float, cost: Cost, x0: np.ndarray,
                            options: Optional[PenaltyOptions] = None, callback: Optional[StageCallback] = None,
                            should_stop: Optional[Callable[[], bool]] = None,
@@ -718,7 +706,10 @@ def run_constraint_penalty(model: "_core.Model", constraints: Sequence[str], dt:
     """
     options = options or PenaltyOptions()
     clock = _Clock(deadline)
-    relaxed = remove_constraints(model, constraints)
+    try:
+        relaxed = without_constraints(model, constraints)
+    except ValueError as e:
+        raise EmbeddingError(str(e)) from e
     sys_r = _core.DiscreteSystem(relaxed, dt)
     base = cost.without_barriers()
     X, U = desired_projection(sys_r, x0, *base.reference())

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from marionette_control import validation
 from marionette_control.lq.gains import GainDesign
 from marionette_control.model import library
-from marionette_control.ocp.problem import ConstraintOptions
+from marionette_control.ocp.problem import MARGIN_FAMILIES, RETIME_MODES, ConstraintOptions, RetimeOptions
 from marionette_control.ocp.projection import OptimizerOptions, OptionError
 from marionette_control.ocp.tracking_problem import ProblemDefaults, WeightDefaults
 from marionette_control.parameters import ParamSpec
@@ -110,10 +110,14 @@ GAIN_PARAMETERS = {
 
 def parameter_specs() -> list[ParamSpec]:
     """Every parameter of the node (see also config/optimizer.yaml)."""
-    w, g, d, c = WeightDefaults(), GainDesign(), ProblemDefaults(), ConstraintOptions()
+    w, g, d, c, r = WeightDefaults(), GainDesign(), ProblemDefaults(), ConstraintOptions(), RetimeOptions()
     return [
         ParamSpec("model", "marionette_arm", "Model (model-library name) requests optimize for when their model_id "
-                  "is empty; built at start-up.", check=_model_check, read_only=True),
+                  "is empty and model_file is; built at start-up.", check=_model_check, read_only=True),
+        ParamSpec("model_file", "", "YAML model file (a file under config/ or an absolute path; a variant file "
+                  "such as a calibrated model, docs/calibration.md) built at start-up: requests whose model_id is "
+                  "empty or names its model optimize for it, with its limits and hardware joint names; empty: none "
+                  "(the model-library model 'model').", read_only=True),
         ParamSpec("dt", d.dt, "Default integrator time step [s] for named motions and for desired points that are "
                   "not evenly spaced (options.dt = 0).", check=_positive),
         ParamSpec("max_steps", d.max_steps, "Largest number of steps N a request may ask for.", minimum=1),
@@ -154,14 +158,24 @@ def parameter_specs() -> list[ParamSpec]:
                   "acceleration; string tension >= its minimum) unless a request says otherwise."),
         ParamSpec("constraints.min_tension", 0.0, "Default minimum string tension [N] for every string (0: the "
                   "model file's).", check=_non_negative),
-        ParamSpec("constraints.range_margin", 0.0, "Default fraction of each drive's range width kept off each "
-                  "end.", check=_fraction),
-        ParamSpec("constraints.speed_margin", 0.0, "Default fraction of each drive's speed limit kept in "
-                  "reserve.", check=_fraction),
-        ParamSpec("constraints.acceleration_margin", 0.0, "Default fraction of each drive's acceleration limit "
-                  "kept in reserve.", check=_fraction),
+        ParamSpec("constraints.range_margin", c.margins["range"], "Default fraction of each drive's range width "
+                  "kept off each end for the feedback (0: none; docs/margins.md).", check=_fraction),
+        ParamSpec("constraints.speed_margin", c.margins["speed"], "Default fraction of each drive's speed limit "
+                  "kept in reserve for the feedback (0: none; docs/margins.md).", check=_fraction),
+        ParamSpec("constraints.acceleration_margin", c.margins["acceleration"], "Default fraction of each drive's "
+                  "acceleration limit kept in reserve for the feedback (0: none; docs/margins.md).", check=_fraction),
+        ParamSpec("constraints.tension_reserve", c.tension_reserve, "Default tension [N] kept above every string's "
+                  "minimum for the feedback (0: none; docs/margins.md).", check=_non_negative),
         ParamSpec("constraints.barrier_weight", c.barrier_weight, "Default final weight of the constraint "
                   "barrier per constraint and second.", check=_positive),
+        ParamSpec("retime.mode", r.mode, "Default re-timing of a motion too fast for the arm: 'off' (optimized as "
+                  "drawn; the answer says whether it is trackable), 'uniform' (the smallest uniform slow-down at "
+                  "which it is), 'warp' (slow only the keyframe intervals that need it); docs/motions.md.",
+                  check=_retime_mode),
+        ParamSpec("retime.tolerance", r.tolerance, "Default RMS error [rad] each prescribed configuration of a "
+                  "trackable optimum may keep.", check=_positive),
+        ParamSpec("retime.max_factor", r.max_factor, "Default largest slow-down (duration over drawn duration) a "
+                  "re-timing tries.", check=_above_one),
         *(ParamSpec(f"tracking_gains.{name}", getattr(g, name), f"Tracking gains shipped with every result "
                     f"(lq/gains.py, GainDesign): {text}.", check=_gain_check(name))
           for name, text in GAIN_PARAMETERS.items()),
@@ -187,6 +201,15 @@ def parameter_specs() -> list[ParamSpec]:
     ]
 
 
+def _retime_mode(v) -> Optional[str]:
+    return None if v in RETIME_MODES else f"must be one of {', '.join(RETIME_MODES)}, got {v!r}"
+
+
+def _above_one(v) -> Optional[str]:
+    msg = validation.problem(v, minimum=1.0, short=True)
+    return f"must be {msg}" if msg else (None if v > 1.0 else f"must exceed 1, got {v}")
+
+
 def problem_defaults(values: dict) -> ProblemDefaults:
     """The request defaults of parameter values (by name, as :func:`parameter_specs`); ProblemError (or a
     ValueError from a schedule that does not parse) when they do not fit together."""
@@ -198,16 +221,18 @@ def problem_defaults(values: dict) -> ProblemDefaults:
                            deadline=float(v["deadline_s"]) or None, max_steps=int(v["max_steps"]),
                            min_dt=float(v["min_dt"]), max_dt=float(v["max_dt"]),
                            max_duration=float(v["max_duration"]),
-                           motion_directories=[directory] if directory else (), constraints=constraint_defaults(v))
+                           motion_directories=[directory] if directory else (), constraints=constraint_defaults(v),
+                           retime=RetimeOptions(mode=v["retime.mode"], tolerance=float(v["retime.tolerance"]),
+                                                max_factor=float(v["retime.max_factor"])))
 
 
 def constraint_defaults(values: dict) -> ConstraintOptions:
     """The constraints a request gets unless it says otherwise, from the ``constraints.*`` parameter values (a
-    margin or minimum tension of 0: none, the model file's)."""
+    margin or tension reserve of 0: none; a minimum tension of 0: the model file's)."""
     v = values
-    margins = {f: float(v[f"constraints.{f}_margin"]) for f in ("range", "speed", "acceleration")
-               if float(v[f"constraints.{f}_margin"]) > 0}
+    margins = {f: float(v[f"constraints.{f}_margin"]) for f in MARGIN_FAMILIES}
     return ConstraintOptions(enabled=bool(v["constraints.enabled"]), margins=margins,
+                             tension_reserve=float(v["constraints.tension_reserve"]),
                              min_tension=float(v["constraints.min_tension"]) or None,
                              barrier_weight=float(v["constraints.barrier_weight"]))
 

@@ -14,6 +14,8 @@ metadata, the reports):
   :mod:`marionette_control.model.limits`): drive range, speed and acceleration (the step from the
   initial rest state included), string tension ≥ its minimum, optional joint limits and force
   bounds;
+* whether a motion too fast for the arm is re-timed (:class:`RetimeOptions`, :mod:`.retiming`), and what
+  counts as following it (:mod:`.trackability`);
 * the optimizer options (method schedule, tolerances, deadline, barrier method) and the design of
   the tracking gains computed along the optimum (a :class:`~marionette_control.lq.gains.GainDesign`: weights by kind
   and the controller's command delay; :meth:`Problem.with_gains`, the one place that computes
@@ -29,7 +31,8 @@ module's vocabulary (``constraints.min_tension``), which each front end words in
 Constraint margins (:func:`constraint_report`) are reported per constraint row: the worst margin
 (≥ 0 satisfied, in the limit's unit), where it occurs (step k, time t_k), and where the
 constraint is active (margin within 1 % of its scale), so a result can say honestly what
-could not be followed.
+could not be followed; with the hardware's own limit, the reserve kept from it for the feedback
+and the worst margin to the hardware's limit.
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from marionette_control import _core, validation
 from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.model.limits import ModelLimits, limits_of
+from marionette_control.model.margins import FEASIBILITY_TOLERANCE
 from marionette_control.ocp.constraints import (
     FAMILIES,
     BarrierTerm,
@@ -59,6 +63,23 @@ from marionette_control.validation import InvalidOption
 
 #: Families enforced by default: what the drives and strings physically cannot exceed.
 DEFAULT_FAMILIES = ("range", "speed", "acceleration", "tension")
+#: Families a reserve (margin) can be kept from: the drives' limits.
+MARGIN_FAMILIES = ("range", "speed", "acceleration")
+#: The reserve the default problem keeps for the tracking controller's feedback: fractions of the drives' range
+#: width (off each end), speed and acceleration limits, and a tension floor this many newtons above each
+#: string's minimum. Sized from what the closed loop adds to the commands and takes from the tension under the
+#: realistic hardware profile's delay and noise, over the motion library and three noise seeds
+#: (``docs/margins.md``: the rule and the measurements).
+DEFAULT_MARGINS = {"range": 0.03, "speed": 0.25, "acceleration": 0.25}
+DEFAULT_TENSION_RESERVE = 0.1
+#: How the solve starts (:mod:`.optimizer`): from the optimum without the inequality constraints, or from the
+#: initial trajectory itself.
+STARTS = ("unconstrained", "initial")
+#: How a desired motion the arm cannot follow is re-timed (:mod:`.retiming`).
+RETIME_MODES = ("off", "uniform", "warp")
+#: rad: the RMS error over the motion each prescribed configuration of a trackable optimum may keep
+#: (:mod:`.trackability`: half the closed loop's RMS target of 0.5°, docs/tracking.md).
+DEFAULT_TRACKING_TOLERANCE = math.radians(0.25)
 #: Normalized margin (margin/scale) below which a constraint counts as active in reports.
 ACTIVE_MARGIN = 1e-2
 
@@ -82,7 +103,10 @@ class ConstraintOptions:
     min_tension : N; one number for every string, or {string: N}; None: the model file's.
     margins : {family: fraction in [0, 1)}: a reserve kept from each drive limit (``range``: that
         fraction of the range width off each end; ``speed``, ``acceleration``: the limit scaled by
-        1 − fraction), leaving the tracking controller room for its corrections.
+        1 − fraction), leaving the tracking controller room for its corrections. A family not named
+        keeps its default (:data:`DEFAULT_MARGINS`); 0 keeps no reserve.
+    tension_reserve : N ≥ 0 kept above every string's minimum tension for the feedback: the optimum's
+        tension floor is min_tension + tension_reserve (default :data:`DEFAULT_TENSION_RESERVE`).
     joint_limits : {configuration: (lower, upper)} for ``configuration``; None: the URDF's.
     force_bounds : {force input: (lower, upper)} for ``force`` (±inf for a one-sided bound).
     barrier_weight : μ > 0, the barrier's final weight per constraint and second (its bias on the
@@ -94,10 +118,11 @@ class ConstraintOptions:
     families: Sequence[str] = DEFAULT_FAMILIES
     min_tension: Optional[object] = None
     margins: Mapping[str, float] = field(default_factory=dict)
+    tension_reserve: float = DEFAULT_TENSION_RESERVE
     joint_limits: Optional[Mapping[str, tuple]] = None
     force_bounds: Mapping[str, tuple] = field(default_factory=dict)
     barrier_weight: float = 1e-3
-    tolerance: float = 1e-6
+    tolerance: float = FEASIBILITY_TOLERANCE
 
     def __post_init__(self):
         if not isinstance(self.enabled, (bool, np.bool_)):
@@ -115,9 +140,11 @@ class ConstraintOptions:
             values = self.min_tension.values() if isinstance(self.min_tension, Mapping) else [self.min_tension]
             for v in values:
                 _number(v, "constraints.min_tension", "the minimum tension", "a minimum tension in N", minimum=0.0)
-        margins = {}
+        margins = dict(DEFAULT_MARGINS)
+        if not isinstance(self.margins, Mapping):
+            raise ProblemError(f"expected {{family: fraction}}, got {self.margins!r}", key="constraints.margins")
         for f, v in dict(self.margins).items():
-            if f not in ("range", "speed", "acceleration"):
+            if f not in MARGIN_FAMILIES:
                 raise ProblemError(f"a margin applies to range, speed or acceleration, not {f!r}",
                                    key=f"constraints.margins.{f}")
             v = _number(v, f"constraints.margins.{f}", f"the {f} margin", "a fraction", minimum=0.0)
@@ -126,6 +153,8 @@ class ConstraintOptions:
                                    key=f"constraints.margins.{f}")
             margins[f] = v
         self.margins = margins
+        self.tension_reserve = _number(self.tension_reserve, "constraints.tension_reserve", "the tension reserve",
+                                       "a tension reserve in N", minimum=0.0)
         for key, bounds in (("joint_limits", self.joint_limits or {}), ("force_bounds", self.force_bounds)):
             for name, pair in bounds.items():
                 try:
@@ -140,9 +169,10 @@ class ConstraintOptions:
         _number(self.tolerance, "constraints.tolerance", "the feasibility tolerance", "a feasibility tolerance",
                 positive=True)
 
-    def limits(self, model, limits: ModelLimits) -> ModelLimits:
-        """The model's limits with these options applied (minimum tension, margins, joint and force bounds);
-        raises ProblemError naming the option when a name does not fit the model."""
+    def limits(self, model, limits: ModelLimits, reserve: bool = True) -> ModelLimits:
+        """The model's limits with these options applied (minimum tension, margins and tension reserve, joint and
+        force bounds); without ``reserve`` the limits of the hardware alone (no margin, no tension reserve).
+        Raises ProblemError naming the option when a name does not fit the model."""
         out = limits
         if self.min_tension is not None:
             if isinstance(self.min_tension, Mapping):
@@ -156,8 +186,10 @@ class ConstraintOptions:
                     raise ProblemError(f"model '{model.name}' has no string", key="constraints.min_tension")
                 values = float(self.min_tension)
             out = out.with_min_tension(values)
-        m = self.margins
-        if m:
+        if reserve and self.tension_reserve:
+            out = out.with_min_tension(out.min_tension + self.tension_reserve)
+        m = self.margins if reserve else {}
+        if any(m.values()):
             lo, hi = out.lower.copy(), out.upper.copy()
             shrink = m.get("range", 0.0) * (hi - lo)
             finite = np.isfinite(shrink)
@@ -191,7 +223,47 @@ class ConstraintOptions:
         return {"enabled": bool(self.enabled), "families": list(self.families),
                 "min_tension": self.min_tension if not isinstance(self.min_tension, Mapping)
                 else dict(self.min_tension), "margins": dict(self.margins),
-                "barrier_weight": self.barrier_weight, "tolerance": self.tolerance}
+                "tension_reserve": self.tension_reserve, "barrier_weight": self.barrier_weight,
+                "tolerance": self.tolerance}
+
+
+@dataclass
+class RetimeOptions:
+    """Whether and how a solve re-times a desired motion it cannot follow (:mod:`.retiming`).
+
+    mode : ``off`` (solve the motion as drawn; the result still says whether it is trackable), ``uniform`` (the
+        smallest uniform slow-down at which it is), ``warp`` (slow only the keyframe intervals that need it);
+        :data:`RETIME_MODES`.
+    tolerance : rad > 0: the RMS error over the motion every prescribed configuration of a trackable optimum may
+        keep (:mod:`.trackability`; default :data:`DEFAULT_TRACKING_TOLERANCE`).
+    max_factor : > 1: the largest slow-down (duration / drawn duration) tried.
+    precision : in (0, 0.5]: the search stops when the smallest trackable factor is known to this relative
+        width (a found factor f is within f·precision of the smallest the search could find).
+    """
+
+    mode: str = "off"
+    tolerance: float = DEFAULT_TRACKING_TOLERANCE
+    max_factor: float = 4.0
+    precision: float = 0.01
+
+    def __post_init__(self):
+        if self.mode not in RETIME_MODES:
+            raise ProblemError(f"expected one of {', '.join(RETIME_MODES)}, got {self.mode!r}", key="retime.mode")
+        self.tolerance = _number(self.tolerance, "retime.tolerance", "the tracking tolerance", "an angle in rad",
+                                 positive=True)
+        self.max_factor = _number(self.max_factor, "retime.max_factor", "the largest slow-down", "a factor > 1",
+                                  minimum=1.0)
+        if self.max_factor <= 1.0:
+            raise ProblemError(f"the largest slow-down must exceed 1, got {self.max_factor}", key="retime.max_factor")
+        self.precision = _number(self.precision, "retime.precision", "the search's precision", "a fraction",
+                                 positive=True)
+        if self.precision > 0.5:
+            raise ProblemError(f"the search's precision is a fraction in (0, 0.5], got {self.precision}",
+                               key="retime.precision")
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "tolerance": self.tolerance, "max_factor": self.max_factor,
+                "precision": self.precision}
 
 
 def _number(value, key: str, name: str, kind: str, minimum: Optional[float] = None, positive: bool = False):
@@ -246,11 +318,19 @@ class Problem:
     Q (nx,), R (nU,), Qf (nx,) : diagonal tracking weights (also in ``cost``'s terms)
     cost : Cost (tracking terms and constraint barriers)
     constraints : list of InequalityConstraints (the rows the barriers carry; empty without)
-    constraint_options : ConstraintOptions;  limits : ModelLimits after the options
+    constraint_options : ConstraintOptions;  limits : ModelLimits after the options (the reserve for the
+    feedback included: what the constraints enforce);  hardware_limits : the same without the reserve (margins,
+    tension reserve): the hardware's own
     options : OptimizerOptions;  gains : GainDesign of the tracking gains shipped with a result
     tracked : the configurations the desired motion prescribes;  source : where it came from
     X0 (N+1, nx), U0 (N, nU), initial_cost : the initial trajectory and its cost (without barriers),
     when the front end builds one (requests do; specs choose among methods in :func:`~.spec_problem.initial_trajectory`)
+    method : the optimizer (``projection``, ``dmocc``);  start : where the solve starts (:data:`STARTS`,
+    :mod:`.optimizer`)
+    retime : :class:`RetimeOptions`;  keyframes : the desired motion's
+    :class:`~.tracking_problem.Keyframes` when it was given as keyframes (what re-timing stretches), else None;
+    rebuild(keyframes) : the front end's builder of this problem for other keyframes (the same options, a
+    Problem with its X0, U0), which :mod:`.retiming` calls; None where the front end cannot
     """
 
     model: "_core.Model"
@@ -274,6 +354,11 @@ class Problem:
     U0: Optional[np.ndarray] = None
     initial_cost: float = math.nan
     method: str = "projection"               # or "dmocc" (ocp/dmocc.py): which optimizer solves it
+    start: str = "unconstrained"             # or "initial" (STARTS; ocp/optimizer.py): where the solve starts
+    retime: RetimeOptions = field(default_factory=RetimeOptions)
+    keyframes: Optional["Keyframes"] = None  # noqa: F821 (ocp/tracking_problem.py, which imports this module)
+    rebuild: Optional[Callable] = None
+    hardware_limits: Optional[ModelLimits] = None
 
     @property
     def N(self) -> int:
@@ -310,26 +395,41 @@ class Problem:
         return out
 
     def constraint_report(self, X, U, Lam=None) -> list:
-        """:func:`constraint_report` of (X, U) on this problem's constraints."""
-        return constraint_report(self.constraints, self.point(X, U, Lam), self.t, self.constraint_options.tolerance)
+        """:func:`constraint_report` of (X, U) on this problem's constraints, with the hardware's limits."""
+        return constraint_report(self.constraints, self.point(X, U, Lam), self.t, self.constraint_options.tolerance,
+                                 self.hardware_rows())
+
+    def hardware_rows(self) -> dict:
+        """{(family, component, side): the hardware's limit} of this problem's constraint rows (the limit without
+        the reserve kept for the feedback)."""
+        hardware = self.hardware_limits or self.limits
+        sets = constraint_sets(self.model, hardware, self.dt, self.constraint_options.families) \
+            if self.constraints else []
+        return {(r.family, r.component, r.side): r.limit for c in sets for r in c.rows}
 
     def summary(self) -> dict:
-        """JSON-able description of the constraint set (trajectory metadata)."""
+        """JSON-able description of the constraint set (trajectory metadata): the options, the hardware's
+        ``limits`` and the ``reserved`` ones the constraints enforce, the rows."""
         rows = [dict(family=r.family, component=r.component, side=r.side, limit=r.limit, unit=r.unit)
                 for c in self.constraints for r in c.rows]
-        return {"options": self.constraint_options.to_dict(), "limits": self.limits.to_dict(), "rows": rows}
+        return {"options": self.constraint_options.to_dict(), "limits": (self.hardware_limits or self.limits).to_dict(),
+                "reserved": self.limits.to_dict(), "rows": rows}
 
 
 def constraint_report(constraints: Sequence[InequalityConstraints], point: Point, t: np.ndarray,
-                      tolerance: float) -> list:
+                      tolerance: float, hardware: Optional[Mapping] = None) -> list:
     """Per constraint row: the worst margin and where, whether it holds, where it is active.
 
     Returns dicts: family, component, side, limit, unit, label, ``margin`` (the worst, in the
     limit's unit), ``normalized`` (margin/scale), ``step`` and ``time`` where it occurs,
     ``satisfied`` (normalized ≥ −tolerance), ``active_steps`` (count with normalized < 0.01) and
-    ``active_intervals`` ([t_first, t_last] runs of consecutive active steps).
+    ``active_intervals`` ([t_first, t_last] runs of consecutive active steps); ``hardware_limit``
+    (the row's limit without the reserve for the feedback: ``hardware`` {(family, component, side):
+    limit}, the row's own limit where it has none), ``reserve`` (|limit − hardware_limit|) and
+    ``hardware_margin`` (the worst margin to the hardware's limit: margin + reserve).
     """
     out = []
+    hardware = hardware or {}
     for c in constraints:
         M = c.margins(point)
         for j, row in enumerate(c.rows):
@@ -337,10 +437,13 @@ def constraint_report(constraints: Sequence[InequalityConstraints], point: Point
             k = int(np.nanargmin(col))
             worst = float(col[k])
             active = np.flatnonzero(col / row.scale < ACTIVE_MARGIN)
+            limit = float(hardware.get((row.family, row.component, row.side), row.limit))
+            reserve = abs(row.limit - limit)
             out.append({"family": row.family, "component": row.component, "side": row.side, "limit": row.limit,
                         "unit": row.unit, "label": row.label, "margin": worst, "normalized": worst / row.scale,
                         "step": k, "time": float(t[k]), "satisfied": bool(worst / row.scale >= -tolerance),
-                        "active_steps": int(active.size), "active_intervals": _intervals(active, t)})
+                        "active_steps": int(active.size), "active_intervals": _intervals(active, t),
+                        "hardware_limit": limit, "reserve": reserve, "hardware_margin": worst + reserve})
     return out
 
 
@@ -382,13 +485,14 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     N = Ud.shape[0]
     terms = [StateTracking(Xd, Q), InputTracking(Ud, R), TerminalState(Xd[-1], Qf, N)]
     effective = constraints.limits(model, limits)
+    hardware = constraints.limits(model, limits, reserve=False)
     sets = constraint_sets(model, effective, dt, constraints.families) if constraints.enabled else []
     for i, c in enumerate(sets):
         terms.append(BarrierTerm(c, constraints.barrier_weight, 0.0, dt))
     cost = Cost(terms, model.nx, model.nU, N)
     options = dataclasses.replace(options, feasibility_tolerance=constraints.tolerance)
     problem = Problem(model, system, np.asarray(t, float), Xd, Ud, np.asarray(x0, float), Q, R, Qf, cost, sets,
-                      constraints, effective, options, gains, list(tracked), source)
+                      constraints, effective, options, gains, list(tracked), source, hardware_limits=hardware)
     if sets:
         _check_initial_state(problem)
     return problem
@@ -407,5 +511,7 @@ def _check_initial_state(problem: Problem) -> None:
                                    key="constraints.joint_limits")
 
 
-__all__ = ["ProblemError", "ConstraintOptions", "DEFAULT_FAMILIES", "ACTIVE_MARGIN", "Problem", "build",
+__all__ = ["ProblemError", "ConstraintOptions", "DEFAULT_FAMILIES", "MARGIN_FAMILIES", "DEFAULT_MARGINS",
+           "DEFAULT_TENSION_RESERVE", "STARTS", "RETIME_MODES", "DEFAULT_TRACKING_TOLERANCE", "RetimeOptions",
+           "ACTIVE_MARGIN", "Problem", "build",
            "constraint_sets", "constraint_report", "config_units"]

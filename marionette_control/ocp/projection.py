@@ -21,7 +21,19 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
 3. stops when |Dh∘ζ| < tolerance (thesis §6.5: 1e-6);
 4. Armijo line search (Algorithm 3): λ = β^m, accept ξ_{i+1} = P(ξ_i + λζ) when the
    projection succeeds (the perturbed trajectory is stabilizable by K: the VI
-   step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ.
+   step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ. The search starts one step of the sequence
+   above the previous iteration's accepted λ (λ₀ = min(1, λ_prev/β)), not at 1: on a stiff problem the
+   steps far from the optimum are short for many iterations in a row and every trial above them is a
+   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``): the cart-pole's 138
+   projections in 36 iterations become 56 in the same 36, the two-link arm's 1571 in 137 become 284 in 144;
+   a step may still grow by one factor 1/β per iteration, and jumps straight to 1 when the Newton model is
+   first used. ``armijo_restart`` restores λ₀ = 1 at every iteration.
+
+Newton's model is indefinite far from the optimum (the adjoint is large there), and finding that out costs
+its second-order sweep. After a requested Newton iteration fell back to quasi-Newton, Newton is tried
+again only once |Dg∘ζ| has fallen below ``NEWTON_RETRY`` times its value at that failure (the iterations
+in between are quasi-Newton, recorded as falling back). Measured on the cart-pole: 32 second-order
+sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations.
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
@@ -71,7 +83,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -85,6 +96,8 @@ from marionette_control.ocp.terms import InitialState, Point
 from marionette_control.validation import InvalidOption
 
 METHODS = ("steepest", "quasi_newton", "newton")
+#: Newton is tried again after an indefinite model once |Dg∘ζ| is below this fraction of its value then.
+NEWTON_RETRY = 0.5
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
 
@@ -110,19 +123,20 @@ class OptimizerOptions:
     max_iterations : descent-direction evaluations at most (the converged one counts).
     armijo_beta, armijo_alpha, armijo_max_steps : Algorithm 3 (λ = β^m, sufficient
         decrease α λ Dh∘ζ, at most this many trials).
+    armijo_restart : start every line search at λ = 1 (Algorithm 3 as printed); default False: at
+        min(1, λ_prev/β), one step of the sequence above the previous accepted λ (module docstring).
     projection_Q, projection_R : scalar weights of the LQR that gives the projection
         gains (thesis (6.10): identity).
     deadline : seconds; at the deadline the best trajectory so far is returned
         (reason "deadline").
     free_initial_state : optimize x(0) too (thesis §6.3.2.1); unconstrained models only.
-    threads : worker threads for speculative Armijo trials (λ, βλ, ... projected at
-        once, each on its own DiscreteSystem; the accepted step is the one a sequential
-        search accepts). Default 1; None: the usable cores, at most 4. Small problems
-        (N·nx < 2000) always run on one thread. On this project's shared 2-vCPU
-        machines neither this nor splitting the linearization and second order of a
-        trajectory across threads measured a consistent gain (hence the default); on
-        machines with free cores the speculative trials shorten the first iterations,
-        whose early trials fail part-way.
+    threads : threads of the core's loops over the trajectory's steps, which are independent
+        given the trajectory: the linearization (with the constraint forces' derivatives) and
+        the contracted second order, each thread with its own workspace on the shared model
+        (``DiscreteSystem.linearize_trajectory(..., threads=)``); the projection is a recursion
+        and runs on one. The result agrees with one thread's to rounding. Default 1; None: the
+        usable cores, at most 4. Small problems (N·nx < 2000) always run on one thread, where
+        starting the threads costs more than it saves.
     barrier_start, barrier_decrease, barrier_centering, barrier_delta : the barrier
         method for inequality constraints (module docstring): first weight = barrier_start ×
         the barrier terms' weight (≥ 1), factor per problem (0, 1), centering tolerance factor
@@ -147,6 +161,7 @@ class OptimizerOptions:
     armijo_beta: float = 0.7
     armijo_alpha: float = 1e-5
     armijo_max_steps: int = 30
+    armijo_restart: bool = False
     projection_Q: float = 1.0
     projection_R: float = 1.0
     deadline: Optional[float] = None
@@ -196,7 +211,7 @@ class OptimizerOptions:
             setattr(self, name, int(getattr(self, name)))
         if self.deadline is not None:
             _require("deadline", validation.problem(self.deadline, positive=True, short=True), "None or ")
-        for name in ("free_initial_state", "warm_start"):
+        for name in ("free_initial_state", "warm_start", "armijo_restart"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise OptionError(name, f"expected True or False, got {getattr(self, name)!r}")
         if self.threads is not None and not _is_integer(self.threads, 1):
@@ -393,60 +408,43 @@ class ProjectionOptimizer:
                 threads = os.cpu_count() or 1
             threads = max(1, min(4, threads))
         self._threads = int(threads)
-        self._pool = None
-        self._systems = [system]
-        if self._threads > 1:
-            # A DiscreteSystem serves one thread at a time (internal mutex): one per worker.
-            self._systems += [_core.DiscreteSystem(model, system.dt, tolerance=system.tolerance,
-                                                   max_iterations=system.max_iterations)
-                              for _ in range(self._threads - 1)]
-
-    # -- parallel per-step work ------------------------------------------------------------------
-
-    def _parallel(self, N: int) -> bool:
-        return self._threads > 1 and N * self.system.model.nx >= 2000
-
-    def _executor(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="optimizer")
-        return self._pool
 
     # -- the core's evaluations ---------------------------------------------------------------------
 
+    def _step_threads(self, N: int) -> int:
+        """Threads of the core's loops over N independent steps (``threads``; one below N·nx = 2000)."""
+        return self._threads if N * self.system.model.nx >= 2000 else 1
+
     def linearize(self, X: np.ndarray, U: np.ndarray):
         """A (N, nx, nx), B (N, nx, nU) along (X, U) (the core's batch linearization)."""
-        return self.system.linearize_trajectory(X, U)
+        return self.system.linearize_trajectory(X, U, threads=self._step_threads(U.shape[0]))
 
     def point(self, X: np.ndarray, U: np.ndarray, Lam=None, derivatives: bool = False) -> Point:
         """The :class:`~.terms.Point` the cost is evaluated at; with the constraint forces (and, with
         ``derivatives``, their derivatives) from the core when a term reads them."""
         if not self._lam:
             return Point(X, U)
+        threads = self._step_threads(U.shape[0])
         if derivatives:
-            _, _, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+            _, _, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True, threads=threads)
             return Point(X, U, Lam, Lam_x, Lam_u)
         if Lam is None:
-            Lam = self.system.constraint_forces_trajectory(X, U)
+            Lam = self.system.constraint_forces_trajectory(X, U, threads=threads)
         return Point(X, U, Lam)
 
     def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray, W: Optional[np.ndarray] = None):
         """Z[k]ᵀD²f (+ W[k]ᵀD²λ_k) along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k)."""
-        if W is None:
-            return self.system.second_order_trajectory(X, U, Z)
-        return self.system.second_order_trajectory(X, U, Z, W)
+        return self.system.second_order_trajectory(X, U, Z, W, threads=self._step_threads(U.shape[0]))
 
     def projection_gains(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """K(k) of the projection operator from LQR on the linearization (thesis (6.10))."""
         return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False).K
 
-    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray, system=None):
+    def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray):
         """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10)).
 
         Returns (X, U), or (X, U, Lam) when a cost term reads the constraint forces."""
-        system = system or self.system
-        if self._lam:
-            return system.project(x0, Xbar, Ubar, K, constraint_forces=True)
-        return system.project(x0, Xbar, Ubar, K)
+        return self.system.project(x0, Xbar, Ubar, K, constraint_forces=self._lam)
 
     # -- cost ----------------------------------------------------------------------------------------
 
@@ -621,7 +619,8 @@ class ProjectionOptimizer:
         if not self._lam:
             A, B = self.linearize(X, U)
             return A, B, Point(X, U)
-        A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
+        A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True,
+                                                                   threads=self._step_threads(U.shape[0]))
         return A, B, Point(X, U, Lam, Lam_x, Lam_u)
 
     def optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]] = None,
@@ -672,6 +671,9 @@ class ProjectionOptimizer:
 
         converged, reason = False, "max_iterations"
         retreats = 0
+        first_step = 0          # the line search's first trial is β^first_step
+        indefinite_at = None    # |Dg∘ζ| when the last requested Newton model was indefinite
+        last_slope = math.inf
         try:
             for i in range(opt.max_iterations):
                 check_stop()
@@ -683,9 +685,15 @@ class ProjectionOptimizer:
                     # Newton model is rarely positive definite (measured on the wave: 7 of 7 fell back):
                     # quasi-Newton, without the wasted second-order evaluation.
                     requested = "quasi_newton"
+                asked = requested
+                if requested == "newton" and indefinite_at is not None and abs(last_slope) > NEWTON_RETRY * indefinite_at:
+                    asked = "quasi_newton"     # the model was indefinite not long ago (module docstring)
                 while True:
-                    d = self._direction(requested, it.X, it.U, A, B, K, point, cost)
+                    d = self._direction(asked, it.X, it.U, A, B, K, point, cost)
                     slope, method = d.slope, d.method
+                    if asked == "newton":
+                        indefinite_at = None if method == "newton" else abs(slope)
+                    last_slope = slope
                     last = stage == len(factors) - 1
                     if abs(slope) >= (opt.tolerance if last else max(opt.tolerance, opt.barrier_centering
                                                                        * factors[stage] * mu_dt)):
@@ -717,7 +725,10 @@ class ProjectionOptimizer:
                     break
                 Z, V, step_slope = self._barrier_step(d, A, B, point, cost)
                 check_stop()
-                new = self._armijo(it, Z, V, K, step_slope, cost, feasible, check_stop)
+                if method == "newton" and (not history or history[-1].method != "newton"):
+                    first_step = 0     # Newton's own step length is 1
+                new = self._armijo(it, Z, V, K, step_slope, cost, feasible, check_stop,
+                                   0 if opt.armijo_restart else first_step)
                 if new is None and self._barriers and feasible and retreats < MAX_RETREATS:
                     # Stalled against a limit (the model misses a constraint's curvature there): a larger
                     # barrier weight pushes the iterate back towards the central path.
@@ -731,6 +742,7 @@ class ProjectionOptimizer:
                     break
                 retreats = 0
                 step, it = new
+                first_step = max(0, round(math.log(step) / math.log(opt.armijo_beta)) - 1)
                 if not feasible and it.violation <= tol_feasible:
                     feasible = True   # from now on the exact log barrier, and only feasible iterates
                     cost = self._stage_cost(factors[stage], feasible, delta)
@@ -745,46 +757,24 @@ class ProjectionOptimizer:
                                   feasible=bool(it.violation <= tol_feasible), violation=float(it.violation),
                                   Lam=it.Lam)
 
-    def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop):
-        """Algorithm 3: λ = β^m until P(ξ + λζ) exists and g decreases by at least α λ Dg∘ζ; once the
-        iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None.
-
-        With worker threads the trials run in groups (λ, βλ, ...) at once; the first
-        acceptable λ of the sequence is taken, as in the sequential search."""
+    def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop, first: int = 0):
+        """Algorithm 3: λ = β^m, m = first, first + 1, ..., until P(ξ + λζ) exists and g decreases by at least
+        α λ Dg∘ζ; once the iterate satisfies the constraints, the trial must too. Returns (λ, iterate) or None."""
         opt = self.options
-        lams = [opt.armijo_beta ** m for m in range(opt.armijo_max_steps)]
         X, U = it.X, it.U
-
-        def trial(ds, lam):
+        for m in range(first, first + opt.armijo_max_steps):
+            check_stop()
+            lam = opt.armijo_beta ** m
             Xb = X + lam * Z
             try:
-                out = self.project(Xb[0], Xb, U + lam * V, K, system=ds)
+                out = self.project(Xb[0], Xb, U + lam * V, K)
             except _core.StepError:
-                return None
+                continue
             new = self._cost_at(cost, out[0], out[1], out[2] if self._lam else None)
             if not np.isfinite(new.objective) or new.objective >= it.objective + opt.armijo_alpha * lam * slope:
-                return None
+                continue
             if feasible and self._barriers and (new.violation > opt.feasibility_tolerance or np.any(
                     new.margins < (1.0 - opt.fraction_to_boundary) * it.margins)):
-                return None
+                continue
             return lam, new
-
-        group = len(self._systems) if self._parallel(U.shape[0]) else 1
-        for start in range(0, len(lams), group):
-            check_stop()
-            batch = lams[start:start + group]
-            if group == 1:
-                results = [trial(self.system, batch[0])]
-            else:
-                futures = [self._executor().submit(trial, ds, lam) for ds, lam in zip(self._systems, batch)]
-                results = [f.result() for f in futures]
-            for res in results:
-                if res is not None:
-                    return res
         return None
-
-    def close(self) -> None:
-        """Stops the worker threads (also done at interpreter exit)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None

@@ -7,7 +7,9 @@
     cost, initial_cost, iterations, converged, reason, elapsed (s, the whole run), optimization_elapsed (the
     solver's own), iterations_total (with the initial-trajectory stages), tracking_errors (RMS and max per
     prescribed configuration), input_ranges, constraints_satisfied, max_violation, final_state_error
-    (max |x_N − x_d(N)|); with DMOCC del_residual and final_error.
+    (max |x_N − x_d(N)|), ``reserve`` (the margins and tension reserve kept for the feedback), ``trackable``
+    (:mod:`.trackability`); with DMOCC del_residual and final_error; with re-timing (:mod:`.retiming`) the
+    ``retime_factor``.
 ``cost``, ``iterations``, ``converged``, ``reason`` (the optimizer's word), ``termination_reason`` (the
 interface's, :data:`REASONS`), ``elapsed``, ``source`` (the desired motion), ``method``
     the summary's headline.
@@ -20,8 +22,13 @@ interface's, :data:`REASONS`), ``elapsed``, ``source`` (the desired motion), ``m
     the diagonals Q, R, Q_f; the configuration names, q_d (N+1, nq) and the prescribed ones; the unit of every
     configuration; the optimizer's schedule, tolerance, iteration cap and deadline.
 ``constraints``
-    feasible, violation, the constraint set with its limits, and every constraint row's worst margin, where and
-    where active (:func:`constraints_record`, :func:`~marionette_control.ocp.problem.constraint_report`).
+    feasible, violation, the constraint set with the hardware's limits and the reserved ones, and every constraint
+    row's worst margin, where and where active, its reserve and worst margin to the hardware's limit
+    (:func:`constraints_record`, :func:`~marionette_control.ocp.problem.constraint_report`).
+``trackability``
+    whether the result follows its motion within the tracking tolerance and its constraints, and what limits it
+    (:func:`~marionette_control.ocp.trackability.assess`); ``retime`` the re-timing options; with re-timing,
+    ``retiming`` (:meth:`~marionette_control.ocp.retiming.Retiming.to_dict`, added by :mod:`.retiming`).
 ``dmocc``
     with DMOCC, the solver's statistics (:meth:`~marionette_control.ocp.dmocc.DmoccResult.info`).
 
@@ -40,6 +47,7 @@ import numpy as np
 
 from marionette_control.ocp.problem import Problem, config_units
 from marionette_control.ocp.projection import IterationRecord, OptimizationResult
+from marionette_control.ocp.trackability import assess
 
 #: The optimizer's termination reasons in the interface's vocabulary (ConvergenceData.REASON_*).
 REASONS = {"converged": "converged", "max_iterations": "max_iterations", "deadline": "deadline",
@@ -70,6 +78,15 @@ def constraints_record(problem: Problem, result: OptimizationResult) -> dict:
             "set": problem.summary(), "margins": problem.constraint_report(result.X, result.U, result.Lam)}
 
 
+def reserve(problem: Problem) -> dict:
+    """The reserve a problem keeps for the feedback: {margins: {family: fraction}, tension_reserve: N} (none when
+    its constraints are off)."""
+    o = problem.constraint_options
+    if not problem.constraints:
+        return {"margins": {}, "tension_reserve": 0.0}
+    return {"margins": dict(o.margins), "tension_reserve": float(o.tension_reserve)}
+
+
 def record(problem: Problem, result: OptimizationResult, method: str, initial_cost: float, elapsed: float,
            stages: Sequence = ()) -> dict:
     """The record of ``result`` (module docstring): a solve of ``problem`` by ``method`` from a start of cost
@@ -85,7 +102,11 @@ def record(problem: Problem, result: OptimizationResult, method: str, initial_co
         "input_ranges": input_ranges(model, result.U),
         "constraints_satisfied": bool(result.feasible), "max_violation": float(result.violation),
         "final_state_error": float(np.abs(result.X[-1] - problem.Xd[-1]).max()),
+        "reserve": reserve(problem),
     }
+    constraints = constraints_record(problem, result)
+    verdict = assess(summary, constraints, problem.retime.tolerance)
+    summary["trackable"] = verdict.trackable
     options = problem.options
     info = {
         "summary": summary,
@@ -98,7 +119,9 @@ def record(problem: Problem, result: OptimizationResult, method: str, initial_co
         "desired": {"configs": list(model.config_names), "q": problem.Xd[:, :model.nq].tolist(),
                     "tracked": problem.tracked},
         "config_units": config_units(model),
-        "constraints": constraints_record(problem, result),
+        "constraints": constraints,
+        "trackability": verdict.to_dict(),
+        "retime": problem.retime.to_dict(),
         "optimizer": {"schedule": [list(e) for e in options.schedule], "tolerance": options.tolerance,
                       "max_iterations": options.max_iterations, "deadline": options.deadline},
     }
@@ -185,5 +208,5 @@ def describe(problem: Problem, method: str, h: ConvergenceHistory, initial_cost:
             f"'{problem.model.name}'")
 
 
-__all__ = ["REASONS", "record", "record_dict", "input_ranges", "constraints_record", "ConvergenceHistory",
+__all__ = ["REASONS", "record", "reserve", "record_dict", "input_ranges", "constraints_record", "ConvergenceHistory",
            "convergence_history", "constraint_summary", "describe"]

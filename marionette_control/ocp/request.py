@@ -36,9 +36,17 @@ Initial state
 
 Constraints
     ``constraints`` "" (the node's default, on), "on" or "off"; ``constraint_families`` (empty:
-    the default set); ``min_tension`` (0: the model file's); ``range_margin``, ``speed_margin``,
-    ``acceleration_margin`` (fractions of the drive limits kept in reserve; 0: none);
-    ``barrier_weight`` (0: default). Rules: :class:`~.problem.ConstraintOptions`.
+    the default set); ``min_tension`` (0: the model file's); the reserve kept for the feedback:
+    ``range_margin``, ``speed_margin``, ``acceleration_margin`` (fractions of the drive limits) and
+    ``tension_reserve`` (N above the minimum tension), each 0: the node's default; ``reserve`` ""
+    (the node's default reserve) or "off" (none but the fields given > 0); ``barrier_weight`` (0:
+    default). Rules: :class:`~.problem.ConstraintOptions`.
+
+Re-timing
+    ``retime`` "" (the node's default mode), "off", "uniform" or "warp"; ``retime_tolerance`` (rad,
+    0: the node's) and ``max_retime_factor`` (0: the node's). The motion's keyframes (a library
+    motion's, or the points) are kept with the problem, and its ``rebuild`` makes the request's
+    problem for re-timed keyframes (:mod:`.retiming`). Rules: :class:`~.problem.RetimeOptions`.
 """
 
 from __future__ import annotations
@@ -56,11 +64,26 @@ from marionette_control.lq.gains import GainDesign
 from marionette_control.model import library
 from marionette_control.model.joint_map import JointMap
 from marionette_control.model.library.source import ModelSource
-from marionette_control.model.limits import limits_of, load_limits
-from marionette_control.model.motion import MotionError, desired_configurations, load_motion, sample_times
-from marionette_control.ocp.problem import ConstraintOptions, Problem, ProblemError, build
+from marionette_control.model.limits import from_description, limits_of, load_limits
+from marionette_control.model.motion import (
+    KeyframeMotion,
+    MotionError,
+    desired_configurations,
+    load_motion,
+    sample_times,
+)
+from marionette_control.model.yaml_model import load_packaged_model
+from marionette_control.ocp.problem import (
+    MARGIN_FAMILIES,
+    ConstraintOptions,
+    Problem,
+    ProblemError,
+    RetimeOptions,
+    build,
+)
 from marionette_control.ocp.projection import OptimizerOptions
 from marionette_control.ocp.tracking_problem import (
+    Keyframes,
     ProblemDefaults,
     WeightDefaults,
     configuration_trajectory,
@@ -73,7 +96,6 @@ from marionette_control.ocp.tracking_problem import (
     initial_trajectory,
     motion_names,
     rest_state,
-    sample_keyframes,
     static_equilibrium,
 )
 
@@ -120,9 +142,15 @@ class RequestOptions:
     speed_margin: float = 0.0
     acceleration_margin: float = 0.0
     barrier_weight: float = 0.0
+    tension_reserve: float = 0.0
+    reserve: str = ""
+    retime: str = ""
+    retime_tolerance: float = 0.0
+    max_retime_factor: float = 0.0
 
 
 CONSTRAINT_SWITCH = ("", "on", "off")
+RESERVE_SWITCH = ("", "off")
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -158,8 +186,9 @@ def _check_time_grid(duration: float, dt: float, dt_from: str, what: str, defaul
         raise ProblemError(f"{e} (set options.dt to a divisor of the duration)") from None
 
 
-def sample_desired(model, desired: DesiredMotion, dt_request: float, defaults: ProblemDefaults):
-    """Validates sampled desired points and resamples them at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
+def desired_keyframes(model, desired: DesiredMotion) -> Keyframes:
+    """Validates sampled desired points: the :class:`~.tracking_problem.Keyframes` they are (linearly
+    interpolated, times from the first point)."""
     names = [str(n) for n in desired.joint_names]
     n_points = len(desired.positions)
     if n_points == 0 and not names:
@@ -198,16 +227,25 @@ def sample_desired(model, desired: DesiredMotion, dt_request: float, defaults: P
             j = int(np.flatnonzero(~np.isfinite(P[i]))[0])
             raise ProblemError(f"desired.points[{i}].positions[{j}] ({names[j]}) is {P[i, j]}: positions must be "
                                "finite")
-    times = times - times[0]
+    return Keyframes(tuple(names), times - times[0], P, "linear")
+
+
+def sample_desired(model, desired: DesiredMotion, dt_request: float, defaults: ProblemDefaults):
+    """Validates sampled desired points and resamples them at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
+    return _sample_points(model, desired_keyframes(model, desired), dt_request, defaults)
+
+
+def _sample_points(model, keyframes: Keyframes, dt_request: float, defaults: ProblemDefaults):
+    times = keyframes.times
     dt, dt_from = _time_step(dt_request, defaults.dt, times)
-    _check_time_grid(float(times[-1]), dt, dt_from, f"the desired motion (desired.points[0..{n_points - 1}])",
+    _check_time_grid(float(times[-1]), dt, dt_from, f"the desired motion (desired.points[0..{times.size - 1}])",
                      defaults)
-    t, values = sample_keyframes(times, P, dt, "linear")
-    return dt, t, configuration_trajectory(model, names, values), names
+    t, values = keyframes.sample(dt)
+    return dt, t, configuration_trajectory(model, keyframes.joints, values), list(keyframes.joints)
 
 
-def sample_motion(model, name: str, dt_request: float, defaults: ProblemDefaults):
-    """A library motion sampled at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
+def library_motion(name: str, defaults: ProblemDefaults) -> KeyframeMotion:
+    """The motion library's motion ``name`` (:meth:`~.tracking_problem.ProblemDefaults.motion_library`)."""
     if not _MOTION_NAME.match(name) or name.endswith(".yaml"):
         raise ProblemError(f"motion name {name!r} is not a library name (letters, digits, '_', '-', '.'; "
                            "no path and no .yaml suffix)")
@@ -218,9 +256,17 @@ def sample_motion(model, name: str, dt_request: float, defaults: ProblemDefaults
         raise ProblemError(f"unknown motion '{name}'; available: {', '.join(motion_names(directories)) or 'none'} "
                            f"(searched {where})")
     try:
-        motion = load_motion(path)
+        return load_motion(path)
     except MotionError as e:
         raise ProblemError(f"motion '{name}' cannot be loaded: {e}") from None
+
+
+def sample_motion(model, name: str, dt_request: float, defaults: ProblemDefaults):
+    """A library motion sampled at dt: (dt, t (N+1,), Qd (N+1, nq), named)."""
+    return _sample_motion(model, name, library_motion(name, defaults), dt_request, defaults)
+
+
+def _sample_motion(model, name: str, motion: KeyframeMotion, dt_request: float, defaults: ProblemDefaults):
     dt, dt_from = _time_step(dt_request, defaults.dt, None)
     _check_time_grid(motion.duration, dt, dt_from, f"motion '{name}'", defaults)
     try:
@@ -297,12 +343,34 @@ def constraint_options(options: RequestOptions, defaults: ConstraintOptions) -> 
         v = _finite_option(getattr(options, name), name)
         if v:
             kw[attr] = v
-    margins = dict(defaults.margins)
-    for family in ("range", "speed", "acceleration"):
+    switch = str(options.reserve)
+    if switch not in RESERVE_SWITCH:
+        raise ProblemError(f"options.reserve must be \"\" (the node's default reserve) or \"off\", got {switch!r}")
+    margins = {f: 0.0 for f in MARGIN_FAMILIES} if switch == "off" else dict(defaults.margins)
+    kw["tension_reserve"] = 0.0 if switch == "off" else defaults.tension_reserve
+    for family in MARGIN_FAMILIES:
         v = _finite_option(getattr(options, f"{family}_margin"), f"{family}_margin")
         if v:
             margins[family] = v
     kw["margins"] = margins
+    v = _finite_option(options.tension_reserve, "tension_reserve")
+    if v:
+        kw["tension_reserve"] = v
+    try:
+        return dataclasses.replace(defaults, **kw)
+    except ProblemError as e:
+        raise ProblemError(f"options.{_request_field(e.key)}: {e}", key=e.key) from None
+
+
+def retime_options(options: RequestOptions, defaults: RetimeOptions) -> RetimeOptions:
+    """RetimeOptions from the request's re-timing fields (empty/0: the defaults); errors name the field."""
+    kw = {}
+    if str(options.retime):
+        kw["mode"] = str(options.retime)
+    for name, attr in (("retime_tolerance", "tolerance"), ("max_retime_factor", "max_factor")):
+        v = _finite_option(getattr(options, name), name)
+        if v:
+            kw[attr] = v
     try:
         return dataclasses.replace(defaults, **kw)
     except ProblemError as e:
@@ -319,8 +387,9 @@ def _request_field(key: Optional[str]) -> str:
     if entry:   # one entry of the schedule: its method and iteration count are two parallel fields
         return f"{'methods' if entry[2] == 'method' else 'method_iterations'}[{entry[1]}]"
     return {"constraints.families": "constraint_families", "constraints.enabled": "constraints",
-            "weights.input": "input_weights", "optimizer.schedule": "methods",
-            "optimizer.deadline": "deadline_s"}.get(key, key.replace("constraints.", "").replace("optimizer.", ""))
+            "weights.input": "input_weights", "optimizer.schedule": "methods", "optimizer.deadline": "deadline_s",
+            "retime.mode": "retime", "retime.tolerance": "retime_tolerance", "retime.max_factor": "max_retime_factor"
+            }.get(key, key.replace("constraints.", "").replace("optimizer.", ""))
 
 
 def request_limits(model):
@@ -340,11 +409,25 @@ def actuator_joints(model) -> list[str]:
 
 class RequestModels:
     """The models requests name (model-library names), each built once with its limits and the hardware names
-    of its drives; safe to share between threads."""
+    of its drives, and the model files :meth:`add_file` built under their models' names (which take precedence
+    over the library's); safe to share between threads."""
 
     def __init__(self):
         self._models: dict = {}
         self._lock = threading.Lock()
+
+    def add_file(self, path: str) -> str:
+        """Builds the model file ``path`` (absolute, or a name under ``config/``: ``load_packaged_model``, as every
+        node's ``model_file``; a variant file such as a calibrated model works too) with its limits and hardware
+        joint names, and returns its model's name; ProblemError when it does not load."""
+        try:
+            desc = load_packaged_model(path)
+        except (ValueError, OSError) as e:
+            raise ProblemError(f"model file '{path}' cannot be built: {e}") from None
+        joints = JointMap.of(desc.model, desc.hardware_joints).kinematic_hardware_names
+        with self._lock:
+            self._models[desc.model.name] = (desc.model, from_description(desc), joints)
+        return desc.model.name
 
     def get(self, name: str) -> tuple:
         """(model, limits, :func:`actuator_joints`) of a model-library name; ProblemError when there is no such
@@ -366,27 +449,38 @@ class RequestModels:
 
 def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion] = None,
                   options: Optional[RequestOptions] = None, defaults: Optional[ProblemDefaults] = None,
-                  gains: Optional[GainDesign] = None, limits=None) -> Problem:
+                  gains: Optional[GainDesign] = None, limits=None,
+                  retimed: Optional[tuple] = None) -> Problem:
     """Validates a request and builds its :class:`~.problem.Problem` with a feasible initial trajectory
     (``X0``, ``U0``, ``initial_cost``) (raises ProblemError).
 
     ``motion_name`` (a motion library name) takes precedence over ``desired``. ``gains``: the design of
     the tracking gains shipped with the result (default:
-    :class:`~marionette_control.lq.gains.GainDesign`'s; the optimizer node's ``tracking_gains.*`` parameters). ``limits``: the model's limits (default: the registered
-    model's file, :func:`request_limits`).
+    :class:`~marionette_control.lq.gains.GainDesign`'s; the optimizer node's ``tracking_gains.*`` parameters).
+    ``limits``: the model's limits (default: the registered model's file, :func:`request_limits`).
+    ``retimed``: (keyframes, dt, source) of a re-timing of the request's motion, which then replaces it (the
+    problem's ``rebuild``, :mod:`.retiming`).
     """
     options = options or RequestOptions()
     defaults = defaults or ProblemDefaults()
     dt_request = _finite_option(options.dt, "dt")
-    if motion_name:
-        dt, t, Qd, named = sample_motion(model, motion_name, dt_request, defaults)
-        source = f"motion '{motion_name}'"
+    if retimed is not None:
+        keyframes, dt, source = retimed
+        _check_time_grid(keyframes.duration, dt, f"the time step of {source}", f"{source}, re-timed", defaults)
+        t, values = keyframes.sample(dt)
+        Qd, named = configuration_trajectory(model, keyframes.joints, values), list(keyframes.joints)
+    elif motion_name:
+        motion = library_motion(motion_name, defaults)
+        dt, t, Qd, named = _sample_motion(model, motion_name, motion, dt_request, defaults)
+        keyframes, source = Keyframes.of_motion(motion), f"motion '{motion_name}'"
     else:
         if desired is None:
             raise ProblemError("the desired motion is empty: give motion_name or desired with joint_names and at "
                                "least 2 points")
-        dt, t, Qd, named = sample_desired(model, desired, dt_request, defaults)
+        keyframes = desired_keyframes(model, desired)
+        dt, t, Qd, named = _sample_points(model, keyframes, dt_request, defaults)
         source = "desired"
+    retime = retime_options(options, defaults.retime)
     Q, R, Qf = weight_vectors(model, named, defaults.weights, options)
     opt = optimizer_options(options, defaults)
     constraints = constraint_options(options, defaults.constraints)
@@ -416,9 +510,13 @@ def build_problem(model, motion_name: str = "", desired: Optional[DesiredMotion]
     problem.initial_cost = float(problem.cost.without_barriers().value(problem.X0, problem.U0))
     if list(options.methods) == ["dmocc"]:
         problem.method = "dmocc"
+    problem.retime, problem.keyframes = retime, keyframes
+    problem.rebuild = lambda other: build_problem(model, options=options, defaults=defaults, gains=gains,
+                                                  limits=limits, retimed=(other, dt, source))
     return problem
 
 
 __all__ = ["ProblemError", "WeightDefaults", "ProblemDefaults", "DesiredMotion", "RequestOptions",
-           "build_problem", "sample_desired", "sample_motion", "weight_vectors", "optimizer_options",
-           "constraint_options", "request_limits", "actuator_joints", "RequestModels"]
+           "build_problem", "desired_keyframes", "library_motion", "sample_desired", "sample_motion",
+           "weight_vectors", "optimizer_options", "constraint_options", "retime_options", "request_limits",
+           "actuator_joints", "RequestModels"]

@@ -71,11 +71,18 @@ are required)::
       deadline: 600                 # s for the whole run (initial trajectory included); null = none
       armijo: {beta: 0.7, alpha: 1.0e-5, max_steps: 30}
       projection: {state: 1.0, input: 1.0}   # Q = R weights of the projection's LQR (thesis §6.3.1)
+      start: unconstrained          # unconstrained (default): first the optimum without the inequality
+                                    #   constraints (a stage of the run), then the constrained problem from
+                                    #   it; initial: the constrained problem straight from the initial
+                                    #   trajectory (ocp/optimizer.py, "Start")
     constraints:                    # inequality constraints (ocp/problem.py, ConstraintOptions)
       enabled: true                 #   default true: the model file's limits are enforced
       families: [range, speed, acceleration, tension]   # (default) also: configuration, force
       min_tension: 0.5              #   N, every string (or {string: N}); default: the model file's
-      margins: {speed: 0.1, acceleration: 0.1}   # fractions of the drive limits kept in reserve
+      margins: {speed: 0.1, acceleration: 0.1}   # fractions of the drive limits kept in reserve for the
+                                    #   feedback; families not named keep the default (problem.py,
+                                    #   DEFAULT_MARGINS; docs/margins.md), 0: none
+      tension_reserve: 0.2          #   N kept above min_tension for the feedback (default: DEFAULT_TENSION_RESERVE)
       joint_limits: {shoulder: [-0.5, 2.6]}      # with family configuration (default: the URDF's)
       force_bounds: {torque: [-2, 2]}            # with family force
       barrier_weight: 1.0e-3        #   final barrier weight μ (per constraint and second)
@@ -97,6 +104,16 @@ are required)::
       terminal_scale: 1
       angle_integral: 2.5e6
       delay_steps: 1
+    retime: off                     # a motion too fast for the arm (ocp/retiming.py): off (default: solved as
+                                    # drawn; the result says whether it is trackable), uniform (the smallest
+                                    # uniform slow-down at which it is), warp (slow only the keyframe intervals
+                                    # that need it); or a mapping:
+    # retime: {mode: uniform, tolerance: 0.0044, max_factor: 4, precision: 0.01}
+                                    #   tolerance: RMS error (rad) each prescribed configuration may keep
+                                    #   (ocp/trackability.py); max_factor: the largest slow-down tried;
+                                    #   precision: relative width the smallest factor is found to. Needs the
+                                    #   motion as keyframes (name, file, keyframes) and an initial trajectory
+                                    #   made for any duration (not method file)
     output: out/cart_pendulum_swingup.npz   # default output (relative to the working directory)
 
 Numbers may be written ``1e-3``; unknown keys are errors. The steps and defaults shared with
@@ -128,14 +145,14 @@ from marionette_control.model.library.source import ModelSource
 from marionette_control.model.yaml_model import Checker, read_yaml
 from marionette_control.ocp.dmocc import OPTIMIZATION_METHODS, DmoccOptions
 from marionette_control.ocp.embedding import EmbeddingOptions, PenaltyOptions, RelaxationOptions
-from marionette_control.ocp.problem import ConstraintOptions, ProblemError
+from marionette_control.ocp.problem import STARTS, ConstraintOptions, ProblemError, RetimeOptions
 from marionette_control.ocp.projection import OptimizerOptions, OptionError
 from marionette_control.ocp.tracking_problem import INTERPOLATIONS, MOMENTA, ProblemDefaults, find_motion, motion_names
 from marionette_control.validation import InvalidOption
 
 INITIAL_METHODS = ("simulate", "desired", "embedding", "relaxation", "penalty", "file")
 _TOP = ("model", "dt", "motion", "initial_state", "initial_trajectory", "weights", "optimizer", "constraints",
-        "tracking_gains", "output", "description", "method", "dmocc")
+        "tracking_gains", "output", "description", "method", "dmocc", "retime")
 DEFAULTS = ProblemDefaults()
 
 
@@ -190,6 +207,8 @@ class OptimizationSpec:
     constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
     method: str = "projection"
     dmocc: DmoccOptions = field(default_factory=DmoccOptions)
+    start: str = "unconstrained"
+    retime: RetimeOptions = field(default_factory=RetimeOptions)
 
     def fail(self, key: str, problem: str):
         raise SpecError(f"{self.path}: {key}: {problem}")
@@ -449,7 +468,10 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
                                     if "terminal_velocity" in w else None)
 
     o = c.mapping(data.get("optimizer") or {}, "optimizer",
-                  optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
+                  optional=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection", "start"))
+    start = o.get("start", "unconstrained")
+    if start not in STARTS:
+        c.fail("optimizer.start", f"expected one of {', '.join(STARTS)}, got {start!r}")
     options = _optimizer_options(c, o, "optimizer", DEFAULTS.optimizer_options(),
                                  allowed=("schedule", "tolerance", "max_iterations", "deadline", "armijo", "projection"))
     deadline, options = options.deadline, dataclasses.replace(options, deadline=None)   # the final optimization's
@@ -469,14 +491,37 @@ def parse_spec(data: dict, path: str = "<spec>") -> OptimizationSpec:
         dmocc = DmoccOptions.from_mapping(data.get("dmocc"))
     except ValueError as e:
         raise SpecError(f"{path}: {e}") from None
+    retime = _retime_options(c, data.get("retime"))
+    if retime.mode != "off":
+        if motion.kind == "trajectory":
+            c.fail("retime", "re-timing needs the motion as keyframes (motion.name, motion.file or motion.keyframes), "
+                             "not a trajectory file")
+        if init.method == "file":
+            c.fail("retime", "re-timing needs an initial trajectory made for any duration, not initial_trajectory."
+                             "method file")
     return OptimizationSpec(path, data, source, dt, motion, configs, consistent, equilibrium, init, weights,
-                            options, deadline, gains, output, constraints, method, dmocc)
+                            options, deadline, gains, output, constraints, method, dmocc, start, retime)
+
+
+def _retime_options(c: Checker, value) -> RetimeOptions:
+    """The ``retime`` section: a mode, or {mode, tolerance, max_factor, precision} (its shape here; its rules
+    :class:`~.problem.RetimeOptions`')."""
+    if value is None:
+        return RetimeOptions()
+    kw = {"mode": value} if isinstance(value, (str, bool)) else \
+        dict(c.mapping(value, "retime", optional=("mode", "tolerance", "max_factor", "precision")))
+    if kw.get("mode") is False:   # YAML 1.1 reads a bare ``off`` as false
+        kw["mode"] = "off"
+    try:
+        return RetimeOptions(**{k: v for k, v in kw.items() if v is not None})
+    except ProblemError as e:
+        c.fail(e.key or "retime", str(e))
 
 
 def _constraint_options(c: Checker, value) -> ConstraintOptions:
     """The ``constraints`` section (its shape here; its rules in :class:`~.problem.ConstraintOptions`)."""
-    keys = ("enabled", "families", "min_tension", "margins", "joint_limits", "force_bounds", "barrier_weight",
-            "tolerance")
+    keys = ("enabled", "families", "min_tension", "margins", "tension_reserve", "joint_limits", "force_bounds",
+            "barrier_weight", "tolerance")
     m = c.mapping(value if value is not None else {}, "constraints", optional=keys)
     kw = {k: v for k, v in m.items() if v is not None}
     if "families" in kw:

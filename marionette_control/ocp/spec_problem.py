@@ -33,11 +33,13 @@ from marionette_control.ocp.embedding import (
     run_dynamic_embedding,
     run_string_relaxation,
 )
-from marionette_control.ocp.optimizer import Result, solve
+from marionette_control.ocp.optimizer import Result
 from marionette_control.ocp.problem import Problem, ProblemError, build
+from marionette_control.ocp.retiming import solve_retimed
 from marionette_control.ocp.projection import IterationRecord
 from marionette_control.ocp.spec import DEFAULTS, OptimizationSpec
 from marionette_control.ocp.tracking_problem import (
+    Keyframes,
     UnknownWeightName,
     configuration_trajectory,
     consistent_configuration,
@@ -47,7 +49,6 @@ from marionette_control.ocp.tracking_problem import (
     hold_inputs,
     initial_trajectory as simulated_trajectory,
     rest_state,
-    sample_keyframes,
     static_equilibrium,
     terminal_velocity_weight,
 )
@@ -57,10 +58,25 @@ def _unknown_weight(spec: OptimizationSpec, e: UnknownWeightName):
     spec.fail(f"{e.group}.{e.key}", f"matches no name (names: {', '.join(e.names)})")
 
 
-def desired_configurations(spec: OptimizationSpec, model) -> tuple:
-    """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion; unprescribed configurations are 0."""
+def spec_keyframes(spec: OptimizationSpec) -> Optional[Keyframes]:
+    """The spec's motion as :class:`~.tracking_problem.Keyframes` (a motion file or inline keyframes; None for a
+    trajectory file)."""
     m = spec.motion
     if m.kind == "trajectory":
+        return None
+    if m.kind == "file":
+        try:
+            return Keyframes.of_motion(load_motion(m.path))
+        except MotionError as e:
+            spec.fail("motion", str(e))
+    return Keyframes(tuple(m.joints), m.times, m.values, m.interpolation)
+
+
+def desired_configurations(spec: OptimizationSpec, model, keyframes: Optional[Keyframes] = None) -> tuple:
+    """(t (N+1,), Q_d (N+1, nq), joints) of the spec's motion, or of ``keyframes`` when given (a re-timing);
+    unprescribed configurations are 0."""
+    m = spec.motion
+    if keyframes is None and m.kind == "trajectory":
         try:
             tr = Trajectory.load(m.path, model)
         except TrajectoryError as e:
@@ -68,19 +84,12 @@ def desired_configurations(spec: OptimizationSpec, model) -> tuple:
         if abs(tr.dt - spec.dt) > 1e-12 * spec.dt:
             spec.fail("motion.trajectory", f"the trajectory's dt is {tr.dt}, the spec's dt is {spec.dt}")
         return tr.t - tr.t0, tr.X[:, :model.nq].copy(), list(model.config_names)
-    if m.kind == "file":
-        try:
-            motion = load_motion(m.path)
-            t, values = motion.sample(spec.dt)
-        except MotionError as e:
-            spec.fail("motion", str(e))
-        joints = list(motion.joints)
-    else:
-        joints = list(m.joints)
-        try:
-            t, values = sample_keyframes(m.times, m.values, spec.dt, m.interpolation)
-        except MotionError as e:
-            spec.fail("motion.keyframes", str(e))
+    keyframes = keyframes or spec_keyframes(spec)
+    joints = list(keyframes.joints)
+    try:
+        t, values = keyframes.sample(spec.dt)
+    except MotionError as e:
+        spec.fail("motion" if m.kind == "file" else "motion.keyframes", str(e))
     for j in joints:
         if j not in model.config_names:
             spec.fail("motion", f"'{j}' is not a configuration of model '{model.name}' (configurations: "
@@ -117,16 +126,19 @@ def initial_configuration(spec: OptimizationSpec, model, Qd: np.ndarray, joints:
         spec.fail("initial_state.consistent", str(e))
 
 
-def build_problem(spec: OptimizationSpec, model=None) -> Problem:
-    """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains."""
+def build_problem(spec: OptimizationSpec, model=None, keyframes: Optional[Keyframes] = None) -> Problem:
+    """The :class:`~.problem.Problem` of a spec: desired trajectory, initial state, cost, constraints, gains,
+    re-timing; of the spec with its motion's ``keyframes`` replaced (re-timed) when given. Its ``rebuild`` makes
+    the same problem for other keyframes, with the spec's initial trajectory (:mod:`.retiming`)."""
     if model is None:
         try:
             model = spec.model.build()
         except (KeyError, ValueError, OSError) as e:
             spec.fail("model", e.args[0] if isinstance(e, KeyError) and e.args else str(e))
     system = _core.DiscreteSystem(model, spec.dt)
-    t, Qd, joints = desired_configurations(spec, model)
-    if spec.motion.kind == "trajectory":
+    keyframes = keyframes or spec_keyframes(spec)
+    t, Qd, joints = desired_configurations(spec, model, keyframes)
+    if keyframes is None:
         tr = Trajectory.load(spec.motion.path, model)
         Xd, Ud = tr.X.copy(), tr.U.copy()
     else:
@@ -153,7 +165,15 @@ def build_problem(spec: OptimizationSpec, model=None) -> Problem:
                         spec.gains, spec.motion.kind, system)
     except ProblemError as e:
         spec.fail(e.key or "constraints", str(e))
-    problem.method = spec.method
+    problem.method, problem.start, problem.retime, problem.keyframes = spec.method, spec.start, spec.retime, keyframes
+    if keyframes is not None:
+        problem.rebuild = lambda other: _with_start(spec, build_problem(spec, model, other))
+    return problem
+
+
+def _with_start(spec: OptimizationSpec, problem: Problem) -> Problem:
+    """``problem`` with the spec's initial trajectory as its X0, U0 (a re-timed problem's start)."""
+    problem.X0, problem.U0, _ = initial_trajectory(spec, problem)
     return problem
 
 
@@ -244,9 +264,13 @@ def solve_spec(spec: OptimizationSpec, callback: Optional[Callable[[str, Iterati
            if rows else "no inequality constraints"))
     remaining = None if spec.deadline is None else spec.deadline - (time.perf_counter() - t_start)
     X, U, stages = initial_trajectory(spec, problem, callback, should_stop, remaining, say)
-    result = solve(problem, X, U, dmocc=spec.dmocc, deadline=spec.deadline, started=t_start,
-                   stages=stages, callback=None if callback is None else (lambda rec: callback("optimization", rec)),
-                   should_stop=should_stop, log=say)
+    try:
+        result = solve_retimed(problem, X, U, dmocc=spec.dmocc, deadline=spec.deadline, started=t_start,
+                               stages=stages,
+                               callback=None if callback is None else (lambda rec: callback("optimization", rec)),
+                               should_stop=should_stop, log=say, stage_callback=callback)
+    except ProblemError as e:
+        spec.fail(e.key or "retime", str(e))
     result.trajectory.info.update(spec={"path": os.path.abspath(spec.path), "content": _jsonable(spec.raw)},
                                   model_source=spec.model.to_dict())
     return result
@@ -265,4 +289,5 @@ def _jsonable(x: Any):
     return x
 
 
-__all__ = ["build_problem", "desired_configurations", "initial_configuration", "initial_trajectory", "solve_spec"]
+__all__ = ["build_problem", "spec_keyframes", "desired_configurations", "initial_configuration", "initial_trajectory",
+           "solve_spec"]

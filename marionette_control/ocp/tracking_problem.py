@@ -10,7 +10,9 @@ rules of constraints and optimizer options are checked in :mod:`.problem` and
 
 Desired trajectory
     The configurations the desired motion names follow it, sampled at t_k = k dt, k = 0..N (the
-    duration must be a whole number of steps); every other configuration is 0. Momenta and
+    duration must be a whole number of steps); every other configuration is 0. A motion given as
+    keyframes (a motion file, inline keyframes, sampled points) is kept as :class:`Keyframes` with
+    the problem, which re-timing stretches (:mod:`.retiming`). Momenta and
     kinematic velocities are 0 (``momenta="zero"``, the thesis's choice), or the discrete
     Legendre transform of consecutive desired configurations (``"legendre"``). Desired inputs:
     force inputs 0, kinematic inputs the next desired kinematic configuration
@@ -74,10 +76,10 @@ from scipy.interpolate import CubicSpline
 from scipy.optimize import least_squares
 
 from marionette_control import _core, validation
-from marionette_control.model.motion import sample_times
+from marionette_control.model.motion import KeyframeMotion, sample_times
 from marionette_control.model.state_layout import input_by_kind, state_by_kind
 from marionette_control.model.strings import string_constraints
-from marionette_control.ocp.problem import ConstraintOptions, ProblemError
+from marionette_control.ocp.problem import ConstraintOptions, ProblemError, RetimeOptions
 from marionette_control.ocp.projection import OptimizerOptions, OptionError
 from marionette_control.resources import config_file
 
@@ -141,7 +143,7 @@ class ProblemDefaults:
     request may ask for (:meth:`check_time_grid`; the module docstring says why these values);
     ``motion_directories`` is the motion library (default: :func:`default_motion_directories`);
     ``constraints`` the inequality constraints a request gets unless it says otherwise
-    (:class:`~.problem.ConstraintOptions`).
+    (:class:`~.problem.ConstraintOptions`), ``retime`` its re-timing (:class:`~.problem.RetimeOptions`).
     """
 
     dt: float = 0.01
@@ -156,6 +158,7 @@ class ProblemDefaults:
     max_duration: float = 120.0
     motion_directories: Sequence = ()
     constraints: ConstraintOptions = field(default_factory=ConstraintOptions)
+    retime: RetimeOptions = field(default_factory=RetimeOptions)
 
     def __post_init__(self):
         for name in ("dt", "min_dt", "max_dt", "max_duration"):
@@ -246,6 +249,44 @@ def sample_keyframes(times: np.ndarray, values: np.ndarray, dt: float,
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
     return t, CubicSpline(times, values, axis=0, bc_type=interpolation)(np.clip(t, 0.0, times[-1]))
+
+
+@dataclass(frozen=True)
+class Keyframes:
+    """A desired motion as keyframes, as drawn: what re-timing stretches (:mod:`.retiming`).
+
+    joints : the prescribed configurations (J names);  times : (K,) s from 0, strictly increasing;
+    values : (K, J) in SI units;  interpolation : how they are sampled (:func:`sample_keyframes`,
+    :data:`INTERPOLATIONS`: a motion file's spline type, or ``linear`` for sampled points).
+    """
+
+    joints: tuple
+    times: np.ndarray
+    values: np.ndarray
+    interpolation: str = "clamped"
+
+    @classmethod
+    def of_motion(cls, motion: KeyframeMotion) -> "Keyframes":
+        """The keyframes of a motion file (:class:`~marionette_control.model.motion.KeyframeMotion`), sampled by
+        its C² spline."""
+        return cls(tuple(motion.joints), np.asarray(motion.times, float), np.asarray(motion.values, float),
+                   motion.spline_type)
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1])
+
+    def sample(self, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """(t (N+1,), values (N+1, J)) at t_k = k dt (:func:`sample_keyframes`)."""
+        return sample_keyframes(self.times, self.values, dt, self.interpolation)
+
+    def retimed(self, times: np.ndarray) -> "Keyframes":
+        """The same keys at other ``times`` (K,) (strictly increasing, from 0)."""
+        times = np.asarray(times, dtype=float)
+        if times.shape != self.times.shape or times[0] != 0.0 or np.any(np.diff(times) <= 0):
+            raise ValueError(f"re-timed keyframes need {self.times.size} strictly increasing times from 0, got "
+                             f"{times.tolist()}")
+        return Keyframes(self.joints, times, self.values, self.interpolation)
 
 
 def configuration_trajectory(model, joints: Sequence[str], values: np.ndarray) -> np.ndarray:
@@ -441,7 +482,7 @@ def initial_trajectory(system, x0: np.ndarray, U: np.ndarray) -> np.ndarray:
         raise ProblemError(f"simulating the initial trajectory from x(0) failed: {e}") from None
 
 
-__all__ = ["UnknownWeightName", "WeightDefaults", "ProblemDefaults",
+__all__ = ["UnknownWeightName", "WeightDefaults", "ProblemDefaults", "Keyframes",
            "default_motion_directories", "find_motion", "motion_names", "sample_keyframes",
            "configuration_trajectory", "desired_trajectory", "weights_by_name", "cost_weights",
            "free_configurations", "consistent_configuration", "static_equilibrium", "rest_state", "hold_inputs",

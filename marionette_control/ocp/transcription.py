@@ -9,13 +9,16 @@ Decision variables (``w``), one block per step k = 0..N−1, then the final mult
     optimizer's layout, so (X, U) and the cost are the same objects for both methods.
 
 Equality constraints (``DiscreteSystem.del_residual``, seed 002 (3.6)):
-    node k = 0..N−1:  p_k + D₁L_d(q_k, q_{k+1}) + Δt F_k − Dh(q_k)ᵀλ_k = 0 (dynamic rows),
+    node k = 0..N−1:  p_k + D₁L_d(q_k, q_{k+1}) + f⁻_k − Dh(q_k)ᵀλ_k = 0 (dynamic rows),
                       h(q_{k+1}) = 0,
     with p_0 the given initial momentum (the momentum boundary condition (3.13)/(3.21) at t_0)
-    and p_k = D₂L_d(q_{k−1}, q_k) for k ≥ 1. Optional final conditions (seed 002 (3.26)):
+    and p_k = D₂L_d(q_{k−1}, q_k) + f⁺_{k−1} for k ≥ 1; f⁻_k = w⁻Δt F_k, f⁺_k = w⁺Δt F_k the model's
+    forcing (thesis (4.12); ``model.forcing_weights``). Under the symmetric rule (w⁺ ≠ 0) p_k, and so
+    node k's rows, depend on the force inputs u_{k−1} too; under the thesis rule they do not, and
+    those entries are not in the sparsity patterns. Optional final conditions (seed 002 (3.26)):
     the final configuration q_N = q^N (``configuration``; fixed by the variables' bounds, its
     h rows dropped), and with it the final momentum in the multiplier form of (3.13),
-    D₂L_d(q_{N−1}, q_N) − Dh_dyn(q^N)ᵀν = p^N, and the final kinematic velocities
+    D₂L_d(q_{N−1}, q_N) + f⁺_{N−1} − Dh_dyn(q^N)ᵀν = p^N, and the final kinematic velocities
     (ρ_N − ρ_{N−1})/Δt = v^N (bounds on ρ_{N−1}) (``state``, ``rest``).
 
 Inequality constraints: the problem's constraint sets (:mod:`.constraints`), margin/scale ≥ 0
@@ -24,7 +27,7 @@ checked when the problem is built; at k = N they are dropped when x_N is fixed).
 
 Objective: the problem's cost without its barriers, h(X, U) (thesis §6.1) — the same function of
 (X, U) the projection optimizer minimizes. The states are functions of the variables:
-x_k = [q_k; p_k; v_k] with p_k = D₂L_d(q_{k−1}, q_k) and v_k = (ρ_k − ρ_{k−1})/Δt.
+x_k = [q_k; p_k; v_k] with p_k = D₂L_d(q_{k−1}, q_k) + f⁺_{k−1} and v_k = (ρ_k − ρ_{k−1})/Δt.
 
 Derivatives are exact and come from the core and the terms: the constraint Jacobian from the
 DEL Jacobian blocks, the Hessian of the Lagrangian σ∇²h + Σ yᵢ∇²gᵢ as per-interval blocks of the
@@ -161,15 +164,22 @@ class Transcription:
         self.u_idx = (base + nd + np.arange(nU)).astype(np.int64)               # (N, nU)
         self.lam_idx = (base + nd + nU + np.arange(m)).astype(np.int64)         # (N, m)
         self.nu_idx = (N * nb + np.arange(m)).astype(np.int64) if self.fix_momentum else np.zeros(0, np.int64)
-        # Local variables of step k's (x_k, u_k, λ_k): (q_{k-1}, q_k, u_k, λ_k); q_{-1} and the u, λ of N: none.
+        # Force inputs u_{k-1} of the step before node k (N+1, nu): through f⁺ in p_k (row 0: none); not
+        # variables of p_k (-1) when f⁺ = 0 (the thesis rule).
+        self.uprev_idx = -np.ones((N + 1, nu), np.int64)
+        if self.model.forcing_weights[1] != 0.0:
+            self.uprev_idx[1:] = self.u_idx[:, :nu]
+        # Local variables of step k's (x_k, u_k, λ_k): (q_{k-1}, q_k, u_{k-1} forces, u_k, λ_k); q_{-1} and
+        # the u, λ of N: none.
         qm1 = np.vstack([none, self.q_idx[:-1]])
         uN = np.vstack([self.u_idx, -np.ones((1, nU), np.int64)])
         lN = np.vstack([self.lam_idx, -np.ones((1, m), np.int64)])
-        self.step_idx = np.hstack([qm1, self.q_idx, uN, lN])                   # (N+1, 2n + nU + m)
+        self.step_idx = np.hstack([qm1, self.q_idx, self.uprev_idx, uN, lN])   # (N+1, 2n + nu + nU + m)
         # Variables of the core's interval blocks: (q_j, q_{j+1}, force inputs u_j, λ_j).
         self.interval_idx = np.hstack([self.q_idx[:-1], self.q_idx[1:], self.u_idx[:, :nu], self.lam_idx])
-        # Variables of node k's DEL rows: (q_{k-1}, q_k, q_{k+1}, force inputs u_k, λ_k).
-        self.node_idx = np.hstack([qm1[:-1], self.q_idx[:-1], self.q_idx[1:], self.u_idx[:, :nu], self.lam_idx])
+        # Variables of node k's DEL rows: (q_{k-1}, q_k, q_{k+1}, force inputs u_{k-1}, u_k, λ_k).
+        self.node_idx = np.hstack([qm1[:-1], self.q_idx[:-1], self.q_idx[1:], self.uprev_idx[:-1],
+                                   self.u_idx[:, :nu], self.lam_idx])
 
     def _final_condition(self):
         n, nd, nk, m, N = self.n, self.nd, self.nk, self.m, self.N
@@ -280,17 +290,19 @@ class Transcription:
         return r
 
     def step_jacobian(self, ev) -> np.ndarray:
-        """E (N+1, nx + nU + m, 2n + nU + m): d(x_k, u_k, λ_k)/d(q_{k-1}, q_k, u_k, λ_k) (module docstring);
-        computed once per point (the gradient, Jacobian and Hessian at one w share it)."""
+        """E (N+1, nx + nU + m, 2n + nu + nU + m): d(x_k, u_k, λ_k)/d(q_{k-1}, q_k, u_{k-1} forces, u_k, λ_k)
+        (``step_idx``; module docstring); computed once per point (the gradient, Jacobian and Hessian at one w
+        share it)."""
         if "E" in ev:
             return ev["E"]
-        n, nd, nk, nq, nx, nU, m, N = self.n, self.nd, self.nk, self.n, self.nx, self.nU, self.m, self.N
-        E = np.zeros((N + 1, nx + nU + m, 2 * n + nU + m))
+        n, nd, nk, nq, nx, nu, nU, m, N = self.n, self.nd, self.nk, self.n, self.nx, self.nu, self.nU, self.m, self.N
+        c = 2 * n + nu   # first column of (u_k, λ_k)
+        E = np.zeros((N + 1, nx + nU + m, c + nU + m))
         E[:, :nq, n:2 * n] = np.eye(n)
-        E[1:, nq:nq + nd, :2 * n] = ev["JP"]
+        E[1:, nq:nq + nd, :c] = ev["JP"]   # dp_k/d(q_{k-1}, q_k, u_{k-1})
         E[:, nq + nd:nx, n + nd:2 * n] = np.eye(nk) / self.dt
         E[:, nq + nd:nx, nd:n] = -np.eye(nk) / self.dt
-        E[:, nx:, 2 * n:] = np.eye(nU + m)
+        E[:, nx:, c:] = np.eye(nU + m)
         E[0, :nx] = 0.0          # x(0) is fixed
         ev["E"] = E
         return E
@@ -437,7 +449,7 @@ class Transcription:
         jp = _Pattern(ng, self.nw)
         jp.add(rows, self.node_idx)
         if self._final_rows:
-            jp.add(final_rows[None], np.hstack([self.q_idx[N - 1], self.q_idx[N]])[None])
+            jp.add(final_rows[None], np.hstack([self.q_idx[N - 1], self.q_idx[N], self.uprev_idx[N]])[None])
             if self.fix_momentum:
                 jp.add(final_rows[None], self.nu_idx[None])
         for grow, steps in ineq_blocks:

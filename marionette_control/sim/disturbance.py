@@ -3,8 +3,9 @@
 A push acts on a body (a frame of the plant with a mass, moved by a dynamic configuration) as an
 ``impulse`` (delivered within one step), a ``constant`` force or a ``half_sine`` F·sin(π t/T) over a
 duration. :func:`with_disturbance_inputs` gives the plant model a body wrench with three force inputs on
-every such body (thesis (3.19): F = J_bᵀ W, forcing f⁻ = Δt F at the step's midpoint, thesis (4.12a));
-:class:`~marionette_control.sim.simulator.SimulatedArm` sets W = [R_bᵀ F; 0] each step, R_b the body's
+every such body (thesis (3.19): F = J_bᵀ W, the impulse Δt F at the step's midpoint, split by the plant
+model's forcing rule, thesis (4.12)); :class:`~marionette_control.sim.simulator.SimulatedArm` sets
+W = [R_bᵀ F; 0] each step, R_b the body's
 orientation at q_k. Without a disturbance these inputs are zero and the step is the plant's own, bit for
 bit. :meth:`Disturbance.requested` checks a request against :class:`DisturbanceLimits` and samples its force
 profile at the steps.
@@ -51,7 +52,7 @@ class Disturbance:
         return self.start_step + len(self.forces)
 
     def impulse(self, dt: float) -> np.ndarray:
-        """Total impulse (3,) [N s]: Δt Σ F_j (the forcing of thesis (4.12a))."""
+        """Total impulse (3,) [N s]: Δt Σ F_j (the forcing's f⁻ + f⁺, thesis (4.12))."""
         return dt * self.forces.sum(axis=0)
 
     @classmethod
@@ -97,7 +98,7 @@ class Disturbance:
                 raise DisturbanceError(f"duration {duration:g} s is shorter than one step ({dt:g} s)")
             if profile == "constant":
                 forces = np.tile(force, (n, 1))
-            else:  # the half sine sampled at the step midpoints, where the forcing acts (thesis (4.12a))
+            else:  # the half sine sampled at the step midpoints, where the forcing acts (thesis (4.12))
                 forces = np.sin(np.pi * (np.arange(n) + 0.5) / n)[:, None] * force
         start = k if start_time is None else max(k, int(math.ceil(start_time / dt - 1e-6)))
         return cls(body, profile, start, forces)

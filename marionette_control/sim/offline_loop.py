@@ -56,6 +56,7 @@ import numpy as np
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.ocp.mpc import RecedingHorizon
+from marionette_control.sim.margins import PARTS, executed_margins
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.trajectory import Trajectory
@@ -108,13 +109,14 @@ class LoopResult:
     """One offline run (arrays over the ticks k = 0 … n−1 of the run).
 
     k : (n,) tick index; X_true : (n, nx) the plant's true state at each tick's measurement;
-    X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
+    Q_measured : (n, nq) the joint state the controller read at each tick (the encoders': counts and noise); X_hat : (n, nx) the controller's estimate x̂_k; X_ref : (n, nx) x_d(k) (the final state past N);
     commands : (n, nU) the commands sent at the ticks; fault_counts, status : the core's at the end;
     profile : the hardware profile; options : the controller options; dynamic_names : names of the
     dynamic configurations; N : the trajectory's steps; aborted : a tolerance ended tracking early.
     dt : the time step; X_motion : (n, nx) the tracked trajectory's x_d(k); with re-planning X_ref is the
     reference of the plan in effect (without: X_motion); ``tension`` (n, strings) the plant's string tension
-    over each tick's step [N] (``SimulatedArm.tension``); ``guarded`` (n,) whether the tension guard moved the
+    over each tick's step [N] (``SimulatedArm.tension``: 0 while slack) and ``slack`` (n, strings) whether the
+    string was slack over it (``SimulatedArm.slack``); ``guarded`` (n,) whether the tension guard moved the
     tick's command (``TickResult.guarded``); ``U_motion`` (N, nU) the tracked trajectory's inputs u_d;
     ``drive_names`` the kinematic configurations; ``mpc``: with re-planning, ``updates`` (each
     update's ``Update.to_dict``), the core's plan counts (``offered``, ``switched``, ``rejected`` by reason)
@@ -123,6 +125,7 @@ class LoopResult:
 
     k: np.ndarray
     X_true: np.ndarray
+    Q_measured: np.ndarray
     X_hat: np.ndarray
     X_ref: np.ndarray
     commands: np.ndarray
@@ -136,6 +139,7 @@ class LoopResult:
     dt: float
     X_motion: np.ndarray
     tension: np.ndarray
+    slack: np.ndarray
     guarded: np.ndarray
     U_motion: np.ndarray
     drive_names: list
@@ -164,6 +168,36 @@ class LoopResult:
         return {n: {"rms_deg": float(np.sqrt(np.mean(e[:, i] ** 2))), "max_deg": float(np.max(np.abs(e[:, i])))}
                 for i, n in enumerate(self.dynamic_names)}
 
+    @property
+    def abort_reason(self) -> str:
+        """Why tracking ended early (the controller's status), or '' when it did not."""
+        return self.status[1] if self.aborted else ""
+
+    def margins(self, limits) -> dict:
+        """The executed margins of the run (:func:`marionette_control.sim.margins.executed_margins`: the commands sent,
+        the plant's true drive motion, its string's tension and time slack) during the motion (ticks and steps up
+        to N) and after its end. limits : ModelLimits of the nominal model (the controller's)."""
+        nd, nk = len(self.dynamic_names), len(limits.kinematic)
+        return executed_margins(limits, self.dt, self.N, self.options.command_delay_steps, self.k,
+                                self.commands[:, -nk:], self.k, self.X_true[:, nd:nd + nk], self.k, self.tension,
+                                self.slack)
+
+    def record(self, limits) -> dict:
+        """The run as a report (``marionette-track-offline --json``): ``errors`` (:meth:`summary`), ``aborted``,
+        ``abort_reason``, ``ticks``, and for ``motion`` and ``after_end``: ``tension_min_n`` (the plant's lowest
+        string tension [N]), ``slack_s`` (time [s] a string was slack, the longest of the strings) and the executed
+        ``margins`` (:meth:`margins`); ``tension_min_start_n`` (:meth:`start_tension`), ``guarded_ticks`` (the
+        commands the tension guard moved) and ``commands`` (:meth:`commands_summary`: the feedback's share of the
+        drives' acceleration). limits : ModelLimits of the nominal model."""
+        margins = self.margins(limits)
+        strings = {part: margins[part]["string_tension"].values() for part in PARTS}
+        return {"errors": self.summary(), "aborted": bool(self.aborted), "abort_reason": self.abort_reason,
+                "ticks": int(self.k.size),
+                "tension_min_n": {p: min((s["lowest_N"] for s in v), default=None) for p, v in strings.items()},
+                "slack_s": {p: max((s["slack_s"] for s in v), default=0.0) for p, v in strings.items()},
+                "tension_min_start_n": self.start_tension(), "guarded_ticks": int(np.count_nonzero(self.guarded)),
+                "commands": self.commands_summary(), "margins": margins}
+
     def acceleration_deviation(self) -> np.ndarray:
         """(m, nk) the commanded drive accelerations minus the plan's [m/s² or rad/s²], at the ticks k whose command
         and the two before it are of consecutive ticks within the motion: the command of tick k is ρ_{j+1}, j = k + d,
@@ -185,17 +219,11 @@ class LoopResult:
                     "acceleration_deviation_max": float(np.max(np.abs(dev[:, i]))) if len(dev) else 0.0}
                 for i, n in enumerate(self.drive_names)}
 
-    def tension_summary(self, start: float = 0.1) -> dict:
-        """{tension_min_n, tension_min_start_n, tension_min_t, guarded_ticks} over the motion (k <= N) of the plant's
-        strings: the lowest tension [N] and its time [s] into the motion, the lowest over the first ``start`` s, and
-        the ticks whose command the tension guard moved."""
-        sel = self.k <= self.N
-        T = self.tension[sel].min(axis=1) if self.tension.size else np.full(int(sel.sum()), np.inf)
-        t = self.k[sel] * self.dt
-        first = T[t <= start + 1e-9]
-        return {"tension_min_n": float(T.min()), "tension_min_t": float(t[int(np.argmin(T))]),
-                "tension_min_start_n": float(first.min()) if first.size else math.inf,
-                "guarded_ticks": int(np.count_nonzero(self.guarded))}
+    def start_tension(self, start: float = 0.1) -> Optional[float]:
+        """The plant's lowest string tension [N] over the steps of the motion's first ``start`` seconds (tick time,
+        k Δt ≤ start), where a kick of the first commands shows (docs/tracking.md, "Start"); None without a string."""
+        sel = (self.k * self.dt <= start + 1e-9) & (self.k <= self.N)
+        return float(self.tension[sel].min()) if self.tension.size and sel.any() else None
 
 
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
@@ -259,7 +287,7 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         sim.step()
         stamp += dt_ns
         cycles += 1
-        return res, x_true, sim.tension()
+        return res, q, x_true, sim.tension(), sim.slack()
 
     for _ in range(settle_cycles):
         cycle()
@@ -269,21 +297,22 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     rows = []
     n_ticks = trajectory.N + 1 + hold_cycles
     while len(rows) < n_ticks:
-        res, x_true, tension = cycle()
+        res, q, x_true, tension, slack = cycle()
         if res.kind == "tick":
             ref = trajectory.X[min(res.k, trajectory.N)]
-            rows.append((res.k, x_true, res.x_hat, res.x_ref, res.command, ref, tension, res.guarded))
+            rows.append((res.k, x_true, q, res.x_hat, res.x_ref, res.command, ref, tension, slack, res.guarded))
         elif not core.running:
             break  # aborted (a tolerance): the status says why
         elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
             break  # holding on a fault that does not clear
     if not rows:
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
-    k, X_true, X_hat, X_ref, U, X_motion, T, guarded = (np.array(a) for a in zip(*rows))
+    k, X_true, Q_meas, X_hat, X_ref, U, X_motion, T, slack, guarded = (np.array(a) for a in zip(*rows))
     record = {}
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
-    return LoopResult(k.astype(int), X_true, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
+    return LoopResult(k.astype(int), X_true, Q_meas, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
-                      X_motion, T, guarded.astype(bool), trajectory.U, list(model.config_names[model.nd:]), record)
+                      X_motion, T, slack, guarded.astype(bool), trajectory.U, list(model.config_names[model.nd:]),
+                      record)

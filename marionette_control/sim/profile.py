@@ -5,9 +5,9 @@ between the controller and the plant, each a documented field whose metadata car
 validation (:func:`check_profile_field`, the one place of these rules; the simulator node declares its
 hardware parameters from them, :mod:`marionette_control.sim.simulator_options`). :data:`PROFILES` holds the two
 profiles the package ships: ``"realistic"`` (the default of the simulator node) and ``"perfect"`` (the
-nominal model, no delay, no noise, rate-limited drives: the simulator as it was before these effects
-existed, for tests that need exactness). ``docs/simulator.md`` gives the default numbers and why they were
-chosen.
+nominal model with its holonomic string, no delay, no noise, rate-limited drives: the simulator as it was
+before these effects existed, for tests that need exactness). ``docs/simulator.md`` gives the default numbers and
+why they were chosen.
 
 Command timing (ros2_control)
 -----------------------------
@@ -26,7 +26,8 @@ The published position of configuration i is round((q_i + n_i)/δ_i)·δ_i with 
 value for all; δ = 0: no quantization). Noise and jitter come from one seeded generator each.
 
 The drive laws of ``drive_mode`` are :mod:`marionette_control.sim.drives`'; the plant of
-``plant_model_file`` is :mod:`marionette_control.sim.plant`'s.
+``plant_model_file`` is :mod:`marionette_control.sim.plant`'s; its strings, one-sided or holonomic (``string``),
+:mod:`marionette_control.sim.strings`'.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 
 from marionette_control import validation
 from marionette_control.sim.drives import DRIVE_MODES
+from marionette_control.sim.strings import STRING_MODES
 
 # Encoders of the arm (docs/simulator.md): 14-bit absolute magnetic encoders on the joints, 4096-count
 # encoders on the carriage motor (GT2 belt, 20-tooth pulley: 40 mm per turn) and on the winch
@@ -73,6 +75,11 @@ class HardwareProfile:
         "", "model file of the simulated plant (docs/models.md; relative names under config/): the nominal "
         "model's configurations, joint names and actuators with physical parameters of its own; '': the nominal "
         "model itself")
+    string: str = _profile_field(
+        "one_sided", "the plant's strings: 'one_sided' (they pull and never push: a string goes slack when holding its "
+        "length would take a push, and catches with an inelastic jerk when the arm reaches its length again; "
+        "sim/strings.py) or 'holonomic' (held at their length, pulling or pushing: the nominal model's physics)",
+        check=lambda v: None if v in STRING_MODES else f"must be one of {', '.join(STRING_MODES)}, got {v!r}")
     command_delay_steps: int = _profile_field(
         1, "a command received during cycle k takes effect at step k + command_delay_steps (1: ros2_control's "
         "read-update-write cycle; 0: within the same cycle)", minimum=0, maximum=100)
@@ -163,7 +170,7 @@ def check_profile_field(name: str, value) -> Optional[str]:
 
 
 PROFILES: dict[str, HardwareProfile] = {
-    "realistic": HardwareProfile(name="realistic", plant_model_file="marionette_arm_plant.yaml"),
-    "perfect": HardwareProfile(name="perfect", plant_model_file="", command_delay_steps=0, drive_mode="rate_limited",
-                               encoder_resolution=(0.0,), noise_std=(0.0,)),
+    "realistic": HardwareProfile(name="realistic", plant_model_file="marionette_arm_plant.yaml", string="one_sided"),
+    "perfect": HardwareProfile(name="perfect", plant_model_file="", string="holonomic", command_delay_steps=0,
+                               drive_mode="rate_limited", encoder_resolution=(0.0,), noise_std=(0.0,)),
 }

@@ -16,6 +16,17 @@ Cycle k runs between the measurement of q_k and the integrator step k → k+1::
     arm.receive_command(rho_target)    # the controller's answer, received during cycle k
     arm.step()                         # drives, then x_{k+1} = f(x_k, u_k); k += 1
 
+Strings
+-------
+The step is :class:`~marionette_control.sim.strings.PlantStep`'s: with ``string: one_sided`` (the realistic
+profile) a string pulls and never pushes. When holding its length would take a push (T < 0) it goes slack and
+the arm flies free; when the arm reaches the string's length again it catches with an inelastic jerk
+(:mod:`marionette_control.sim.strings` has the scheme). ``tension()`` is 0 while a string is slack, ``slack()``
+tells which strings were over the last step, and the arm counts ``tension_min_n`` (the lowest tension of any
+step so far), ``slack_steps`` (steps with a string slack; ``slack_s`` in seconds) and ``slack_episodes``
+(times a string went slack). With ``string: holonomic`` (the perfect profile) the string holds its length
+whatever it takes, and a negative tension is a push the real string could not give.
+
 Faults
 ------
 A step fails with a ``_core.StepError``, a non-finite state or an implausible jump (a dynamic
@@ -29,6 +40,7 @@ is reset.
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -43,6 +55,7 @@ from marionette_control.sim.disturbance import (Disturbance, DisturbanceLimits, 
 from marionette_control.sim.drives import Drives
 from marionette_control.sim.plant import load_plant, rest_configuration
 from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.strings import PlantStep
 
 
 @dataclass(frozen=True)
@@ -75,7 +88,9 @@ class SimulatedArm:
 
     Attributes: ``k`` (steps taken since construction; :meth:`reset` does not rewind it), ``t`` = k Δt,
     ``plant`` (ModelDescription), ``model`` (the plant's core model with the disturbance inputs),
-    ``system`` (its DiscreteSystem), ``drives``, ``steps``, ``step_errors``.
+    ``system`` (its DiscreteSystem, every constraint held), ``drives``, ``steps``, ``step_errors``; since
+    construction: ``tension_min_n`` (the lowest string tension of any step [N], NaN before the first),
+    ``slack_steps`` (steps over which a string was slack), ``slack_s``, ``slack_episodes`` (a string went slack).
     """
 
     def __init__(self, profile: HardwareProfile, dt: float, nominal: Optional[ModelDescription] = None,
@@ -91,10 +106,12 @@ class SimulatedArm:
         m = self.model
         self.nd, self.nk, self.nq, self.nu = m.nd, m.nk, m.nq, m.nu
         self.dt = float(dt)
-        self.system = _core.DiscreteSystem(m, self.dt, newton_tolerance, newton_max_iterations)
         inputs = list(m.input_names)
         self._body_inputs = {b: [inputs.index(n) for n in names] for b, (_, names) in self._bodies.items()}
         self.limits = from_description(self.plant)
+        self._strings = PlantStep(m, self.dt, self.limits.string_index, self.limits.string_length, profile.string,
+                                  newton_tolerance, newton_max_iterations)
+        self.system = self._strings.system
         self.on_step_error = on_step_error
         self.max_configuration_change = float(max_configuration_change)
         self.disturbance_limits = disturbance_limits
@@ -108,6 +125,10 @@ class SimulatedArm:
         self._disturbances: list[Disturbance] = []
         self._u = np.zeros(m.nU)
         self._tension = np.full(len(self.limits.strings), np.nan)
+        self._slack = np.zeros(len(self.limits.strings), dtype=bool)
+        self.tension_min_n = math.nan
+        self.slack_steps = 0
+        self.slack_episodes = 0
         self.k = 0
         self.steps = 0
         self.step_errors = 0
@@ -143,6 +164,11 @@ class SimulatedArm:
         return self.drives.setpoint
 
     @property
+    def slack_s(self) -> float:
+        """Time [s] over which a string was slack, since construction."""
+        return self.slack_steps * self.dt
+
+    @property
     def pending_commands(self) -> int:
         return len(self._pending)
 
@@ -161,7 +187,8 @@ class SimulatedArm:
 
     def reset(self, q0: Optional[np.ndarray] = None, settle: bool = True) -> None:
         """Puts the arm at rest: drives at q0's kinematic configurations, setpoint there, no command pending,
-        no disturbance. With ``settle`` the dynamic configurations are the plant's rest pose nearest q0
+        no disturbance, the strings taut. With ``settle`` the dynamic configurations are the plant's rest pose
+        nearest q0
         (:func:`rest_configuration`; q0 itself when it is one, e.g. a rest pose of the nominal model on the
         nominal plant); otherwise exactly q0 (which must satisfy the constraints), starting with the discrete
         rest momenta. ``q0`` None: the last initial configuration. Time (``k``) keeps running.
@@ -183,6 +210,7 @@ class SimulatedArm:
         self._x = self.x0.copy()
         self._q_previous = self.q0.copy()
         self._u[: self.nu] = 0.0
+        self._slack[:] = False
         self.drives.reset(self.rho)
         self._pending.clear()
         self._last_effective = self.k
@@ -190,7 +218,7 @@ class SimulatedArm:
 
     def set_profile(self, profile: HardwareProfile) -> None:
         """Changes the effects at run time; the plant and the seed are fixed at construction."""
-        for name in ("plant_model_file", "seed"):
+        for name in ("plant_model_file", "string", "seed"):
             if getattr(profile, name) != getattr(self.profile, name):
                 raise ValueError(f"{name} cannot change while the arm runs (construct a new SimulatedArm)")
         self._set_measurement(profile)
@@ -263,7 +291,8 @@ class SimulatedArm:
 
     def _checked_step(self, rho_next: np.ndarray) -> np.ndarray:
         self._u[self.nu:] = rho_next
-        x, _, lam = self.system.step(self._x, self._u)
+        step = self._strings.step(self._x, self._u, self._slack)
+        x = step.x
         if not np.all(np.isfinite(x)):
             raise FloatingPointError("the integrator returned a non-finite state")
         jump = float(np.max(np.abs(x[: self.nd] - self._x[: self.nd]), initial=0.0))
@@ -271,15 +300,22 @@ class SimulatedArm:
             raise ImplausibleStep(f"the step moved a dynamic configuration by {jump:.3g} > max_configuration_change "
                                   f"{self.max_configuration_change:g} (a spurious Newton root: the motion is too fast "
                                   "for dt, or the arm ran into the end of its string)")
-        lim = self.limits
-        self._tension = 2.0 * self._x[list(lim.string_length)] * np.asarray(lam)[list(lim.string_index)] / self.dt
+        self._tension, self._slack = step.tension, step.slack
+        if step.tension.size:
+            self.tension_min_n = float(np.fmin(self.tension_min_n, step.tension.min()))
+        self.slack_steps += int(step.slack.any())
+        self.slack_episodes += int(step.released.sum())
         return x
 
     def tension(self) -> np.ndarray:
         """The strings' tensions over the last step [N] (strings,; ``limits.strings`` order): T = 2 L λ/Δt from the
-        plant step's multipliers λ and the string length L at its start (docs/constraint_forces.md; > 0 pulling).
-        NaN before the first step."""
+        plant step's multipliers λ and the string length L at its start (docs/constraint_forces.md; > 0 pulling;
+        0 for a slack string). NaN before the first step."""
         return self._tension.copy()
+
+    def slack(self) -> np.ndarray:
+        """Which strings were slack over the last step (strings,) bool (``limits.strings`` order)."""
+        return self._slack.copy()
 
     def _recover(self, message: str) -> StepFault:
         self.step_errors += 1

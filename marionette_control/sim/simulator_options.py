@@ -46,15 +46,16 @@ def _nonempty_names(value):
 
 PROFILE_PARAMETER = ParamSpec(
     "profile", "realistic",
-    "hardware profile: the defaults of the hardware parameters (plant_model_file, command_delay_steps, "
+    "hardware profile: the defaults of the hardware parameters (plant_model_file, string, command_delay_steps, "
     "command_jitter_steps, command_jitter_probability, drive_mode, encoder_resolution, noise_std, seed): "
-    "'realistic' (a plausible real arm: model errors, one period of command delay, acceleration-limited "
-    "drives, encoder counts and noise) or 'perfect' (the nominal model, no delay, no noise, rate-limited "
-    "drives: exact); a hardware parameter given explicitly overrides its profile value",
+    "'realistic' (a plausible real arm: model errors, a string that can go slack, one period of command delay, "
+    "acceleration-limited drives, encoder counts and noise) or 'perfect' (the nominal model with its holonomic "
+    "string, no delay, no noise, rate-limited drives: exact); a hardware parameter given explicitly overrides its "
+    "profile value",
     check=_one_of(*PROFILES), read_only=True)
 
 #: Hardware parameters fixed at start-up (the plant and the generators are built once).
-_READ_ONLY_PROFILE_FIELDS = ("plant_model_file", "seed")
+_READ_ONLY_PROFILE_FIELDS = ("plant_model_file", "string", "seed")
 PROFILE_FIELDS = tuple(f.name for f in dataclasses.fields(HardwareProfile) if f.name != "name")
 
 

@@ -83,7 +83,7 @@ class ContinuousDynamics:
     Parameters
     ----------
     model : _core.Model
-        Any model; force inputs are held at zero.
+        Any model; force inputs are zero unless ``acceleration`` is given them.
     rho : array (nk,), optional
         The fixed kinematic configurations (required when ``model.nk > 0``).
     baumgarte : float
@@ -119,11 +119,12 @@ class ContinuousDynamics:
         """Full velocity [qdot_d; 0] (nq,)."""
         return np.concatenate([vd, self._zero_k])
 
-    def acceleration(self, qd, vd) -> np.ndarray:
-        """f(q_d, qdot_d) (nd,): thesis (A.1)-(A.3) by ``_core.forward_dynamics``, plus Baumgarte's term."""
+    def acceleration(self, qd, vd, u=None) -> np.ndarray:
+        """f(q_d, qdot_d) (nd,): thesis (A.1)-(A.3) by ``_core.forward_dynamics``, plus Baumgarte's term;
+        ``u`` (nu,): the force inputs (None: zero)."""
         self.evaluations += 1
         q, v = self.configuration(qd), self.velocity(vd)
-        qdd = _core.forward_dynamics(self.model, q, v, self._u, self._zero_k)[0][: self.nd]
+        qdd = _core.forward_dynamics(self.model, q, v, self._u if u is None else u, self._zero_k)[0][: self.nd]
         if self.baumgarte:
             h, A = self._constraints(q)
             a = self.baumgarte

@@ -176,6 +176,20 @@ PARAMS = [
               "latency on a busy machine; 0 = the default scheduler (the default: an explicit choice on the robot's "
               "computer, not implied by permission, since containers and CI run as root). Needs CAP_SYS_NICE or an "
               "rtprio limit; when refused the node warns and runs without", minimum=0, maximum=99, read_only=True),
+    ParamSpec("trajectory_wait", 5.0, "Seconds ~/start and ~/execute wait for the optimizer's latched trajectory "
+              "when none has arrived yet (a controller started or restarted a moment ago: discovery and the "
+              "transient-local sample take a while); then refused with what was seen (no publisher, no sample, a "
+              "refused trajectory)", minimum=0.0, maximum=300.0, read_only=True),
+    ParamSpec("execute.concurrency", "reject", "~/execute while a goal runs: 'reject' a second goal, or 'queue' it "
+              "(up to execute.queue_size, first come first served); never retargets the running goal",
+              check=_choice("reject", "queue"), read_only=True),
+    ParamSpec("execute.queue_size", 4, "~/execute goals that may wait behind the running one (concurrency "
+              "'queue')", minimum=0, maximum=100, read_only=True),
+    ParamSpec("execute.feedback_ticks", 10, "~/execute feedback: ticks per message (and one at each change of "
+              "phase)", minimum=1, maximum=10000, read_only=True),
+    ParamSpec("execute.optimizer_action", "marionette_optimizer/optimize_action", "The optimizer's action "
+              "(marionette_interfaces/action/OptimizeTrajectory) that ~/execute goals with a motion_name or desired "
+              "configurations are optimized through", read_only=True),
     ParamSpec("executor", "events", "rclpy executor: 'events' (rclpy.experimental.EventsExecutor, lower "
               "overhead per message) or 'single_threaded'", check=_choice("events", "single_threaded"),
               read_only=True),

@@ -5,7 +5,10 @@ discrete state x = [q; p; v] (docs/architecture.md, "Discrete state and input").
 
 :class:`LegendreEstimator` — the plain estimate (thesis §6.7.2): from two configurations Δt apart,
 
-    x̂_k = [q_k; D₂L_d(q_{k−1}, q_k); (ρ_k − ρ_{k−1})/Δt]        (discrete Legendre transform)
+    x̂_k = [q_k; D₂L_d(q_{k−1}, q_k) + f⁺; (ρ_k − ρ_{k−1})/Δt]        (discrete Legendre transform)
+
+(f⁺ = f⁺(q_{k−1}, q_k, u_{k−1}) the model's forcing at the end of the step, thesis (4.13); zero under
+the thesis rule, ½Δt·F under the symmetric one, with the force inputs u_{k−1} in effect over it)
 
 exact for exact measurements, but it differentiates them: encoder noise σ becomes momentum
 noise of about M·√2·σ/Δt.
@@ -90,10 +93,11 @@ class LegendreEstimator:
         """Nothing to forget: every estimate uses only its two samples."""
 
     def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> Optional[np.ndarray]:
-        """x̂_k (nx,) from q_{k−1} = ``q_prev`` and q_k; None without ``q_prev``."""
+        """x̂_k (nx,) from q_{k−1} = ``q_prev``, q_k and the force inputs of ``applied(k − 1)``; None without
+        ``q_prev``."""
         if q_prev is None:
             return None
-        return self.system.state_from_configs(q_prev, q)
+        return legendre_state(self.system, k, q, q_prev, applied)
 
 
 class KalmanEstimator:
@@ -148,7 +152,7 @@ class KalmanEstimator:
         elif x is None or not 0 < k - self._k <= self.max_gap_steps:
             if q_prev is None:
                 return None
-            x = self.system.state_from_configs(q_prev, q)
+            x = legendre_state(self.system, k, q, q_prev, applied)
         else:
             step = self.system.step
             for j in range(self._k, k - 1):
@@ -162,6 +166,14 @@ class KalmanEstimator:
             x = x + L @ self._dy
         self._x, self._k = x, k
         return x
+
+
+def legendre_state(system, k: int, q: np.ndarray, q_prev: np.ndarray, applied: Callable) -> np.ndarray:
+    """x̂_k (nx,) by the discrete Legendre transform of q_{k−1}, q_k with the force inputs of the step between
+    them (``applied(k − 1)``'s first nu entries; asked for only when they enter, through f⁺ ≠ 0)."""
+    model = system.model
+    u_prev = applied(k - 1)[:model.nu] if model.nu and model.forcing_weights[1] else None
+    return system.state_from_configs(q_prev, q, u_prev)
 
 
 def kalman_gains(A: np.ndarray, B: np.ndarray, nd: int, nq: int, noise: EstimatorNoise,

@@ -3,6 +3,7 @@
 // constrained dynamics: §3.5).
 //   distance: h = |p1 - p2|^2 - L^2, L fixed or a configuration (string length)
 //   plane:    h = (R_1 e_a) . (p_2 - p_1)
+//   coupling: h = q_follower - m q_leader - o (linear; a URDF <mimic> joint, thesis §2.5)
 #pragma once
 
 #include <vector>

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "marionette/del_equations.hpp"
 
@@ -46,15 +47,22 @@ class DiscreteSystem {
   /// Batch loops over N steps; X (N+1, nx), U (N, nU), Lam (N, m), row-major. An optional
   /// output (null = not wanted) comes from the same solves as the others.
   void simulate(const double* x0, const double* U, int N, double* X, int* iterations, double* Lam = nullptr);
-  /// lambda_k of every step k, each solved from (X[k], U[k]) with the guess X[k+1].
-  void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam);
+  /// The loops below solve every step k from (X[k], U[k]) with the guess X[k+1]: given the trajectory
+  /// the steps are independent, and `threads` > 1 splits them into that many contiguous chunks, the
+  /// first solved on the calling thread with this object's workspace, each other on a thread of its own
+  /// with a worker's (a DiscreteSystem on the same immutable Model, made on first use and kept: Model
+  /// / Data). The multipliers' Newton guess is the previous step's solution within a chunk and zero at
+  /// its start; the step's equations are linear in the multipliers, so the results agree with one
+  /// thread's to rounding. The error of the earliest failing step is the one raised.
+  /// lambda_k of every step k.
+  void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads = 1);
   /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).
   void linearize_trajectory(const double* X, const double* U, int N, double* A, double* B, double* Lam = nullptr,
-                            double* Lam_x = nullptr, double* Lam_u = nullptr);
+                            double* Lam_x = nullptr, double* Lam_u = nullptr, int threads = 1);
   /// Z (N, nx): covector of x_{k+1} for step k; W (N, m, or null): covector of lambda_k.
   /// Outputs (N, nx, nx), (N, nx, nU), (N, nU, nU).
   void second_contracted_trajectory(const double* X, const double* U, const double* Z, int N, double* xx, double* xu,
-                                    double* uu, const double* W = nullptr);
+                                    double* uu, const double* W = nullptr, int threads = 1);
 
   /// Projection operator of thesis (6.10): x(0) = x0, u(k) = ubar(k) - K(k)(x(k) - xbar(k)),
   /// x(k+1) = f(x(k), u(k)). Xbar (N+1, nx), Ubar (N, nU), K (N, nU, nx); writes X (N+1, nx), U (N, nU)
@@ -66,9 +74,10 @@ class DiscreteSystem {
   /// (del_equations.hpp; seed 002 (3.6), the equality constraints of direct transcription).
   /// p0 (nd) initial momentum, Q (N+1, n) configurations q_0..q_N (kinematic columns included),
   /// Uf (N, nu) force inputs, Lam (N, m) multipliers. Writes R (N, nd + m): row k = [r_k; h(q_{k+1})],
-  /// and P (N, nd): P[k] = p_{k+1} = [D_2 L_d(q_k, q_{k+1})]_dyn. Unless J is null also the Jacobians
-  /// J (N, nd + m, 3n + nu + m) of row k with respect to (q_{k-1} | q_k | q_{k+1} | u_k | lambda_k)
-  /// (q_{-1} columns zero) and JP (N, nd, 2n) of P[k] with respect to (q_k | q_{k+1}).
+  /// and P (N, nd): P[k] = p_{k+1} = [D_2 L_d(q_k, q_{k+1}) + f+_k]_dyn. Unless J is null also the Jacobians
+  /// J (N, nd + m, 3n + 2nu + m) of row k with respect to (q_{k-1} | q_k | q_{k+1} | u_{k-1} | u_k | lambda_k)
+  /// (q_{-1}, u_{-1} columns zero; the u_{k-1} columns are D_3 f+_{k-1}, zero under the thesis rule) and
+  /// JP (N, nd, 2n + nu) of P[k] with respect to (q_k | q_{k+1} | u_k).
   void del_residual(const double* p0, const double* Q, const double* Uf, const double* Lam, int N, double* R,
                     double* P, double* J = nullptr, double* JP = nullptr);
   /// Hessian of sum_k Y[k].R[k] + Z[k].P[k] (Y (N, nd + m), Z (N, nd) or null) as interval blocks
@@ -77,10 +86,11 @@ class DiscreteSystem {
   void del_hessian(const double* Q, const double* Uf, const double* Lam, const double* Y, const double* Z, int N,
                    double* H);
 
-  /// Discrete Legendre transform p = [D_2 L_d(q_prev, q)]_dyn (nd).
-  void discrete_momentum(const double* q_prev, const double* q, double* p);
-  /// Full state from two consecutive configurations: [q; p(q_prev, q); (rho - rho_prev)/dt].
-  void state_from_configs(const double* q_prev, const double* q, double* x);
+  /// Discrete Legendre transform p = [D_2 L_d(q_prev, q) + f+(q_prev, q, u_prev)]_dyn (nd); u_prev (nu):
+  /// the force inputs over the step from q_prev to q (null: zero).
+  void discrete_momentum(const double* q_prev, const double* q, const double* u_prev, double* p);
+  /// Full state from two consecutive configurations: [q; p(q_prev, q, u_prev); (rho - rho_prev)/dt].
+  void state_from_configs(const double* q_prev, const double* q, const double* u_prev, double* x);
 
   std::mutex& mutex() { return mutex_; }
 
@@ -89,6 +99,10 @@ class DiscreteSystem {
   void solve_at(const double* x, const double* u, const double* guess, long index, int newton_order = 2);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
+  /// work(system, k0, k1) over the steps [0, N) in `threads` chunks (see the batch loops above).
+  template <class Work>
+  void for_chunks(int N, int threads, const Work& work);
+  std::vector<std::unique_ptr<DiscreteSystem>> workers_;  ///< workspaces of the batch loops' other threads
   std::shared_ptr<const Model> model_;
   VIOptions opt_;
   Layout z_;
@@ -103,9 +117,9 @@ class DiscreteSystem {
 class MidpointVI {
  public:
   MidpointVI(std::shared_ptr<const Model> model, VIOptions options);
-  /// From two configurations: p1 = D_2 L_d(q0, q1) (thesis §4.2, the initialization
-  /// after (4.15)), v1 = (rho1 - rho0)/dt.
-  void initialize_from_configs(const double* q0, const double* q1, double t1);
+  /// From two configurations: p1 = D_2 L_d(q0, q1) + f+(q0, q1, u0) (thesis §4.2, the initialization
+  /// after (4.15); u0 (nu) the force inputs between them, null: zero), v1 = (rho1 - rho0)/dt.
+  void initialize_from_configs(const double* q0, const double* q1, double t1, const double* u0 = nullptr);
   /// From a state x = [q; p; v].
   void initialize_from_state(const double* x, double t);
   int step(const double* u, const double* rho_next);

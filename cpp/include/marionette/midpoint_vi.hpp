@@ -3,30 +3,35 @@
 // map (thesis ch. 4, §A.2; seed 001 §II-VI).
 //
 // Discrete Lagrangian (4.8):  L_d(q1, q2) = dt L((q1 + q2)/2, (q2 - q1)/dt)
-// Forcing (4.12a):            f- = dt F(qbar, qdot, u),  f+ = 0
+// Forcing (4.12):             f- = w- dt F(qbar, qdot, u),  f+ = w+ dt F(qbar, qdot, u)
+//                             (the model's rule, model.hpp Forcing: thesis (4.12a) w- = 1, w+ = 0;
+//                             symmetric w- = w+ = 1/2)
 // Slot derivatives:           D_a L_d = dt C_a^T grad L,  C_1 = [I/2; -I/dt], C_2 = [I/2; I/dt]
-//                             (so D_a D_b L_d = dt C_a^T H C_b, and likewise to third order)
+//                             (so D_a D_b L_d = dt C_a^T H C_b, and likewise to third order; the
+//                             forcing's D_b f = w dt [Fq/2 + s_b Fv/dt], s_1 = -1, s_2 = +1)
 // Constrained step (4.36), solved for (q2_dyn, lambda) by Newton's method whose Jacobian is
 // kept while the residual drops at least 20x per step (chord steps need only first derivatives
 // of L; a slower step re-evaluates the Jacobian), and polished below 1e-3 x tolerance:
 //   G1 = p1 + [D_1 L_d(q1, q2) + f-]_dyn - Dh_dyn(q1)^T lambda = 0
 //   G2 = h(q2) = 0,          q2 = (q2_dyn, rho2)
 // then p2 = [D_2 L_d(q1, q2) + f+]_dyn.  Newton Jacobian
-//   [[M_{k+1}, -Dh_dyn(q1)^T], [Dh_dyn(q2), 0]],  M_{k+1} = [D_2 D_1 L_d + D_2 f-]_dyn,dyn.
+//   [[M_{k+1}, -Dh_dyn(q1)^T], [Dh_dyn(q2), 0]],  M_{k+1} = [D_2 D_1 L_d + D_2 f-]_dyn,dyn  (4.16).
 //
 // Discrete state and input (docs/architecture.md; thesis §A.2, with rho for q in v_k):
 //   x = [q (dynamic, then kinematic); p (dynamic); v (kinematic velocities)]
 //   u = [force inputs; rho_{k+1}],  v_{k+1} = (rho_{k+1} - rho_k)/dt.
 // Derivatives of the step follow from the implicit function theorem on
 // G(w, y) = 0 with parameters w = (q1, p1, u_force, rho2) and unknowns
-// y = (q2_dyn, lambda): Y = dy/dw = -G_y^{-1} G_w (4.37)-(4.38), and the
-// second derivative contracted with a covector z of x_{k+1} is
+// y = (q2_dyn, lambda): Y = dy/dw = -G_y^{-1} G_w (4.37)-(4.38), and
+// dp2/dw = D_1 P + D_2 P dq2/dw + D_3 P with P = D_2 L_d + f+ ((4.21)-(4.23): the D F+ terms).
+// The second derivative contracted with a covector z of x_{k+1} is
 //   z^T D2f = D^T Hess(z_p^T P + mu^T G) D,   mu = -G_y^{-T} [P_{q2}^T z_p + z_q; 0],
 // D = d(q1, q2, u, lambda)/dw: only third derivatives of L and h contracted
-// with one vector are ever formed (thesis Prop. 6/7 need nothing else).
+// with one vector are ever formed (thesis Prop. 6/7 need nothing else); the forcing enters
+// Hess(...) as dt (w- mu_dyn + w+ z_p)^T F ((4.24)-(4.35), whose D F+ terms are this z_p part).
 //
 // Constraint forces: lambda_k is the multiplier of step k, paired with Dh(q_k): the
-// step applies the impulse -Dh(q_k)^T lambda_k (forces enter as dt F, (4.12a)).
+// step applies the impulse -Dh(q_k)^T lambda_k (and the forces the impulse f- + f+ = dt F).
 // Its first derivatives are the bottom m rows of Y ((4.37)-(4.38), §A.2.5); a covector
 // w on lambda enters the second-order form only through the adjoint's right-hand side,
 // mu = -G_y^{-T} [P_{q2}^T z_p + z_q; w] ((4.39)-(4.40), §A.2.6): D2 lambda is never formed.
@@ -75,7 +80,7 @@ struct StepData {
   MatX Gw, Y, dq2, Fw;      ///< implicit derivatives and d x_{k+1} / dw
   bool have_first = false;
   // Second order workspaces.
-  VecX eta, nu, mu, cvec, evec, dw, dN;
+  VecX eta, nu, mu, cvec, evec, fvec, dw, dN;  ///< fvec: the forcing's covector (n)
   MatX Hz, Fqq, Fqu, Psi, D, HD, Hw, hc, scratch;
 };
 
@@ -115,10 +120,12 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
                              const Eigen::Ref<const VecX>& du,
                              Eigen::Ref<VecX> out, double* lam_dd = nullptr);
 
-/// Discrete Legendre transform p2 = [D_2 L_d(q1, q2) + f+]_dyn (f+ = 0): the
-/// momentum at q2 implied by two consecutive configurations.
+/// Discrete Legendre transform p2 = [D_2 L_d(q1, q2) + f+(q1, q2, u)]_dyn (thesis (4.13), the
+/// initialization after (4.15)): the momentum at q2 implied by two consecutive configurations and
+/// the force inputs u (nu) applied between them (null: zero; f+ = 0 under the thesis rule).
+/// Leaves s unsolved.
 void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
-                       double* p2);
+                       const double* u, double* p2);
 
 /// Loads x (nx) and u (nU) into the step inputs.
 void load_step(const Model& model, StepData& s, const double* x, const double* u);

@@ -56,12 +56,33 @@ struct ConfigForce { int config; int input; std::string name; };
 /// is a constant or one force input (input[i] >= 0).
 struct BodyWrench { int frame; Vec6 constant; std::array<int, 6> input; std::string name; };
 
-enum class ConstraintType { DISTANCE, PLANE };
+/// How the impulse of the forces F(q, qdot, u) over a step is split between its two ends
+/// (thesis (4.12)): f- = w- dt F(qbar, qdot, u_k) enters the step's DEL equation (4.14),
+/// f+ = w+ dt F(qbar, qdot, u_k) the momentum p_{k+1} = D_2 L_d + f+ (and the discrete Legendre
+/// transform), with qbar, qdot the midpoint values of the midpoint discrete Lagrangian (4.8).
+///  THESIS:    w- = 1, w+ = 0, thesis (4.12a)-(4.12b) and the reference implementation: the whole
+///             impulse at the start of the step. The configurations are then first order in dt
+///             whenever F != 0 (the force acts half a step early).
+///  SYMMETRIC: w- = w+ = 1/2: the virtual work of F along the linear interpolation of q over the
+///             step by the midpoint rule, dt F(qbar) . (dq_k + dq_{k+1})/2. For L = 1/2 qdot^T M qdot
+///             - V with constant M the step is the implicit midpoint rule M (q_{k+1} - q_k)/dt =
+///             (p_k + p_{k+1})/2, p_{k+1} - p_k = dt (F - grad V)(qbar): second order with forces.
+enum class Forcing { THESIS, SYMMETRIC };
+
+const char* forcing_name(Forcing f);
+/// "thesis" or "symmetric"; throws ModelError naming the expected values otherwise.
+Forcing forcing_from_name(const std::string& s);
+
+enum class ConstraintType { DISTANCE, PLANE, COUPLING };
 /// Holonomic constraint h(q) = 0 (thesis §3.5).
 ///  DISTANCE: h = |p1 - p2|^2 - L^2 with L fixed (length_config < 0) or
 ///            L = q[length_config] (the string, thesis §6.7.2).
 ///  PLANE:    h = (R_frame1 e_axis) . (p_frame2 - p_frame1) (point frame2 on
 ///            the plane through frame1 normal to its axis).
+///  COUPLING: h = q[follower] - multiplier q[leader] - offset (a URDF <mimic>
+///            joint: thesis §2.5 models a configuration shared by several
+///            transforms as open chains with a holonomic constraint, R2 kept);
+///            no frames (frame1 = frame2 = -1), Dh constant, D2h = D3h = 0.
 struct Constraint {
   ConstraintType type;
   std::string name;
@@ -69,6 +90,8 @@ struct Constraint {
   double length = 0.0;
   int length_config = -1;
   int axis = 2;
+  int follower = -1, leader = -1;  ///< COUPLING only
+  double multiplier = 1.0, offset = 0.0;
   // Derived: union of the configurations h depends on.
   std::vector<int> support;
 };
@@ -81,6 +104,10 @@ class Model {
  public:
   std::string name;
   Vec3 gravity = Vec3(0, 0, -9.8);
+  Forcing forcing = Forcing::THESIS;
+  /// w- and w+ of the forcing rule: f- = w- dt F, f+ = w+ dt F.
+  double forcing_minus() const { return forcing == Forcing::THESIS ? 1.0 : 0.5; }
+  double forcing_plus() const { return forcing == Forcing::THESIS ? 0.0 : 0.5; }
   std::vector<Frame> frames;
   std::vector<Config> configs;
   std::vector<std::string> inputs;  ///< force inputs
@@ -123,6 +150,8 @@ class ModelBuilder {
  public:
   explicit ModelBuilder(std::string name);
   void set_gravity(const Vec3& g);
+  /// The forcing discretization by name ("thesis", the default, or "symmetric"; see Forcing).
+  void set_forcing(const std::string& rule);
   /// Declares a configuration before or after the frame that uses it.
   void add_config(const std::string& name, bool kinematic);
   /// Adds a frame driven by configuration `config` (declared on the fly as
@@ -148,6 +177,9 @@ class ModelBuilder {
                                const std::string& length_config);
   void add_plane_constraint(const std::string& name, const std::string& plane_frame, int axis,
                             const std::string& point_frame);
+  /// h = q[follower] - multiplier q[leader] - offset; the follower must be dynamic.
+  void add_coupling_constraint(const std::string& name, const std::string& follower, const std::string& leader,
+                               double multiplier, double offset);
   /// Removes the constraint named `name` (throws if there is none).
   void remove_constraint(const std::string& name);
   /// The returned model is never modified afterwards (held as const everywhere).
@@ -171,9 +203,11 @@ class ModelBuilder {
   struct WrenchSpec { std::string name, frame; Vec6 constant; std::array<std::string, 6> inputs; };
   struct ConstraintSpec {
     ConstraintType type; std::string name, f1, f2, length_config; double length; int axis;
+    std::string follower = "", leader = ""; double multiplier = 1.0, offset = 0.0;
   };
   std::string name_;
   Vec3 gravity_ = Vec3(0, 0, -9.8);
+  Forcing forcing_ = Forcing::THESIS;
   std::vector<FrameSpec> frames_;
   std::vector<ConfigSpec> configs_;
   std::vector<SpringSpec> springs_;

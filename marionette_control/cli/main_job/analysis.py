@@ -7,17 +7,11 @@ tick of stamp s and the true state of stamp s are the same instant, so every err
 *true* angle against the optimized trajectory at that tick, x_true(k) − x_d(k) — never the controller's
 estimate.
 
-Executed constraint margins (the optimizer reports its own on the plan; these are what happened):
-
-* commands: the stream of setpoints the controller sent, one per tick, against the drives' range,
-  speed |Δρ|/Δt and acceleration |Δ²ρ|/Δt² (``actuators`` of the model file, the limits of the
-  optimizer's constraints, thesis §6.6 / issue 11);
-* drives: the plant's true drive positions ρ_k, step by step, against the same limits;
-* string tension: the *plant's* (the simulator's model file, not the nominal one), T = 2 L λ/Δt of each of
-  its steps, published as the effort of the string's length joint on ``~/true_joint_states``
-  (docs/simulator.md), against the string's minimum.
-
-A margin is positive when the limit holds (``limit − |value|``, ``value − minimum``), in the limit's unit.
+Executed constraint margins (the optimizer reports its own on the plan; these are what happened) are
+:mod:`marionette_control.sim.margins`' (the same function serves the offline loop): the commands sent, the plant's
+true drive positions, and the *plant's* string tension (the simulator's model file, not the nominal one),
+T = 2 L λ/Δt of each of its steps, published as the effort of the string's length joint on
+``~/true_joint_states`` (docs/simulator.md), against the string's minimum.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from marionette_control.ocp.problem import ConstraintOptions
+from marionette_control.sim import margins
 
 NS = 1_000_000_000
 
@@ -96,63 +90,10 @@ def error_summary(errors: np.ndarray, names) -> dict:
             for i, n in enumerate(names)}
 
 
-def _worst(margins: np.ndarray, times: np.ndarray, unit: str, scale: float) -> dict:
-    """The smallest margin and its time; satisfied within the optimizer's feasibility tolerance (margin/scale ≥
-    −tolerance, the scales of its constraints: the range width, the speed or acceleration limit, 1 N)."""
-    i = int(np.argmin(margins))
-    return {"margin": float(margins[i]), "time_s": float(times[i]), "unit": unit,
-            "satisfied": bool(margins[i] >= -ConstraintOptions.tolerance * scale)}
-
-
-def consecutive_runs(index: np.ndarray) -> list[slice]:
-    """Slices of an increasing integer sequence where it steps by exactly 1 (a gap: a lost sample)."""
-    if index.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(index) != 1) + 1
-    bounds = np.r_[0, breaks, index.size]
-    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def drive_margins(limits, rho: np.ndarray, index: np.ndarray, dt: float) -> dict:
-    """{drive: {range, speed, acceleration}} worst margins of positions ρ (n, nk) sampled at the step indices
-    ``index`` (n,) (speed and acceleration only across consecutive steps), each {margin, time_s, unit,
-    satisfied}. limits : model.limits.ModelLimits."""
-    out = {}
-    if index.size == 0:
-        return out
-    t = index * dt
-    for j, drive in enumerate(limits.kinematic):
-        r = rho[:, j]
-        entry = {"range": _worst(np.minimum(r - limits.lower[j], limits.upper[j] - r), t, "m",
-                                 limits.upper[j] - limits.lower[j])}
-        speed, accel = [], []
-        for s in consecutive_runs(index):
-            v = np.diff(r[s]) / dt
-            speed.append((limits.max_velocity[j] - np.abs(v), t[s][1:]))
-            accel.append((limits.max_acceleration[j] - np.abs(np.diff(v)) / dt, t[s][2:]))
-        for key, parts, unit, scale in (("speed", speed, "m/s", limits.max_velocity[j]),
-                                        ("acceleration", accel, "m/s²", limits.max_acceleration[j])):
-            values = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
-            if values.size:
-                entry[key] = _worst(values, np.concatenate([p[1] for p in parts]), unit, scale)
-        out[drive] = entry
-    return out
-
-
 def tension_series(limits, effort: np.ndarray, step: np.ndarray, dt: float) -> dict:
     """{string: (t (m,), T (m,))}: the plant's tension over each step from the true states' efforts (m, nq) (the
     effort of a string's length joint at step k is its tension over step k−1 → k, timed at its start)."""
     return {name: ((step - 1) * dt, effort[:, j]) for name, j in zip(limits.strings, limits.string_length)}
-
-
-def tension_margins(series: dict, limits) -> dict:
-    """{string: {margin, time_s, unit, satisfied, lowest_N, minimum_N}} of a :func:`tension_series`
-    against the strings' minimum tension (limits : ModelLimits)."""
-    out = {}
-    for name, (t, T) in series.items():
-        minimum = float(limits.min_tension[list(limits.strings).index(name)])
-        out[name] = {**_worst(T - minimum, t, "N", 1.0), "lowest_N": float(T.min()), "minimum_N": minimum}
-    return out
 
 
 def stats(values: np.ndarray, unit: str) -> dict:
@@ -233,21 +174,10 @@ def issue_targets(closed: dict, opened: dict) -> dict:
 
 
 def executed_margins(ev: Evaluated, limits, delay: int, N: int) -> dict:
-    """The executed margins of a run (module docstring) during the motion (the commands of its ticks 0 … N, the
-    true states and tensions of its steps up to N: what the optimizer kept within the limits) and after its end
-    (the final state held): {"motion" | "after_end": {"commands", "drives": {drive: {range, speed,
-    acceleration}}, "string_tension": {string: ...}}}. delay : the command delay (the command of tick k ends
-    step k + delay at its value)."""
-    r, dt, nk = ev.run, ev.dt, len(limits.kinematic)
-    out = {}
-    for part, keep in (("motion", lambda steps: steps <= N), ("after_end", lambda steps: steps > N)):
-        ticks, steps = keep(r.k), keep(ev.step)
-        tension = {}
-        for name, (t, T) in ev.tension.items():
-            sel = keep(np.round(t / dt).astype(int) + 1)
-            if sel.any():
-                tension[name] = (t[sel], T[sel])
-        out[part] = {"commands": drive_margins(limits, r.u[ticks, -nk:], r.k[ticks] + delay + 1, dt),
-                     "drives": drive_margins(limits, r.truth_q[steps, -nk:], ev.step[steps], dt),
-                     "string_tension": tension_margins(tension, limits)}
-    return out
+    """The executed margins of a run (:func:`marionette_control.sim.margins.executed_margins`: the commands it sent,
+    the plant's true drive motion and string tension) during the motion (ticks and steps up to N) and after its
+    end (the final state held). delay : the command delay (the command of tick k ends step k + delay at its
+    value); a lost sample breaks the speeds and accelerations across it."""
+    r, nk = ev.run, len(limits.kinematic)
+    return margins.executed_margins(limits, ev.dt, N, delay, r.k, r.u[:, -nk:], ev.step, r.truth_q[:, -nk:],
+                                    ev.step - 1, r.truth_effort[:, list(limits.string_length)])

@@ -1,8 +1,8 @@
 """Main job: the whole loop on the simulated marionette arm, closed loop against feed-forward only.
 
     python -m marionette_control.cli.main_job [--out DIR] [--motion wave] [--profile realistic|perfect]
-                                          [--push T [--push-force N] [--mpc]] [--real-time-factor X]
-                                          [--no-bag] [--timeout S]
+                                          [--plant FILE] [--push T [--push-force N] [--mpc]] [--calibrate]
+                                          [--real-time-factor X] [--no-bag] [--timeout S]
 
 Starts the simulator, optimizer and controller as separate processes (the bringup's ``--sim`` node set),
 a second controller with its feedback switched off (``marionette_controller_feedforward``, ``feedback:
@@ -23,9 +23,17 @@ simulator reset to its initial rest state before each (so every run starts from 
     controller of its own, ``marionette_controller_mpc``, which takes its plans (docs/mpc.md). The other
     controllers take none.
 
+``--calibrate`` closes the sim-to-real loop (docs/calibration.md): before the motion, the identification motion
+(``config/motions/identify.yaml``) is optimized and tracked closed loop with a bag recorder of its own
+(``identify_bag/``); after the runs, the nominal model file is calibrated from that bag
+(:mod:`marionette_control.identification`, with the links' masses as a scale reads them: :mod:`.calibration`) into
+``calibrated_model.yaml``, and a second node graph whose optimizer and controllers read that file re-optimizes the
+motion (gains included) and tracks it closed loop and feed-forward only on the same stand-in.
+
 The hardware stand-in is the simulator's ``realistic`` profile by default (docs/simulator.md: its own plant
 model, one period of command delay, servo drives, encoder counts and noise); ``--profile perfect`` is the
-nominal model without any of these, where every run tracks exactly. The controllers compensate the profile's
+nominal model without any of these, where every run tracks exactly; ``--plant FILE`` replaces the profile's plant
+model file (e.g. ``plants/damping_x3.yaml``, docs/simulator.md's plant family). The controllers compensate the profile's
 command delay and the optimizer designs the gains it ships for that delay (docs/tracking.md). Every node runs
 on the simulator's clock, and the simulator steps in lock-step with the controller (:data:`LOCKSTEP_TIMEOUT`):
 a loaded machine slows the run down instead of delaying commands past their step, so the command timing is
@@ -46,7 +54,12 @@ the optimized trajectory at every tick. Output in ``--out`` (default ``out/main/
   ``actuators.png`` (Fig. 6.11: drive positions, speeds and accelerations with their limits, the plant's string
   tension with its minimum); with ``--push``: ``push_error.png``, ``push_angles.png``, ``push_actuators.png``
   (the push runs: LQR only, and with ``--mpc`` re-planned);
-* ``bag/`` (the recording), ``trajectory.npz`` (the optimized trajectory with its gains), ``logs/``.
+* ``bag/`` (the recording), ``trajectory.npz`` (the optimized trajectory with its gains), ``logs/``;
+* with ``--calibrate``: ``report.json``'s ``calibration`` (``parameters.<name>``: {nominal, estimate, std, truth,
+  identifiable} in SI units, the truth the plant file's; ``tracking.<nominal|calibrated>.<closed_loop|open_loop>
+  .<joint>.rms_deg`` and their ratios; the identification run, the fit, the calibrated optimization), the
+  identification bag and trajectory, ``calibrated_model.yaml``, ``trajectory_calibrated.npz``,
+  ``calibrated_angles.png`` and the second graph's logs (``logs/calibrated/``).
 
 Nothing is retried silently: each request is sent once, and when the loop cannot run the job stops with the
 node, what it reported last on ``/diagnostics`` and where the logs are (exit status 1). A process that exits,
@@ -71,6 +84,7 @@ from typing import Optional
 from marionette_control.bags.summary import format_summary, summarize
 from marionette_control.cli.common import stop_process_group
 from marionette_control.cli.main_job import analysis as A
+from marionette_control.cli.main_job import calibration as C
 from marionette_control.cli.main_job import figures as F
 from marionette_control.cli.main_job.observer import (
     COMMANDS,
@@ -87,10 +101,14 @@ from marionette_control.cli.ros_isolation import (
     claim_domain_id,
     isolated_env,
 )
+from marionette_control.identification.excitation import MARGINS
+from marionette_control.identification.parameters import ModelParameters
 from marionette_control.model import library
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
 from marionette_control.model.motion import desired_states, load_motion
+from marionette_control.model.yaml_model import load_packaged_model
+from marionette_control.nodes.bag_recorder import RecorderProcess
 from marionette_control.nodes.convert import disturb_request, trajectory_from_msg
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import recovery_time, scripted_push
@@ -180,18 +198,24 @@ class Processes:
 
 
 def start_processes(procs: Processes, profile: str, delay: int, real_time_factor: float, out: Path,
-                    record: bool, mpc: bool) -> None:
-    """bringup --sim on the simulator's clock (simulator on ``profile``, optimizer saving into ``out`` and designing
-    its gains for the command delay, controller compensating it, taking no plans; with ``mpc`` the planner,
-    planning for the re-planned controller), the feed-forward-only controller, with ``mpc`` the re-planned
-    controller, and the bag recorder."""
+                    record: bool, mpc: bool, plant: Optional[str] = None, model_file: Optional[str] = None) -> None:
+    """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` when given, optimizer
+    saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
+    with ``mpc`` the planner, planning for the re-planned controller), the feed-forward-only controller, with
+    ``mpc`` the re-planned controller, and the bag recorder. ``model_file``: the model file of the optimizer, the
+    controllers and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
+    gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
+    at rest: the start of their trajectories)."""
 
     # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
     # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
     planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
                "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
+    plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
+    model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
+        if model_file else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
-                            "--real-time-factor", str(real_time_factor), *planner,
+                            "--real-time-factor", str(real_time_factor), *planner, *plant_args, *model_args,
                             "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
                             "-p", f"{SIMULATOR}:profile:={profile}",
                             # no RViz markers: nobody looks at them here, and their messages load the machine
@@ -200,7 +224,8 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
                             "-p", f"{OPTIMIZER}:save_directory:={out.resolve()}",
                             "-p", f"{OPTIMIZER}:tracking_gains.delay_steps:={delay}",
                             "-p", f"{CLOSED}:command_delay_steps:={delay}"])
-    controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}"]}
+    controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}",
+                                 *(["-p", f"model_file:={model_file}"] if model_file else [])]}
     if mpc:
         controllers[REPLANNED] = ["-p", f"plan_topic:=/{PLANNER}/plan"]
     for name, params in controllers.items():
@@ -220,11 +245,16 @@ def wait_for_joint_states(obs: Observer) -> None:
     say(f"joint states arriving on {JOINT_STATES} from {SIMULATOR}")
 
 
-def optimize(obs: Observer, motion: str, model, timeout: float):
-    """The optimizer's answer (trajectory and statistics) to the motion's request."""
+def optimize(obs: Observer, motion: str, model, timeout: float, save_path: str = "trajectory.npz",
+             reserve: Optional[dict] = None):
+    """The optimizer's answer (trajectory and statistics) to the motion's request, saved as ``save_path`` in the
+    job's directory; ``reserve`` {range, speed, acceleration}: the fractions of the drive limits the request keeps
+    in reserve (default: the optimizer's)."""
 
     t0 = time.monotonic()
-    req = OptimizeTrajectory.Request(motion_name=motion, model_id=model.name, save_path="trajectory.npz")
+    req = OptimizeTrajectory.Request(motion_name=motion, model_id=model.name, save_path=save_path)
+    for family, fraction in (reserve or {}).items():
+        setattr(req.options, f"{family}_margin", float(fraction))
     say(f"requesting the '{motion}' optimization from /{OPTIMIZER}/optimize ...")
     res = obs.call(obs.optimize, req, timeout, "optimization",
                    progress=lambda: say(f"  optimizing ... {time.monotonic() - t0:.0f} s"))
@@ -283,11 +313,19 @@ def request_push(obs: Observer, stamp0_ns: int, push, dt: float) -> dict:
             "total_impulse": [res.total_impulse.x, res.total_impulse.y, res.total_impulse.z]}
 
 
-def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Optional[float]):
-    """One run (reset, start, track to N + hold, stop); its RunData."""
+def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Optional[float],
+          recorder: Optional[RecorderProcess] = None):
+    """One run (reset, start, track to N + hold, stop); its RunData. ``recorder``: a bag recorder started once the
+    arm rests at the start (after the reset) and stopped when the run ends: the run's own bag."""
     say(f"run '{spec.name}' ({spec.controller}, feedback {'on' if spec.feedback else 'off'}): resetting the arm ...")
     reset_arm(obs)
     make_ready(obs, spec.controller)
+    if recorder is not None:
+        recorder.start()
+        if not recorder.wait_recording():
+            raise MainJobError(f"run '{spec.name}': the bag recorder did not subscribe to {', '.join(recorder.topics)} "
+                               f"(log {recorder.log_path}): {recorder.output()[-500:]}")
+        say(f"  recording {recorder.path}")
     if spec.controller == REPLANNED and not obs.spin_until(lambda: obs.values(PLANNER).get("motion"), READY_S):
         raise MainJobError(f"{PLANNER} has no motion to re-plan after {READY_S:.0f} s: {obs.describe(PLANNER)}")
     scripted = (None if spec.push_time is None else scripted_push(spec.push_time, dt) if push_force is None
@@ -345,6 +383,9 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Op
     else:
         obs.trigger(obs.stop[spec.controller], f"{spec.controller} stop")
         say(f"  tracked to tick {last[0]} ({N} steps + {HOLD_S:g} s held)")
+    if recorder is not None and recorder.stop() != 0:
+        raise MainJobError(f"run '{spec.name}': the bag recorder exited with status {recorder.returncode} (log "
+                           f"{recorder.log_path})")
     data = obs.run_data(spec.name, spec.controller, spec.feedback, model, t_from, t_to, push, aborted,
                         faults_before, lockstep)
     data.message = message
@@ -455,6 +496,135 @@ def ros_graph(environ) -> dict:
     return env
 
 
+#: the simulator's /diagnostics counters a report gives
+SIMULATOR_COUNTERS = ("time_base_reanchors", "steps", "achieved_real_time_factor", "commands_accepted",
+                      "commands_rejected", "lockstep_waits", "lockstep_timeouts", "commands_saturated", "step_errors",
+                      "disturbances")
+#: the identification motion (config/motions/identify.yaml) the job records for ``--calibrate``
+IDENTIFY = "identify"
+#: with ``--calibrate``, every optimization (the identification motion, the motion on the nominal and on the
+#: calibrated model) keeps the identification motion's reserve of the drive limits for the feedback: at the drives'
+#: acceleration limit from its first step, the wave's start outruns the stand-in's drives by up to 3 cm, a transient
+#: feed-forward alone never corrects and that would hide what the calibration changes (docs/calibration.md)
+CALIBRATION_RESERVE = dict(MARGINS)
+
+
+@dataclass
+class GraphRuns:
+    """What one node graph did: the motion's optimized trajectory (``traj``) with its ``optimization`` statistics and
+    ``constraints`` margins, the ``runs`` {name: RunData}, the ``simulator``'s counters, the joint states and
+    commands the observer received; with the identification run, ``identification`` {trajectory, optimization,
+    run, bag}."""
+
+    traj: object
+    optimization: dict
+    constraints: list
+    runs: dict
+    simulator: dict
+    joint_states: int
+    commands: int
+    identification: Optional[dict] = None
+
+
+def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: int, record: bool, mpc: bool,
+              plant: Optional[str] = None, model_file: Optional[str] = None, identify: bool = False,
+              save_path: str = "trajectory.npz") -> GraphRuns:
+    """Starts the node graph (:func:`start_processes`: the simulator's ``plant``, the nodes' ``model_file``), with
+    ``identify`` first records the identification run (:func:`identification_run`), then optimizes ``args.motion``
+    and tracks it once per run of ``plan``; stops the graph."""
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = Processes(logs, env)
+    obs = None
+    try:
+        say(f"starting simulator ({args.profile} profile{', plant ' + plant if plant else ''}, real-time "
+            f"factor {args.real_time_factor:g}), optimizer and controllers"
+            + (f" on {model_file}" if model_file else "") + " ...")
+        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, plant, model_file)
+        obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
+        wait_for_joint_states(obs)
+        reserve = CALIBRATION_RESERVE if args.calibrate else None
+        identification = identification_run(obs, env, out, logs, model, args.timeout, reserve) if identify else None
+        traj, optimization, constraints = optimize(obs, args.motion, model, args.timeout, save_path, reserve)
+        runs = {spec.name: track(obs, spec, traj.N, traj.dt, model, args.push_force) for spec in plan}
+        st = obs.status(SIMULATOR)
+        simulator = {k: st[3].get(k) for k in SIMULATOR_COUNTERS} if st else {}
+        return GraphRuns(traj, optimization, constraints, runs, simulator, len(obs.joint_state_times),
+                         len(obs.commands), identification)
+    finally:
+        if obs is not None:
+            obs.close()
+        procs.stop_all()
+
+
+def identification_run(obs: Observer, env: dict, out: Path, logs: Path, model, timeout: float,
+                       reserve: Optional[dict] = None) -> dict:
+    """The identification motion optimized (``identify_trajectory.npz``) and tracked closed loop with a bag recorder
+    of its own (``identify_bag/``: the joint states and commands, from the arm at rest before the start to the end
+    of the run); {trajectory, optimization, constraints, run, bag}. MainJobError when the run aborts."""
+    traj, optimization, constraints = optimize(obs, IDENTIFY, model, timeout, "identify_trajectory.npz", reserve)
+    bag = out / "identify_bag"
+    recorder = RecorderProcess(bag, [JOINT_STATES, COMMANDS], env=env, log_path=logs / "identify_recorder.log")
+    run = track(obs, RunSpec("identification", CLOSED, True), traj.N, traj.dt, model, None, recorder)
+    if run.aborted:
+        raise MainJobError(f"the identification run aborted: {run.message}")
+    return {"trajectory": traj, "optimization": optimization, "constraints": constraints, "run": run, "bag": bag}
+
+
+def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, first: GraphRuns, delay: int, limits,
+                        nominal_tracking: dict) -> dict:
+    """``--calibrate`` after the nominal runs: calibrates the nominal model file from the identification bag
+    (:mod:`.calibration`: the links' masses weighed), writes ``calibrated_model.yaml``, and on a new node graph with
+    that model file re-optimizes the motion (gains included) and tracks it closed loop and feed-forward only;
+    ``report.json``'s ``calibration``."""
+    ident = first.identification
+    nominal = ModelParameters(config_file(arm.CONFIG_FILE))
+    plant = ModelParameters(config_file(hardware.plant_model_file)) if hardware.plant_model_file else nominal
+    weighed = C.weighed_masses(plant)
+    say(f"calibrating {arm.CONFIG_FILE} from {ident['bag']} (the links weighed: "
+        + ", ".join(f"{n} {w['reading']:.4f} kg ± {w['std'] * 1e3:g} g" for n, w in weighed.items()) + ") ...")
+    t0 = time.monotonic()
+    cal, fit, variant = C.calibrate_bag(nominal, ident["bag"], ident["trajectory"].dt, weighed,
+                                        out / "calibrated_model.yaml")
+    say(f"calibrated in {time.monotonic() - t0:.0f} s (chi^2/dof {fit['chi2_per_dof']:.3g}): wrote {variant}")
+    model = load_packaged_model(variant.resolve()).model
+    # the plant named explicitly: the profile's, or with none (perfect) the nominal model, not the calibrated one
+    second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(None, False), delay, record=False,
+                       mpc=False, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
+                       save_path="trajectory_calibrated.npz")
+    nd, dt = model.nd, second.traj.dt
+    names = list(model.config_names[:nd])
+    ev = {n: A.evaluate(r, second.traj.X, dt, nd, limits) for n, r in second.runs.items()}
+    calibrated = {n: A.error_summary(ev[n].errors, names) for n in ("closed_loop", "open_loop")}
+    _, X_des = desired_states(model, load_motion(config_file("motions", f"{args.motion}.yaml")), dt)
+    F.plot_angles({"closed loop": ev["closed_loop"], "feed-forward only": ev["open_loop"]}, names, second.traj.X,
+                  X_des, dt, out / "calibrated_angles.png", f"{args.motion} on the calibrated model "
+                  f"({hardware.name} profile): closed loop vs feed-forward only")
+    run = ident["run"]
+    ev_ident = A.evaluate(run, ident["trajectory"].X, dt, nd, limits)
+    return {
+        "plant_model_file": hardware.plant_model_file or None, "bag": str(ident["bag"]), "model_file": str(variant),
+        "weighed": weighed,
+        "weighed_note": f"the plant's link masses as a scale reads them: the plant file's value plus an error drawn "
+                        f"from N(0, ({C.SCALE_STD * 1e3:g} g)^2) with the fixed seed {C.SCALE_SEED}, given to the "
+                        "calibrator with that uncertainty; the calibrator never reads the plant file (truth: for "
+                        "this report only)",
+        "identification": {"optimization": ident["optimization"], "constraints": ident["constraints"],
+                           "tracking": A.error_summary(ev_ident.errors, names), "faults": run.faults,
+                           "ticks": int(run.k.size), "executed": A.executed_margins(ev_ident, limits, delay,
+                                                                                     ident["trajectory"].N)},
+        "fit": {k: v for k, v in fit.items() if k != "parameters"},
+        "parameters": C.parameter_record(cal, plant),
+        "tracking": C.tracking_record(nominal_tracking, calibrated),
+        "targets": A.issue_targets(calibrated["closed_loop"], calibrated["open_loop"]),
+        "optimization": second.optimization, "constraints": second.constraints,
+        "runs": {n: {"aborted": r.aborted, "faults": r.faults, "ticks": int(r.k.size), "lockstep": r.lockstep,
+                     "message": r.message} for n, r in second.runs.items()},
+        "simulator": second.simulator,
+        "files": {"trajectory": str(out / "trajectory_calibrated.npz"), "angles_plot": str(out / "calibrated_angles.png"),
+                  "identify_trajectory": str(out / "identify_trajectory.npz")},
+    }
+
+
 def run(args) -> dict:
     out = args.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
@@ -462,7 +632,7 @@ def run(args) -> dict:
     os.environ.update({k: env[k] for k in ISOLATION_VARIABLES})
     say(f"ROS graph: domain {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}")
     model = library.get("marionette_arm")
-    hardware = HardwareProfile.named(args.profile)
+    hardware = HardwareProfile.named(args.profile, **({"plant_model_file": args.plant} if args.plant else {}))
     plant = load_plant(hardware, arm.load_description())
     limits = from_description(plant)
     delay = hardware.command_delay_steps
@@ -470,32 +640,15 @@ def run(args) -> dict:
     report = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "motion": args.motion,
               "simulated_hardware": hardware.as_dict(), "files": {},
               "ros": {k.lower(): env[k] for k in ISOLATION_VARIABLES}}
-    procs = Processes(out / "logs", env)
-    obs = None
-    runs = {}
-    try:
-        say(f"starting simulator ({args.profile} profile, real-time factor {args.real_time_factor:g}), optimizer "
-            "and controllers ...")
-        start_processes(procs, args.profile, delay, args.real_time_factor, out, not args.no_bag, args.mpc)
-        obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
-        wait_for_joint_states(obs)
-        traj, report["optimization"], constraints = optimize(obs, args.motion, model, args.timeout)
-        report["constraint_margins"] = {"optimized": constraints}
-        report["files"]["trajectory"] = str(out / "trajectory.npz")
-        for spec in plan:
-            runs[spec.name] = track(obs, spec, traj.N, traj.dt, model, args.push_force)
-        st = obs.status(SIMULATOR)
-        report["simulator"] = {k: st[3].get(k) for k in ("time_base_reanchors", "steps", "achieved_real_time_factor",
-                                                           "commands_accepted", "commands_rejected",
-                                                           "lockstep_waits", "lockstep_timeouts",
-                                                           "commands_saturated", "step_errors", "disturbances")} \
-            if st else {}
-        report["joint_states_received"] = len(obs.joint_state_times)
-        report["commands_received"] = len(obs.commands)
-    finally:
-        if obs is not None:
-            obs.close()
-        procs.stop_all()
+    first = run_graph(args, env, out, out / "logs", model, plan, delay, record=not args.no_bag, mpc=args.mpc,
+                      plant=args.plant, identify=args.calibrate)
+    traj, runs = first.traj, first.runs
+    report["optimization"] = first.optimization
+    report["constraint_margins"] = {"optimized": first.constraints}
+    report["files"]["trajectory"] = str(out / "trajectory.npz")
+    report["simulator"] = first.simulator
+    report["joint_states_received"] = first.joint_states
+    report["commands_received"] = first.commands
     say("evaluating the runs against the simulator's true state ...")
     _, X_des = desired_states(model, load_motion(config_file("motions", f"{args.motion}.yaml")), traj.dt)
     evaluate_runs(runs, traj, model, X_des, limits, delay, out, report)
@@ -509,11 +662,18 @@ def run(args) -> dict:
     failed = [r.message for r in runs.values() if r.aborted and r.push is None]
     if failed:
         raise MainJobError("; ".join(failed) + f" (report of what was recorded: {out / 'report.md'})")
+    if args.calibrate:
+        report["calibration"] = calibrate_and_track(args, env, out, hardware, first, delay, limits, report["tracking"])
+        write_report(report, out)
+        failed = [r["message"] for r in report["calibration"]["runs"].values() if r["aborted"]]
+        if failed:
+            raise MainJobError("; ".join(failed) + f" (report of what was recorded: {out / 'report.md'})")
     return report
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m marionette_control.cli.main_job", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     p.add_argument("--out", type=Path, default=Path("out") / "main" / stamp, help="report directory")
     p.add_argument("--motion", default="wave", help="named motion (config/motions/<name>.yaml), default wave")
@@ -528,6 +688,11 @@ def main(argv=None) -> int:
                    help="simulated seconds per wall-clock second (the simulator's clock; default "
                         f"{REAL_TIME_FACTOR:g}, with --mpc {MPC_REAL_TIME_FACTOR:g})")
     p.add_argument("--no-bag", action="store_true", help="do not record a bag")
+    p.add_argument("--calibrate", action="store_true", help="also record the identification motion, calibrate the "
+                   "nominal model from it, re-optimize and track the motion on the calibrated model "
+                   "(docs/calibration.md)")
+    p.add_argument("--plant", metavar="FILE", help="the simulator's plant model file (relative names under config/, "
+                   "e.g. plants/damping_x3.yaml); default: the profile's")
     p.add_argument("--timeout", type=float, default=300.0, help="optimization timeout [s] (default 300)")
     args = p.parse_args(argv)
     if args.push is not None and not args.push > 0:
@@ -560,6 +725,12 @@ def main(argv=None) -> int:
             + " time(s)): from there commands may have acted a step late, jitter the simulated hardware does not have")
     tc = report["controller"]["tick_compute"]
     say(f"controller tick compute: median {tc.get('median', float('nan')):.1f} µs, p99 {tc.get('p99', float('nan')):.1f} µs")
+    if "calibration" in report:
+        c = report["calibration"]
+        for run_name in ("closed_loop", "open_loop"):
+            say(f"{run_name}, nominal -> calibrated model: " + ", ".join(
+                f"{j} RMS {c['tracking']['nominal'][run_name][j]['rms_deg']:.3f}° -> {v['rms_deg']:.3f}°"
+                for j, v in c["tracking"]["calibrated"][run_name].items()))
     say(f"report: {args.out / 'report.md'} (plots, bag, trajectory and logs beside it)")
     return 0
 

@@ -121,6 +121,8 @@ def markdown(report: dict) -> str:
                     lines.append(f"| {run} | {part} | tension: {s} (≥ {d['minimum_N']:g} N; lowest "
                                  f"{d['lowest_N']:.3g} N) | {_margin(d)} | | |")
         lines.append("")
+    if "calibration" in report:
+        lines += calibration_section(report["calibration"])
     c = report.get("controller", {})
     if c:
         lines += ["## Controller (closed loop)", "", f"- per-tick compute: {_stats(c['tick_compute'])}",
@@ -133,6 +135,41 @@ def markdown(report: dict) -> str:
     if "bag_summary" in report:
         lines += ["", "## Recorded bag", "", "```", report["bag_summary"], "```"]
     return "\n".join(lines) + "\n"
+
+
+def _value(v) -> str:
+    return "—" if v is None else f"{v:.5g}"
+
+
+def calibration_section(c: dict) -> list[str]:
+    """``report.md``'s calibration: the parameters against the plant's, the motion's errors before and after."""
+    ident = c["identification"]
+    fit = c["fit"]
+    lines = ["## Calibration", "",
+             f"The identification motion (`config/motions/identify.yaml`, {ident['ticks']} ticks tracked closed loop: "
+             + ", ".join(f"{j} RMS {_deg(v['rms_deg'])}" for j, v in ident["tracking"].items())
+             + f") recorded into `{c['bag']}`; the nominal model calibrated from it ({fit['nodes']} nodes, χ²/dof "
+             f"{fit['chi2_per_dof']:.3g}, {sum(fit['timing_s'].values()):.0f} s) and written to `{c['model_file']}`; "
+             "the motion re-optimized (gains included) and tracked on it. Weighed masses: "
+             + ", ".join(f"{n} {w['reading']:.4f} ± {w['std']:g} kg" for n, w in c["weighed"].items())
+             + f" ({c['weighed_note']}).", "",
+             "| parameter | nominal | estimate | std | truth (plant) | identifiable |", "|---|---|---|---|---|---|"]
+    for name, p in c["parameters"].items():
+        state = "known" if p["known"] else ("yes" if p["identifiable"] else "no")
+        lines.append(f"| {name} [{p['unit']}] | {_value(p['nominal'])} | {_value(p['estimate'])} | {_value(p['std'])} | "
+                     f"{_value(p['truth'])} | {state} |")
+    if fit.get("scale_note"):
+        lines += ["", f"Note: {fit['scale_note']}."]
+    t = c["tracking"]
+    joints = list(t["calibrated"]["closed_loop"])
+    lines += ["", "True angles against the optimized trajectory of each model (RMS):", "",
+              "| run | " + " | ".join(f"{j} nominal | {j} calibrated | {j} ratio" for j in joints) + " |",
+              "|---|" + "---|---|---|" * len(joints)]
+    for run in ("closed_loop", "open_loop"):
+        lines.append(f"| {run} | " + " | ".join(
+            f"{_deg(t['nominal'][run][j]['rms_deg'])} | {_deg(t['calibrated'][run][j]['rms_deg'])} | "
+            + ("—" if t["rms_ratio"][run][j] is None else f"{t['rms_ratio'][run][j]:.2f}×") for j in joints) + " |")
+    return lines + [""]
 
 
 def write_report(report: dict, out: Path) -> None:

@@ -1,8 +1,9 @@
 """Library of named models.
 
-``get(name, **params)`` builds a model by name; ``available()`` lists the
-names with a one-line description; later modules add models with
-``register``. Every factory returns a core ``Model``.
+``get(name, **params)`` builds a model by name (``forcing=`` chooses its forcing
+discretization, ``builder.FORCING_RULES``); ``available()`` lists the names with a
+one-line description; later modules add models with ``register``. Every factory
+returns a core ``Model``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from marionette_control import _core
-from marionette_control.model.library import cart_pendulum, humanoid_marionette, marionette_arm, pendulum, seed_models
+from marionette_control.model.builder import SystemBuilder
+from marionette_control.model.library import (cart_pendulum, humanoid_marionette, marionette_arm, pendulum, scissor_lift,
+                                              seed_models)
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,21 @@ def available() -> dict[str, str]:
     return {k: v.description for k, v in sorted(_REGISTRY.items())}
 
 
-def get(name: str, **params) -> _core.Model:
-    """Builds the model registered as ``name`` with the factory's keyword parameters."""
+def get(name: str, forcing: str | None = None, **params) -> _core.Model:
+    """Builds the model registered as ``name`` with the factory's keyword parameters.
+
+    ``forcing`` (one of ``builder.FORCING_RULES``) replaces the forcing discretization the model's
+    description chose (None: keep it; every registered model but a file that says otherwise uses
+    ``"thesis"``); a model with another rule has another identity (``Model.hash``).
+    """
     try:
         entry = _REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown model '{name}'; available: {', '.join(sorted(_REGISTRY))}") from None
-    return entry.factory(**params)
+    model = entry.factory(**params)
+    if forcing is None or forcing == model.forcing:
+        return model
+    return SystemBuilder.from_model(model).forcing(forcing).build()
 
 
 def _register_builtin() -> None:
@@ -53,6 +64,7 @@ def _register_builtin() -> None:
     register("marionette_arm", marionette_arm.marionette_arm, marionette_arm.DESCRIPTION)
     register("rigid_sphere", seed_models.rigid_sphere, seed_models.SPHERE_DESCRIPTION)
     register("two_link_arm", seed_models.two_link_arm, seed_models.TWO_LINK_DESCRIPTION)
+    register("scissor_lift", scissor_lift.scissor_lift, scissor_lift.DESCRIPTION)
 
 
 _register_builtin()

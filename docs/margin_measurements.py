@@ -1,0 +1,272 @@
+"""The measurements behind docs/margins.md and docs/motions.md: the feedback's spread, the reserve, the library.
+
+    .venv/bin/python docs/margin_measurements.py [--out out/reproductions/margins.json] [--motions wave,bow]
+                                                 [--seeds 0,1,2] [--no-reserve] [--retiming-curve]
+
+For every motion of the library (config/motions/), optimized with the package's own tool (the arm's spec,
+``config/optimize/marionette_arm_wave.yaml``, with ``motion.name``; a motion drawn too fast re-timed uniformly),
+it records the optimization (iterations, time, re-timing factor, worst margins to the reserved and to the
+hardware's limits: the table of docs/motions.md; and the optimum straight from the initial trajectory,
+``optimizer.start: initial``, against the default start from the unconstrained optimum) and tracks the result
+offline on the realistic hardware profile (``marionette_control.sim.offline_loop.run_loop``: the controller node's
+tick logic against the stand-in), closed loop and feed-forward only, for each noise seed. From the two runs it measures what the feedback adds:
+
+* the commands' spread, per drive: δρ_k = u_closed(k) − u_open(k) (the command sent at tick k, the feed-forward
+  alone in the open-loop run, so δρ is the feedback's correction after the controller's clamp), its speed
+  δv_k = (δρ_k − δρ_{k−1})/Δt and acceleration δa_k = (δv_k − δv_{k−1})/Δt; p50, p99 and the largest |.|;
+* the tension it takes: the plan's tension T_d(k) (from the optimum's multipliers, T = 2Lλ/Δt) minus the
+  plant's string tension over tick k's step, in closed loop; p99 and largest, over the motion after its first
+  0.1 s and where the plan is within 0.5 N of its floor, and the largest dip in the first 0.1 s (the start);
+* the drives' own lag: |ρ_true(k + d + 1) − u_closed(k)|, the drive's position when the command is due (d the
+  command delay) against the command (and its speed and acceleration); 0 when the drives follow the (clamped)
+  stream exactly;
+* what the closed loop did against the hardware's limits (``LoopResult.record``,
+  :mod:`marionette_control.sim.margins`): the worst executed margins of the commands and the plant's string (its lowest tension, time slack) during the
+  motion.
+
+The rule (docs/margins.md): a drive family's margin = max over the drives of (p99 of the feedback's spread in
+that family + the drive's lag) / the drive's limit (the range width for ``range``), over every motion and seed
+whose closed loop did not abort, rounded up to the next percent; the tension reserve = the p99 of the closed
+loop's dip below the plan where the plan is near its floor, rounded up to the next 0.05 N. ``--no-reserve`` optimizes without any reserve (the
+spread measured on the trajectories the reserve was not yet sized for).
+
+``--retiming-curve`` also optimizes the wave drawn twice as fast at a series of uniform slow-downs and prints,
+for each, the RMS error of the optimum over the motion and at the keyframes alone (docs/motions.md: why
+trackability is judged on the former), the verdict and the constraints it rides.
+
+Every run is seeded (the profiles' seeds), so the figures repeat exactly on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from marionette_control import _core  # noqa: E402
+from marionette_control.model.library import marionette_arm as arm  # noqa: E402
+from marionette_control.model.library.source import ModelSource  # noqa: E402
+from marionette_control.model.limits import load_limits  # noqa: E402
+from marionette_control.ocp.spec import load_spec  # noqa: E402
+from marionette_control.ocp.spec_problem import solve_spec  # noqa: E402
+from marionette_control.ocp.tracking_problem import default_motion_directories, motion_names  # noqa: E402
+from marionette_control.sim.offline_loop import run_loop  # noqa: E402
+from marionette_control.sim.profile import HardwareProfile  # noqa: E402
+from marionette_control.tracking.controller_options import controller_options, core_values  # noqa: E402
+
+SPEC = ROOT / "config" / "optimize" / "marionette_arm_wave.yaml"
+NO_RESERVE = {"constraints.margins": {"range": 0.0, "speed": 0.0, "acceleration": 0.0},
+              "constraints.tension_reserve": 0.0}
+DRIVES = ("carriage", "string_length")
+#: s: the start, whose dip the controller's smooth start removes (issue 24, point 4), reported apart
+START = 0.1
+#: N: "near the floor": where the plan's tension is within this of its floor
+NEAR_FLOOR = 0.5
+
+
+def optimize(name: str, reserve: bool) -> tuple:
+    """(result, record row) of motion ``name`` through the spec tool's run; re-timed uniformly when needed."""
+    overrides = {"motion.name": name, "retime.mode": "uniform", "retime.precision": 0.02}
+    if not reserve:
+        overrides.update(NO_RESERVE)
+    res = solve_spec(load_spec(SPEC, overrides))
+    info = res.trajectory.info
+    rows = info["constraints"]["margins"]
+
+    def worst(family: str, key: str) -> dict:
+        return {d: min(r[key] / abs(r["hardware_limit"] if family != "range" else 1.0) for r in rows
+                       if r["family"] == family and r["component"] == d) for d in DRIVES}
+
+    record = {"motion": name, "iterations": res.result.iterations, "iterations_total": info["summary"]
+              ["iterations_total"], "elapsed": info["summary"]["elapsed"], "converged": bool(res.result.converged),
+              "trackable": info["summary"]["trackable"], "retime_factor": (info.get("retiming") or {}).get("factor",
+                                                                                                           1.0),
+              "retime_trials": len((info.get("retiming") or {}).get("trials", [])),
+              "rms_deg": {j: math.degrees(e["rms"]) for j, e in info["summary"]["tracking_errors"].items()},
+              "tension_min_margin": min(r["margin"] for r in rows if r["family"] == "tension"),
+              "tension_min_hardware_margin": min(r["hardware_margin"] for r in rows if r["family"] == "tension"),
+              "range_margin_m": worst("range", "margin"),
+              "speed_margin": worst("speed", "margin"), "acceleration_margin": worst("acceleration", "margin"),
+              "speed_hardware_margin": worst("speed", "hardware_margin"),
+              "acceleration_hardware_margin": worst("acceleration", "hardware_margin"),
+              "active": [[label, steps] for label, steps in info["trackability"]["limiting"]]}
+    direct = solve_spec(load_spec(SPEC, dict(overrides, **{"optimizer.start": "initial", "retime.mode": "off"})))
+    record["start_initial"] = {"converged": bool(direct.result.converged), "reason": direct.result.reason,
+                               "iterations": direct.result.iterations, "cost": float(direct.result.cost),
+                               "rms_deg": {j: math.degrees(e["rms"]) for j, e in
+                                           direct.summary["tracking_errors"].items()}}
+    if res.retiming is None or res.retiming.factor == 1.0:   # the same problem both ways: compare the optima
+        record["start_initial"]["cost_ratio"] = float(direct.result.cost / res.result.cost)
+    return res, record
+
+
+def spread(trajectory, desc, seed: int, hardware) -> dict:
+    """The feedback's spread on one seed (module docstring): closed loop against feed-forward only."""
+    model = desc.model
+    dt, N = trajectory.dt, trajectory.N
+    system = _core.DiscreteSystem(model, dt)
+    lam = np.asarray(system.constraint_forces_trajectory(trajectory.X, trajectory.U))[:, 0]
+    plan = 2.0 * trajectory.X[:-1, model.nd + 1] * lam / dt        # T = 2 L λ / Δt, L = the string length
+    profile = HardwareProfile.named("realistic", seed=seed)
+    options = controller_options(core_values({"command_delay_steps": profile.command_delay_steps}), desc)
+    closed = run_loop(trajectory, profile, options, desc)
+    opened = run_loop(trajectory, profile, dataclasses.replace(options, feedback=False), desc)
+    n = min(len(closed.k), len(opened.k), N)
+    dr = closed.commands[:n] - opened.commands[:n]
+    dv = np.diff(dr, axis=0) / dt
+    da = np.diff(dv, axis=0) / dt
+    d = profile.command_delay_steps
+    lag = closed.X_true[d + 1:n, model.nd:model.nq] - closed.commands[:n - d - 1]
+    ticks = closed.k[:n]
+    dip = plan[ticks] - closed.tension[:n, 0]
+    after = ticks * dt >= START
+    floor = float(np.min(plan))
+    near = after & (plan[ticks] <= floor + NEAR_FLOOR)
+
+    def stats(x):
+        a = np.abs(x)
+        return {"p50": np.percentile(a, 50, axis=0).tolist(), "p99": np.percentile(a, 99, axis=0).tolist(),
+                "max": a.max(axis=0).tolist()}
+
+    executed = closed.record(hardware)
+    commands = executed["margins"]["motion"]["commands"]
+    return {"seed": seed, "aborted": bool(closed.aborted), "open_aborted": bool(opened.aborted),
+            "abort_reason": closed.abort_reason, "executed": {
+                "tension_min_n": executed["tension_min_n"]["motion"], "slack_s": executed["slack_s"]["motion"],
+                "commands": {d: {f: commands[d][f]["margin"] for f in commands[d]} for d in commands},
+                "open_tension_min_n": opened.record(hardware)["tension_min_n"]["motion"]},
+            "closed_rms_deg": {k: v["rms_deg"] for k, v in closed.summary().items()},
+            "open_rms_deg": {k: v["rms_deg"] for k, v in opened.summary().items()},
+            "position": stats(dr), "speed": stats(dv), "acceleration": stats(da),
+            "lag": {"position": np.abs(lag).max(axis=0).tolist(),
+                    "speed": np.abs(np.diff(lag, axis=0) / dt).max(axis=0).tolist(),
+                    "acceleration": np.abs(np.diff(lag, 2, axis=0) / dt ** 2).max(axis=0).tolist()},
+            "tension_dip": {"p99": float(np.percentile(dip[after], 99)), "max": float(dip[after].max()),
+                            "near_floor_p99": float(np.percentile(dip[near], 99)) if near.any() else 0.0,
+                            "near_floor_max": float(dip[near].max()) if near.any() else 0.0,
+                            "start_max": float(dip[~after].max()) if (~after).any() else 0.0},
+            "tension_min": float(closed.tension[:n, 0].min()),
+            "tension_min_after_start": float(closed.tension[:n, 0][after].min()),
+            "plan_tension_min": floor}
+
+
+def rule(runs: list, limits) -> dict:
+    """The reserve the measured spreads call for (module docstring), with the figures it rests on: over the runs
+    that did not abort (an aborted loop's commands say what went wrong, not what tracking needs)."""
+    runs = [r for r in runs if not r["aborted"]]
+    width = limits.upper - limits.lower
+    scale = {"range": width, "speed": limits.max_velocity, "acceleration": limits.max_acceleration}
+    key = {"range": "position", "speed": "speed", "acceleration": "acceleration"}
+    out = {}
+    for family in ("range", "speed", "acceleration"):
+        p99 = np.max([r[key[family]]["p99"] for r in runs], axis=0)
+        lag_f = np.max([r["lag"][key[family]] for r in runs], axis=0)
+        need = (p99 + lag_f) / scale[family]
+        out[family] = {"p99": p99.tolist(), "lag": lag_f.tolist(), "fraction": need.tolist(),
+                       "margin": math.ceil(100 * float(need.max()) - 1e-9) / 100}
+    near = max(r["tension_dip"]["near_floor_p99"] for r in runs)
+    out["tension"] = {"near_floor_p99": near, "reserve": math.ceil(max(near, 0.0) / 0.05 - 1e-9) * 0.05}
+    return out
+
+
+def retiming_curve(factors=(1.0, 1.05, 1.075, 1.1, 1.15, 1.2, 1.3, 1.5, 2.0)) -> list:
+    """The wave drawn twice as fast, slowed uniformly by each of ``factors``: {factor, rms_deg, keyframe_rms_deg,
+    trackable, limiting} per factor (module docstring)."""
+    wave = yaml.safe_load((ROOT / "config" / "motions" / "wave.yaml").read_text())
+    keys = np.array([k[0] for k in wave["keyframes"]]) / 2.0
+    values = np.radians([k[1:] for k in wave["keyframes"]])
+    rows = []
+    for factor in factors:
+        motion = {"joints": wave["joints"], "angle_unit": "deg", "interpolation": "clamped",
+                  "keyframes": [[t * factor / 2.0] + v for t, *v in wave["keyframes"]]}
+        res = solve_spec(load_spec(SPEC, {"motion": motion}))
+        tr, p = res.trajectory, res.problem
+        t = tr.t - tr.t[0]
+        at_keys = np.column_stack([np.interp(keys * factor, t, tr.X[:, j]) for j in range(2)])
+        verdict = tr.info["trackability"]
+        rows.append({"factor": factor, "rms_deg": [math.degrees(v) for v in verdict["rms"].values()],
+                     "keyframe_rms_deg": np.degrees(np.sqrt(np.mean((at_keys - values) ** 2, axis=0))).tolist(),
+                     "trackable": verdict["trackable"], "limiting": [label for label, _ in verdict["limiting"]],
+                     "steps": p.N})
+        print(f"  x{factor:.3f}: RMS {rows[-1]['rms_deg'][0]:.3f}/{rows[-1]['rms_deg'][1]:.3f} deg, at the keys "
+              f"{rows[-1]['keyframe_rms_deg'][0]:.3f}/{rows[-1]['keyframe_rms_deg'][1]:.3f} deg, "
+              f"{'trackable' if verdict['trackable'] else 'not trackable'}; {', '.join(rows[-1]['limiting'][:4])}")
+    return rows
+
+
+def markdown(report: dict) -> str:
+    """The per-motion table of docs/motions.md."""
+    lines = ["| motion | iterations (with stages) | time [s] | re-timing factor | RMS shoulder / elbow [°] | "
+             "worst margin to the reserved limit: carriage speed, acc., string speed, acc. (fraction of the hardware "
+             "limit) | tension margin [N] (to the hardware's 0.5 N) | closed-loop RMS [°] (seed 0) | from the "
+             "hanging start |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, m in report["motions"].items():
+        o = m["optimization"]
+        margins = ", ".join(f"{o[k][d]:.2f}" for d in DRIVES for k in ("speed_margin", "acceleration_margin"))
+        c = m["closed_loop"][0]
+        closed = "abort" if c["aborted"] else " / ".join(f"{v:.2f}" for v in c["closed_rms_deg"].values())
+        s = o["start_initial"]
+        start = (f"{s['reason']}, cost ×{s['cost_ratio']:.4f}" if "cost_ratio" in s else s["reason"]) + \
+            f", RMS {' / '.join(f'{v:.2f}' for v in s['rms_deg'].values())}"
+        lines.append(f"| {name} | {o['iterations']} ({o['iterations_total']}) | {o['elapsed']:.1f} | "
+                     f"{o['retime_factor']:.3f} | {' / '.join(f'{v:.3f}' for v in o['rms_deg'].values())} | "
+                     f"{margins} | "
+                     f"{o['tension_min_margin']:.3f} ({o['tension_min_hardware_margin']:.3f}) | {closed} | {start} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "out" / "reproductions" / "margins.json"))
+    ap.add_argument("--motions", help="comma-separated library names (default: all)")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--no-reserve", action="store_true", help="optimize without the reserve")
+    ap.add_argument("--retiming-curve", action="store_true", help="also the wave at twice its speed, slowed down")
+    args = ap.parse_args(argv)
+    names = args.motions.split(",") if args.motions else motion_names(default_motion_directories())
+    seeds = [int(s) for s in args.seeds.split(",")]
+    desc = arm.load_description()
+    hardware = load_limits(ModelSource.registered("marionette_arm"))
+    report = {"reserve": not args.no_reserve, "motions": {}, "seeds": seeds}
+    runs = []
+    for name in names:
+        res, record = optimize(name, not args.no_reserve)
+        measured = [spread(res.trajectory, desc, seed, hardware) for seed in seeds]
+        runs += measured
+        report["motions"][name] = {"optimization": record, "closed_loop": measured}
+        print(f"{name:13s} {record['iterations']:3d} it ({record['iterations_total']} with stages) "
+              f"{record['elapsed']:5.1f} s  factor {record['retime_factor']:.3f}  RMS "
+              + "/".join(f"{v:.3f}" for v in record["rms_deg"].values())
+              + f"  tension margin {record['tension_min_margin']:.3f} N")
+        for m in measured:
+            print(f"   seed {m['seed']}: abort {m['aborted']}/{m['open_aborted']}  closed "
+                  + "/".join(f"{v:.3f}" for v in m["closed_rms_deg"].values()) + "  open "
+                  + "/".join(f"{v:.3f}" for v in m["open_rms_deg"].values())
+                  + f"  dρ p99 {np.round(m['position']['p99'], 4)}  dv p99 {np.round(m['speed']['p99'], 3)}"
+                  f"  da p99 {np.round(m['acceleration']['p99'], 2)}  dip p99 {m['tension_dip']['p99']:.3f}"
+                  f" (near floor {m['tension_dip']['near_floor_p99']:.3f}, start {m['tension_dip']['start_max']:.3f})"
+                  f"  T min {m['executed']['tension_min_n']:.3f} (open {m['executed']['open_tension_min_n']:.3f})"
+                  f" slack {m['executed']['slack_s']:.2f} s  lag {np.round(m['lag']['position'], 6)} m")
+    report["rule"] = rule(runs, hardware)
+    print(json.dumps(report["rule"], indent=1))
+    print(markdown(report))
+    if args.retiming_curve:
+        print("the wave drawn twice as fast, slowed uniformly:")
+        report["retiming_curve"] = retiming_curve()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
