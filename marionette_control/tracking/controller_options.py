@@ -66,7 +66,7 @@ class ControllerOptions:
     switch_tolerance: SwitchTolerance = field(default_factory=SwitchTolerance)
     tension_reserve: float = 0.1
     start_blend: float = 0.5
-    feedback_acceleration: float = 5.0
+    feedback_acceleration: float = 0.0
 
     def __post_init__(self):
         validation.nonnegative(self.tension_reserve, "tension_reserve (N)")
