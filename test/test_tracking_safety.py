@@ -8,7 +8,7 @@
   string at or above its minimum tension throughout, the first 0.1 s included (the start blend), the commands
   within the drives' limits, and the tracking targets (closed loop RMS ≤ 0.5°, max ≤ 2°, the elbow's RMS at
   least 3× below feed-forward only; closed ≤ open on every joint).
-* The plant family (config/plants/, three times the encoder noise), on the wave and two other library motions
+* The plant family (config/plants/, three times the encoder noise, drives at 0.6 of their acceleration), on the wave and two other library motions
   (slow): no abort, tension at or above the minimum, closed loop ≤ feed-forward only on every joint; damping ×3
   is the case the LQ law does not meet (docs/tracking.md, "Plant family"), kept as a strict expected failure.
 """
@@ -159,6 +159,7 @@ def motions(wave):
 FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
           "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
           "noise_x3": dict(noise_std=tuple(3 * np.asarray(HardwareProfile.named("realistic").noise_std))),
+          "drives_x0.6": dict(drive_acceleration=0.6),
           "damping_x3": dict(plant_model_file="plants/damping_x3.yaml")}
 
 
