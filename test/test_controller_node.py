@@ -27,6 +27,8 @@ from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.tracking.sample_checks import SampleChecks
+from marionette_control.tracking.start_blend import StartBlend
+from marionette_control.tracking.tension_guard import TensionGuard
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.joint_map import JointMap
@@ -51,10 +53,11 @@ def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1)
 
 class Composed:
     """One tick by hand from the parts the core composes: estimator → predictor → law (with the integral of the
-    measured angle errors the gains' design record asks for) → limits, the commands remembered in a
+    measured angle errors the gains' design record asks for) → the start blend → the tension guard (``guard``: the
+    node's core has one, from the model file's strings) → limits, the commands remembered in a
     CommandHistory (what the core must reproduce exactly, given the same samples)."""
 
-    def __init__(self, arm, traj, delay: int, estimator: str):
+    def __init__(self, arm, traj, delay: int, estimator: str, guard: bool = False):
         ds = _core.DiscreteSystem(arm.model, traj.dt)
         self.ds, self.delay, self.nd = ds, delay, arm.model.nd
         self.estimator = KalmanEstimator(ds, traj) if estimator == "kalman" else LegendreEstimator(ds)
@@ -63,15 +66,25 @@ class Composed:
         self.predictor = DelayPredictor(ds, delay, self.limits)
         self.law = TrackingLaw(arm.model, traj)
         self.integral = AngleIntegral(integral_gains(ds, traj), traj.dt, arm.model.nk)
+        self.blend = StartBlend(int(round(ControllerOptions().start_blend / traj.dt)))
+        self.guard = (TensionGuard(ds, from_description(arm.desc), ControllerOptions().tension_reserve, self.limits)
+                      if guard else None)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
+            self.blend.arm(True)
+        j = k + self.delay
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
-        u = self.law.command(k + self.delay, self.predictor.predict(k, x_hat, self.history))
+        x_pred = self.predictor.predict(k, x_hat, self.history)
+        u = self.law.command(j, x_pred)
         self.integral.update(k, q, self.law.reference(k))
-        self.integral.apply(k + self.delay, u, self.history.last)
-        self.limits.clamp(u, *self.history.stream_state(k + self.delay, self.ds.dt))
+        self.integral.apply(j, u, self.history.last)
+        self.blend.apply(j, u, self.law.feedforward(j))
+        stream = self.history.stream_state(j, self.ds.dt)
+        if self.guard is not None:
+            self.guard.project(u, self.law.feedforward(j), x_pred, *stream)
+        self.limits.clamp(u, *stream)
         self.history.sent(k, u)
         return u, x_hat
 
@@ -766,7 +779,7 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
     composed by hand compute from the same samples."""
     rig, env = rig_env
     path = arm.traj1.save(tmp_path / "wave.npz")
-    reference = Composed(arm, arm.traj1, 1, "kalman")
+    reference = Composed(arm, arm.traj1, 1, "kalman", guard=True)
     rt = {"realtime_priority": 10} if executor == "events" else {}  # applied, or refused with a warning
     proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), state_timeout=1.0,
                            executor=executor, **rt)
@@ -823,7 +836,7 @@ def test_tracks_a_file_trajectory_with_the_tracking_controllers_commands_and_sta
     assert rig.call(rig.start_client).success  # restart from k = 0
     send(81, q=measured(arm.traj1, 0))
     rig.until(lambda: len(rig.commands) == 32, 2.0, "first command after restart")
-    u, _ = Composed(arm, arm.traj1, 1, "kalman").tick(0, start, measured(arm.traj1, 0))
+    u, _ = Composed(arm, arm.traj1, 1, "kalman", guard=True).tick(0, start, measured(arm.traj1, 0))
     np.testing.assert_array_equal(rig.commands[-1], u)
     rig.diag_until(lambda lvl, msg, v: lvl == OK and v.get("state") == "running" and v.get("tick") == "0"
                    and float(v.get("compute_time_p99_us", "nan")) > 0, what="running diagnostics")

@@ -19,13 +19,12 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from arm_helpers import wave_motion
+from arm_helpers import check_tracking_safe, closed_and_open, wave_motion
 from marionette_control.model.library import marionette_arm as ma
 from marionette_control.model.limits import from_description
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
-from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.tracking.tension_guard import raise_to_floor
@@ -113,34 +112,11 @@ def test_the_native_guard_is_the_reference(cores, wave):
     assert 0 < acted < 24
 
 
-def _runs(trajectory, profile):
-    """(closed loop, feed-forward only) LoopResults of ``trajectory`` on ``profile`` with the default controller."""
-    return [run_loop(trajectory, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps,
-                                                            feedback=fb)) for fb in (True, False)]
-
-
-def _check_safe(closed, opened, limits) -> dict:
-    """No abort, the plant's string at or above its minimum (the first 0.1 s included), closed ≤ open on every
-    joint, the commands and the drives' true motion within the drives' limits; the closed loop's record."""
-    c, o = closed.record(limits), opened.record(limits)
-    assert not c["aborted"] and not o["aborted"], (c["abort_reason"], o["abort_reason"])
-    minimum = float(limits.min_tension[0])
-    assert c["tension_min_n"]["motion"] >= minimum and c["tension_min_start_n"] >= minimum, c["tension_min_n"]
-    assert c["slack_s"]["motion"] == 0.0
-    for name in c["errors"]:
-        assert c["errors"][name]["rms_deg"] <= o["errors"][name]["rms_deg"], (name, c["errors"], o["errors"])
-    for part in ("commands", "drives"):
-        for drive, m in c["margins"]["motion"][part].items():
-            for kind, margin in m.items():
-                assert margin["satisfied"], (part, drive, kind, margin)
-    return c
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_wave_keeps_the_string_and_its_targets(wave, seed):
     limits = from_description(ma.load_description())
-    closed, opened = _runs(wave, HardwareProfile.named("realistic", seed=seed))
-    c = _check_safe(closed, opened, limits)
+    closed, opened = closed_and_open(wave, HardwareProfile.named("realistic", seed=seed))
+    c = check_tracking_safe(closed, opened, limits)
     o = opened.summary()
     assert max(e["rms_deg"] for e in c["errors"].values()) <= 0.5
     assert max(e["max_deg"] for e in c["errors"].values()) <= 2.0
@@ -170,4 +146,4 @@ FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
 @pytest.mark.parametrize("motion", ["wave", "bow", "figure_eight"])
 def test_the_plant_family(motions, motion, plant):
     limits = from_description(ma.load_description())
-    _check_safe(*_runs(motions[motion], HardwareProfile.named("realistic", **FAMILY[plant])), limits)
+    check_tracking_safe(*closed_and_open(motions[motion], HardwareProfile.named("realistic", **FAMILY[plant])), limits)

@@ -223,9 +223,10 @@ void bind_tick_kernel(py::module_& m) {
       .def("reset_integral", &TickKernel::reset_integral, "A new run: the integral z = 0, no hand-over begun.")
       .def("carry_integral", &TickKernel::carry_integral, py::arg("other"),
            "z continues `other`'s (a switch of trajectory mid-run).")
+      .def("carry_blend", &TickKernel::carry_blend, py::arg("other"), py::arg("shift"),
+           "A switch from `other` at its tick `shift`: the run's start blend goes on where it was.")
       .def("start_run", &TickKernel::start_run, py::arg("new_run"),
-           "A run begins: new_run (True), the feedback is faded in over the start blend's steps; a switch's (False): "
-           "no blend.")
+           "A run begins: new_run (True), the feedback is faded in over the start blend's steps; False: no blend.")
       .def_property_readonly("guarded", &TickKernel::guarded,
                              "Whether the tension guard moved the last command computed.")
       .def_property_readonly(

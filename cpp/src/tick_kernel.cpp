@@ -306,13 +306,21 @@ bool TickKernel::guard(const double* u_ff, const double* x, const double* rho, c
 }
 
 double TickKernel::start_weight(long j) const {
+  j += D_.blend_offset;
   if (j >= M_.start_steps || M_.start_steps <= 0) return 0.0;
   const double t = double(j) / double(M_.start_steps);
   return 1.0 - t * t * t * (10.0 - 15.0 * t + 6.0 * t * t);
 }
 
+void TickKernel::carry_blend(const TickKernel& other, long shift) {
+  D_.blending = other.D_.blending && M_.start_steps > 0;
+  D_.blend_offset = other.D_.blend_offset + shift;
+  D_.guarded = false;
+}
+
 void TickKernel::start_run(bool new_run) {
   D_.blending = new_run && M_.start_steps > 0;
+  D_.blend_offset = 0;
   D_.guarded = false;
 }
 
@@ -434,7 +442,7 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
   const long j = k + M_.delay;
   law(j, x, u);
   integral(k, q, x_ref, h, u);
-  if (D_.blending && j < M_.start_steps) {  // start_blend.StartBlend.apply: the feedback faded in
+  if (D_.blending && j + D_.blend_offset < M_.start_steps) {  // start_blend.StartBlend.apply: the feedback faded in
     const double w = 1.0 - start_weight(j);
     const double* ff = feedforward(j);
     for (int i = 0; i < M_.nU; ++i) u[i] = ff[i] + w * (u[i] - ff[i]);

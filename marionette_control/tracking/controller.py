@@ -180,7 +180,6 @@ class ControllerCore:
         self.missed_ticks = 0
         self.guarded_ticks = 0      # ticks whose command the tension guard moved, since start-up
         self.run_guarded_ticks = 0  # ... in the current run
-        self._start_skipped = 0     # samples of the run not taken as its first tick (queued: :meth:`_accept`)
         self.compute_times = ComputeTimes(options.stats_window)
         self.set_timing(options.state_timeout, options.stamp_tolerance)
 
@@ -301,7 +300,6 @@ class ControllerCore:
         self.goal_reached = False
         self._k = None
         self._tick_stamp = None
-        self._start_skipped = 0
         self.run_guarded_ticks = 0
         tracking.reset_estimate()
         tracking.clear_plans()
@@ -363,7 +361,7 @@ class ControllerCore:
         elif got is not None:  # read and checked: (stamp, q)
             stamp_ns, q = got
             fault = self.intake.stamp_fault(stamp_ns, now_ns)
-            res = self._accept(q, stamp_ns, now_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
+            res = self._accept(q, stamp_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
         else:
             try:
                 msg = parse(data)
@@ -386,18 +384,10 @@ class ControllerCore:
             q, fault = self.intake.read_checked(msg, stamp_ns)
         if fault is not None:
             return self._reject(*fault, stamp_ns, now_ns)
-        return self._accept(q, stamp_ns, now_ns)
+        return self._accept(q, stamp_ns)
 
-    def _accept(self, q: np.ndarray, stamp_ns: int, now_ns: int) -> TickResult:
-        """A valid sample q (nq,) stamped ``stamp_ns`` received at ``now_ns``: buffered; a tick if it is one
-        (:mod:`.intake`).
-
-        A run's first tick is a *current* sample (:meth:`.SampleIntake.queued`): one that waited in a queue while
-        the controller started (the node's activation takes a few periods, and the samples published meanwhile
-        arrive together afterwards) is buffered but not ticked — its command would act several steps after the
-        state it answers, while the arm's drives, not yet commanded, stood still (docs/tracking.md, "Start"). At
-        most ``state_timeout``/Δt samples are passed over (an older one is stale anyway), so a transport that always
-        delays the samples by a period or more still starts."""
+    def _accept(self, q: np.ndarray, stamp_ns: int) -> TickResult:
+        """A valid sample q (nq,) stamped ``stamp_ns``: buffered; a tick if it is one (:mod:`.intake`)."""
         last = self.intake.push(stamp_ns, q)
         res = TickResult("none", None, stamp_ns)
         staging = self.staging
@@ -413,10 +403,6 @@ class ControllerCore:
         if gap is not None:
             return self._hold(res, "sample_gap", gap, k)
         if k < 0:
-            return res
-        if (self._tick_stamp is None and self.intake.queued(stamp_ns, now_ns)
-                and self._start_skipped < self.intake.gap_steps(self.dt)):
-            self._start_skipped += 1
             return res
         sw = staging.due(k)
         if sw is None:

@@ -142,11 +142,6 @@ class SampleIntake:
             return "stale", f"no valid joint state for {age / NS:.3f} s (state_timeout {self.timeout_ns / NS:g} s)"
         return None
 
-    def queued(self, stamp_ns: int, now_ns: int) -> bool:
-        """Whether a sample stamped ``stamp_ns`` arrived at ``now_ns`` a period or more after its stamp (Δt − tol):
-        the next sample of the stream was due before it came, so it waited in a queue (not a current sample)."""
-        return now_ns - stamp_ns >= self.align.dt_ns - self.align.tol_ns
-
     def push(self, stamp_ns: int, q: np.ndarray) -> Optional[int]:
         """Buffers the accepted sample q (nq,) stamped ``stamp_ns``; the stamp of the one before it (None: none)."""
         last = self.ring.last_stamp

@@ -24,8 +24,9 @@ acceleration. The estimate, the integral (which integrates from the first tick) 
 the full law; only what the commands carry of the feedback is faded in. The drives' lag and the arm's offset are
 then corrected over the blend, when the plan has left its acceleration limit.
 
-A switch to another trajectory continues the run's commands (:meth:`.tick.Tracking.carry_over`): no blend there.
-n = 0: no blend. The compiled tick (:mod:`.native_tick`) computes the same; this class is its readable reference.
+The blend belongs to the run, not to the trajectory: a switch to another trajectory during it
+(:meth:`.tick.Tracking.carry_over`) continues it where it was (the new trajectory's step j is the run's j + the
+switch's tick), so switching to the remainder of the same motion changes no command. n = 0: no blend. The compiled tick (:mod:`.native_tick`) computes the same; this class is its readable reference.
 """
 
 from __future__ import annotations
@@ -47,15 +48,23 @@ class StartBlend:
     def __init__(self, steps: int):
         self.steps = int(steps)
         self.active = False
+        self.offset = 0  # the run's steps before this trajectory's step 0
 
     def arm(self, new_run: bool) -> None:
-        """A run begins: a new one (``new_run``) is blended, a switch's is not."""
+        """A run begins: a new one (``new_run``) is blended from its start; False: no blend."""
         self.active = new_run and self.steps > 0
+        self.offset = 0
+
+    def carry_over(self, other: "StartBlend", shift: int) -> None:
+        """A switch from ``other``'s trajectory at its tick ``shift``: the run's blend goes on where it was."""
+        self.active = other.active and self.steps > 0
+        self.offset = other.offset + int(shift)
 
     def apply(self, j: int, u: np.ndarray, u_ff: np.ndarray) -> None:
-        """The command u (nU,) of step j in place: u_ff + (1 − s(j))(u − u_ff), u_ff (nU,) the law's feed-forward."""
-        if self.active and j < self.steps:
-            w = 1.0 - start_weight(j, self.steps)
+        """The command u (nU,) of step j in place: u_ff + (1 − s)(u − u_ff), s = s(j + offset), u_ff (nU,) the law's
+        feed-forward."""
+        if self.active and j + self.offset < self.steps:
+            w = 1.0 - start_weight(j + self.offset, self.steps)
             u[:] = u_ff + w * (u - u_ff)
 
 

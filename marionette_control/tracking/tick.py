@@ -186,16 +186,16 @@ class Tracking:
             self.kernel.start_run(True)
 
     def carry_over(self, old: "Tracking", k: int) -> None:
-        """A switch from ``old`` at its tick k: its commands in flight and its integral go on here (the model's
-        offset is the arm's, not the trajectory's); the estimate initialises; no start blend (the run goes on)."""
+        """A switch from ``old`` at its tick k: its commands in flight, its integral and its start blend go on here
+        (the model's offset is the arm's, not the trajectory's; the blend is the run's); the estimate initialises."""
         self.history.carry_over(old.history, k)
         if self.integral is not None and old.integral is not None:
             self.integral.carry_over(old.integral)
             if self.kernel is not None and old.kernel is not None:
                 self.kernel.carry_integral(old.kernel)
-        self.blend.arm(False)
-        if self.kernel is not None:
-            self.kernel.start_run(False)
+        self.blend.carry_over(old.blend, k)
+        if self.kernel is not None and old.kernel is not None:
+            self.kernel.carry_blend(old.kernel, k)
         self.reset_estimate()
 
     def hold_command(self, ticked: bool, measured: Optional[np.ndarray]) -> Optional[np.ndarray]:

@@ -126,6 +126,7 @@ struct TickData {
   VecX end;        ///< past the end: the drives' last command of the trajectory (nk), once have_end
   bool have_end = false;
   bool blending = false;  ///< a new run's start: the feedback faded in (start_steps)
+  long blend_offset = 0;  ///< the run's steps before this trajectory's step 0 (a switch during the blend)
   VecX lo, hi, y, yc, uf;  ///< the guard's box, command, the command moved and the clamped feed-forward (nU)
   VecX c;          ///< the guard's c_s = T_s - a_s . clip(u) (S)
   VecX breaks;     ///< the guard's breaks (2 nU)
@@ -161,6 +162,8 @@ class TickKernel {
   void carry_integral(const TickKernel& other);
   /// A run begins: new_run, the feedback is faded in over start_steps; a switch's (false): no blend.
   void start_run(bool new_run);
+  /// A switch from `other` at its tick `shift`: the run's blend goes on (this trajectory's step j is its j + shift).
+  void carry_blend(const TickKernel& other, long shift);
   /// Whether the tension guard moved the last command computed.
   bool guarded() const { return D_.guarded; }
   const VecX& z() const { return D_.z; }
@@ -211,7 +214,7 @@ class TickKernel {
   void integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u);
   /// tension_guard.raise_to_floor: D_.y moved onto a^T y = b within (D_.lo, D_.hi).
   void raise_to_floor(const double* a, double b);
-  /// start_blend.start_weight: s(j), 0 from start_steps on.
+  /// start_blend.start_weight: s(j + blend_offset), 0 from start_steps on.
   double start_weight(long j) const;
   /// u_d(j) (nU) of the law in effect at step j: the plan's, the motion's, the hold past the end.
   const double* feedforward(long j) const;
