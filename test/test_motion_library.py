@@ -113,7 +113,10 @@ def test_every_motion_optimizes_within_the_reserved_limits(optimized, name):
     check_limits(tr)
 
 
-@pytest.mark.parametrize("name", _slow_if_too_fast(LIBRARY))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow, pytest.mark.xfail(
+    strict=True, reason="the re-timed swings (x1.31) on the realistic plant: the closed loop leaves the path tolerance "
+    "at 4.3 s (feed-forward only tracks them, 0.35/1.71 deg); docs/tracking.md, 'Plant family'")])
+    if n in TOO_FAST else n for n in LIBRARY])
 def test_every_motion_tracks_safely_on_the_realistic_profile(optimized, name):
     """The optimized motion tracked offline on the realistic stand-in (one-sided string, plant model error, delay,
     encoder counts and noise) with three noise seeds: no abort, the string at or above its minimum throughout
