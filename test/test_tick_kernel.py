@@ -175,6 +175,7 @@ def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_
     z = [z for _, _, z in integrals]
     if feedback:  # the guard acted, on the same ticks
         assert fused.guarded_ticks > 0 and fused.guarded_ticks == parts.guarded_ticks
+        assert dict(fused.status()[2])["tension_guard.ticks_total"] == str(fused.guarded_ticks)
     if not feedback:
         assert all(zi is None for zi in z)
         return
