@@ -180,6 +180,8 @@ class ControllerCore:
         self.missed_ticks = 0
         self.guarded_ticks = 0      # ticks whose command the tension guard moved, since start-up
         self.run_guarded_ticks = 0  # ... in the current run
+        self._start_age: Optional[int] = None  # age of the run's last sample before its first tick (:meth:`_accept`)
+        self.start_skipped = 0      # samples passed over at the run's start as queued (:meth:`_accept`)
         self.compute_times = ComputeTimes(options.stats_window)
         self.set_timing(options.state_timeout, options.stamp_tolerance)
 
@@ -300,6 +302,7 @@ class ControllerCore:
         self.goal_reached = False
         self._k = None
         self._tick_stamp = None
+        self._start_age = None
         self.run_guarded_ticks = 0
         tracking.reset_estimate()
         tracking.clear_plans()
@@ -361,7 +364,7 @@ class ControllerCore:
         elif got is not None:  # read and checked: (stamp, q)
             stamp_ns, q = got
             fault = self.intake.stamp_fault(stamp_ns, now_ns)
-            res = self._accept(q, stamp_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
+            res = self._accept(q, stamp_ns, now_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
         else:
             try:
                 msg = parse(data)
@@ -384,10 +387,19 @@ class ControllerCore:
             q, fault = self.intake.read_checked(msg, stamp_ns)
         if fault is not None:
             return self._reject(*fault, stamp_ns, now_ns)
-        return self._accept(q, stamp_ns)
+        return self._accept(q, stamp_ns, now_ns)
 
-    def _accept(self, q: np.ndarray, stamp_ns: int) -> TickResult:
-        """A valid sample q (nq,) stamped ``stamp_ns``: buffered; a tick if it is one (:mod:`.intake`)."""
+    def _accept(self, q: np.ndarray, stamp_ns: int, now_ns: int) -> TickResult:
+        """A valid sample q (nq,) stamped ``stamp_ns``, received at ``now_ns``: buffered; a tick if it is one
+        (:mod:`.intake`).
+
+        A run's first tick is a current sample: samples that queued while the node was busy starting (configure
+        loads the trajectory and its filter, activation collects garbage: tens of ms, several periods) arrive back
+        to back afterwards, and a first tick on the oldest would send a command that acts several steps after the
+        state it answers (a simulator in lock-step takes any command as the answer to its latest sample). Such
+        samples are buffered but not ticked (:meth:`.SampleIntake.queued_at_start`, counted in
+        ``start_skipped``); a transport whose latency is a period or more but steady costs one sample.
+        """
         last = self.intake.push(stamp_ns, q)
         res = TickResult("none", None, stamp_ns)
         staging = self.staging
@@ -404,6 +416,11 @@ class ControllerCore:
             return self._hold(res, "sample_gap", gap, k)
         if k < 0:
             return res
+        if self._tick_stamp is None:
+            previous, self._start_age = self._start_age, now_ns - stamp_ns
+            if self.intake.queued_at_start(self._start_age, previous):
+                self.start_skipped += 1
+                return res
         sw = staging.due(k)
         if sw is None:
             return self._tick(res, k, q, q_prev, stamp_ns)

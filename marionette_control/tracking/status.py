@@ -93,6 +93,7 @@ def status(core) -> tuple[int, str, list[tuple[str, str]]]:
         ("tension_guard.ticks", str(core.run_guarded_ticks)),
         ("tension_guard.ticks_total", str(core.guarded_ticks)),
         ("start_blend_s", f"{core.options.start_blend:g}"),
+        ("start_skipped", str(core.start_skipped)),
         ("missed_ticks", str(core.missed_ticks)),
         ("compute_time_median_us", f"{stats['median'] * 1e6:.1f}"),
         ("compute_time_p99_us", f"{stats['p99'] * 1e6:.1f}"),
