@@ -1,7 +1,7 @@
 """The fused tick (``_core.TickKernel``, tracking/native_tick.py) against the Python parts it fuses.
 
 The controller core computes a Kalman-filter tick in one native call; ``fused=False`` makes it call
-the parts one by one (KalmanEstimator, DelayPredictor, PlannedLaw, CommandLimits.clamp): the
+the parts one by one (KalmanEstimator, DelayPredictor, PlannedLaw, StartBlend, TensionGuard, CommandLimits.clamp): the
 readable reference. Both cores take the same samples of one closed loop on the realistic stand-in
 (the offline loop's cycle, sim/offline_loop.py, with the fused core's commands driving the
 arm) through two steps of command delay with commands the drives apply a cycle late (jitter),
