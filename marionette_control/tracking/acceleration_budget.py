@@ -1,9 +1,8 @@
 r"""The feedback's acceleration budget: how far the commands' drive accelerations may stray from the plan's.
 
 The feedback answers encoder noise too: through the Kalman filter's momenta and the gains it reaches the commands
-as a chatter of the drives' acceleration around the plan's — on the realistic stand-in 2.8 m/s² RMS on the carriage
-(5.5 m/s² with three times the encoder noise), up to 24 m/s² (docs/tracking.md, "Quiet commands"), almost all of it
-above 10 Hz. Drives and strings wear under that, and the string's tension follows the drives' acceleration (1 m/s²
+as a chatter of the drives' acceleration around the plan's — on the wave on the realistic stand-in 2.2 m/s² RMS on
+the carriage (5.2 m/s² with three times the encoder noise), up to 17 m/s² (docs/tracking.md, "Quiet commands"). Drives and strings wear under that, and the string's tension follows the drives' acceleration (1 m/s²
 of the winch is about 0.85 N on the wave). A filter on the commands that takes it out costs the loop its phase
 (a first-order 20 Hz low-pass: the elbow's RMS 0.31° → 0.36°); so instead the budget bounds what the feedback may
 add to the plan's acceleration, and lets everything within the bound through untouched:
@@ -15,7 +14,10 @@ stream it continues (:meth:`~.prediction.CommandHistory.stream_state`, the state
 a_d the acceleration of the law's feed-forward u_d (the motion's, the plan's in effect, the hold past the end, the
 drives at rest at x_d(0) before the start: ``feedforward``). So the commanded acceleration stays within b of the
 plan's, and the optimizer's reserve on the drives' acceleration (the plan's margin to the drives' limit) is what
-the feedback may use of it. The bound is ``feedback_acceleration`` (m/s² or rad/s², one for every drive; 0: none).
+the feedback may use of it. The bound is ``feedback_acceleration`` (m/s² or rad/s², one for every drive; 0: none,
+the default). It is a saturation of the LQ law's commands, whose recursion through the predictor has a gain of
+about 1.7 per tick: on the wave 5 m/s² keeps the figures, but 2 m/s² loses the loop, and 5 m/s² loses a bump with
+1 mrad of joint noise (docs/tracking.md, "Quiet commands") — hence off by default.
 The command's drive positions are clipped to
 
     [ρ_j + v_j Δt + c − b Δt²,  ρ_j + v_j Δt + c + b Δt²],    c = ρ_d(j+1) − 2ρ_d(j) + ρ_d(j−1)

@@ -127,7 +127,8 @@ PARAMS = [
     ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
               "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
     ParamSpec("tension_reserve", ControllerOptions.tension_reserve, "The tension guard keeps the string tension the "
-              "command is predicted to produce (exact linearization along the trajectory) at least this much above "
+              "command is predicted to produce (the model's step from the predicted state, linearized in the command with "
+              "the exact multiplier derivatives) at least this much above "
               "the string's min_tension of the model file [N], moving the command the least within the drives' "
               "limits (docs/tracking.md, 'Tension guard'); with feedback only", minimum=0.0, maximum=100.0,
               read_only=True),

@@ -11,8 +11,8 @@ where the trajectory is when the first command acts:
   until it eases off, whatever the commands.
 
 The full law answered both from the first tick: its correction, on top of a plan already at the drives' limit,
-slackened the string 0.04 s into the wave (0.19 N against the 0.5 N minimum; docs/tracking.md, "Start"). Feed-forward
-alone does not (0.77 N). So the feedback — the gains' term and the integral's — is faded in over n steps
+took the string below its minimum 0.04–0.06 s into the wave (0.40–0.52 N against 0.5 N on three noise seeds;
+docs/tracking.md, "Start"). Feed-forward alone does not (0.77 N). So the feedback — the gains' term and the integral's — is faded in over n steps
 (``start_blend`` seconds):
 
     u(j) = u_d(j) + (1 − s(j)) (u_law(j) − u_d(j)),     s(j) = 1 − τ³(10 − 15τ + 6τ²),  τ = j/n  (j < n),
