@@ -56,7 +56,7 @@ import numpy as np
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.ocp.mpc import RecedingHorizon
-from marionette_control.sim.margins import PARTS, executed_margins
+from marionette_control.sim.margins import PARTS, executed_margins, start_tension
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.trajectory import Trajectory
@@ -219,11 +219,11 @@ class LoopResult:
                     "acceleration_deviation_max": float(np.max(np.abs(dev[:, i]))) if len(dev) else 0.0}
                 for i, n in enumerate(self.drive_names)}
 
-    def start_tension(self, start: float = 0.1) -> Optional[float]:
-        """The plant's lowest string tension [N] over the steps of the motion's first ``start`` seconds (tick time,
-        k Δt ≤ start), where a kick of the first commands shows (docs/tracking.md, "Start"); None without a string."""
-        sel = (self.k * self.dt <= start + 1e-9) & (self.k <= self.N)
-        return float(self.tension[sel].min()) if self.tension.size and sel.any() else None
+    def start_tension(self) -> Optional[float]:
+        """The plant's lowest string tension [N] over the motion's first 0.1 s
+        (:func:`marionette_control.sim.margins.start_tension`); None without a string."""
+        sel = self.k <= self.N
+        return start_tension(self.k[sel] * self.dt, self.tension[sel])
 
 
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
