@@ -142,6 +142,9 @@ def spread(trajectory, desc, seed: int, hardware) -> dict:
     return {"seed": seed, "aborted": bool(closed.aborted), "open_aborted": bool(opened.aborted),
             "abort_reason": closed.abort_reason, "executed": {
                 "tension_min_n": executed["tension_min_n"]["motion"], "slack_s": executed["slack_s"]["motion"],
+                "tension_min_start_n": executed["tension_min_start_n"], "guarded_ticks": executed["guarded_ticks"],
+                "acceleration_deviation_rms": {d: c["acceleration_deviation_rms"]
+                                               for d, c in executed["commands"].items()},
                 "commands": {d: {f: commands[d][f]["margin"] for f in commands[d]} for d in commands},
                 "open_tension_min_n": opened.record(hardware)["tension_min_n"]["motion"]},
             "closed_rms_deg": {k: v["rms_deg"] for k, v in closed.summary().items()},
@@ -207,21 +210,29 @@ def markdown(report: dict) -> str:
     """The per-motion table of docs/motions.md."""
     lines = ["| motion | iterations (with stages) | time [s] | re-timing factor | RMS shoulder / elbow [°] | "
              "worst margin to the reserved limit: carriage speed, acc., string speed, acc. (fraction of the hardware "
-             "limit) | tension margin [N] (to the hardware's 0.5 N) | closed-loop RMS [°] (seed 0) | from the "
-             "hanging start |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "limit) | tension margin [N] (to the hardware's 0.5 N) | closed / feed-forward-only RMS [°], worst seed | "
+             "plant's lowest tension [N] (first 0.1 s), guard ticks, worst seed | from the hanging start |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in report["motions"].items():
         o = m["optimization"]
         margins = ", ".join(f"{o[k][d]:.2f}" for d in DRIVES for k in ("speed_margin", "acceleration_margin"))
-        c = m["closed_loop"][0]
-        closed = "abort" if c["aborted"] else " / ".join(f"{v:.2f}" for v in c["closed_rms_deg"].values())
+        runs = m["closed_loop"]
+        if any(c["aborted"] or c["open_aborted"] for c in runs):
+            closed = "abort: " + ", ".join(str(c["seed"]) for c in runs if c["aborted"] or c["open_aborted"])
+        else:
+            worst = lambda key: [max(c[key][j] for c in runs) for j in runs[0][key]]  # noqa: E731
+            closed = " / ".join(f"{v:.2f}" for v in worst("closed_rms_deg")) + " (" + \
+                " / ".join(f"{v:.2f}" for v in worst("open_rms_deg")) + ")"
+        e = [c["executed"] for c in runs]
+        string = (f"{min(x['tension_min_n'] for x in e):.3f} ({min(x['tension_min_start_n'] for x in e):.3f}), "
+                  f"{max(x['guarded_ticks'] for x in e)}")
         s = o["start_initial"]
         start = (f"{s['reason']}, cost ×{s['cost_ratio']:.4f}" if "cost_ratio" in s else s["reason"]) + \
             f", RMS {' / '.join(f'{v:.2f}' for v in s['rms_deg'].values())}"
         lines.append(f"| {name} | {o['iterations']} ({o['iterations_total']}) | {o['elapsed']:.1f} | "
                      f"{o['retime_factor']:.3f} | {' / '.join(f'{v:.3f}' for v in o['rms_deg'].values())} | "
                      f"{margins} | "
-                     f"{o['tension_min_margin']:.3f} ({o['tension_min_hardware_margin']:.3f}) | {closed} | {start} |")
+                     f"{o['tension_min_margin']:.3f} ({o['tension_min_hardware_margin']:.3f}) | {closed} | {string} | {start} |")
     return "\n".join(lines)
 
 
@@ -256,7 +267,8 @@ def main(argv=None) -> int:
                   f"  da p99 {np.round(m['acceleration']['p99'], 2)}  dip p99 {m['tension_dip']['p99']:.3f}"
                   f" (near floor {m['tension_dip']['near_floor_p99']:.3f}, start {m['tension_dip']['start_max']:.3f})"
                   f"  T min {m['executed']['tension_min_n']:.3f} (open {m['executed']['open_tension_min_n']:.3f})"
-                  f" slack {m['executed']['slack_s']:.2f} s  lag {np.round(m['lag']['position'], 6)} m")
+                  f" (first 0.1 s {m['executed']['tension_min_start_n']:.3f}) slack {m['executed']['slack_s']:.2f} s"
+                  f"  guard {m['executed']['guarded_ticks']}  lag {np.round(m['lag']['position'], 6)} m")
     report["rule"] = rule(runs, hardware)
     print(json.dumps(report["rule"], indent=1))
     print(markdown(report))

@@ -1,5 +1,6 @@
-"""Trajectories of the marionette arm shared by the tests: a small limit-respecting bump, the wave, and the physical
-drive motion and string tension of a trajectory."""
+"""Trajectories of the marionette arm shared by the tests: a small limit-respecting bump, the wave, the physical
+drive motion and string tension of a trajectory, and the safety checks of a closed-loop run against feed-forward
+only (:func:`closed_and_open`, :func:`check_tracking_safe`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma
 from marionette_control.resources import config_file
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.tracking.controller_options import ControllerOptions
 
 
 def bump_trajectory(dt: float = 0.01, steps: int = 200, model=None, delay=None) -> tuple:
@@ -56,3 +59,30 @@ def physical(system, X: np.ndarray, U: np.ndarray) -> tuple:
     acc = (speed - v[:-1]) / dt
     tension = np.array([ma.string_tension(X[k, :m.nq], system.step(X[k], U[k])[2], dt) for k in range(U.shape[0])])
     return U[:, m.nu:], speed, acc, tension
+
+
+def closed_and_open(trajectory: Trajectory, profile) -> list:
+    """[closed loop, feed-forward only] LoopResults of ``trajectory`` on the HardwareProfile ``profile`` with the
+    default controller (its command delay the profile's)."""
+    return [run_loop(trajectory, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps,
+                                                            feedback=fb)) for fb in (True, False)]
+
+
+def check_tracking_safe(closed, opened, limits) -> dict:
+    """Asserts of a closed-loop run and its feed-forward-only twin (issue 24): no abort, the plant's string at or
+    above its minimum tension and never slack during the motion, its first 0.1 s included; closed loop RMS ≤
+    feed-forward only on every joint; the commands sent and the drives' true motion within the drives' range, speed
+    and acceleration. limits : the nominal ModelLimits. Returns the closed loop's ``LoopResult.record``."""
+    c, o = closed.record(limits), opened.record(limits)
+    assert not c["aborted"] and not o["aborted"], (c["abort_reason"], o["abort_reason"])
+    minimum = float(limits.min_tension[0])
+    assert c["tension_min_n"]["motion"] >= minimum and c["tension_min_start_n"] >= minimum, \
+        (c["tension_min_n"], c["tension_min_start_n"])
+    assert c["slack_s"]["motion"] == 0.0
+    for name in c["errors"]:
+        assert c["errors"][name]["rms_deg"] <= o["errors"][name]["rms_deg"], (name, c["errors"], o["errors"])
+    for part in ("commands", "drives"):
+        for drive, m in c["margins"]["motion"][part].items():
+            for kind, margin in m.items():
+                assert margin["satisfied"], (part, drive, kind, margin)
+    return c

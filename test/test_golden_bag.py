@@ -7,7 +7,8 @@ delay compensated, Kalman filter) against the simulator's realistic profile on s
 tracked. It was re-recorded when the control law changed (issue 12: delay compensation, the
 Kalman filter, acceleration limits), when ~/tracking became a TrackingState (issue 13), when the
 law gained integral action on the measured angles (issue 12) and when the tick became one native call
-(issue 12, the fused tick: the same law, rounded otherwise); the reasons are in make_golden_bag.py.
+(issue 12, the fused tick: the same law, rounded otherwise) and when the start blend and the tension guard
+came (issue 24); the reasons are in make_golden_bag.py.
 
 * Offline: replaying the recorded joint states through the controller's tick logic
   (marionette_control.bags.replay) reproduces every recorded command, in order, to
@@ -37,7 +38,9 @@ from marionette_control.bags.replay import (COMMANDS, JOINT_STATES, TRACKING, Re
                                             replay_bag, trajectory_of_bag)
 from marionette_control.tracking import tick as controller_core
 from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.tracking.controller_options import ControllerOptions
 from marionette_control.tracking.law import TrackingLaw
+from marionette_control.tracking.start_blend import start_weight
 from marionette_control.trajectory import Trajectory
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -98,9 +101,15 @@ def test_a_changed_control_law_fails_the_comparison(golden, monkeypatch):
     monkeypatch.setattr(controller_core, "make_kernel", lambda *args: None)
     replayed = replay_bag(BAG).commands()
     cmp = compare_commands(replayed, cmds, TOLERANCE)
-    # the first command is off by the bias; later ones by more, since every command enters the prediction
-    # of the next ones (the commands in flight) while the replayed joint states cannot respond to it
-    assert not cmp.ok and cmp.first_mismatch == 0 and 9e-7 < np.max(np.abs(replayed[0] - cmds[0])) < 2e-6
+    # the law's command reaches the first ones through the start blend, its share 1 - s(j) (j = k + 1, one step of
+    # delay): the bias shows from the first command whose share of it is past the tolerance, and later ones by
+    # more, since every command enters the prediction of the next ones (the commands in flight) while the
+    # replayed joint states cannot respond to it
+    steps = round(ControllerOptions().start_blend / traj.dt)
+    share = [1.0 - start_weight(k + 1, steps) for k in range(len(cmds))]
+    first = next(k for k, w in enumerate(share) if w * 1e-6 > TOLERANCE)
+    assert not cmp.ok and cmp.first_mismatch == first
+    assert 0.5 * share[first] * 1e-6 < np.max(np.abs(replayed[first] - cmds[first])) < 2 * share[first] * 1e-6
 
 
 def test_changed_gains_fail_the_comparison(golden):

@@ -137,6 +137,10 @@ def test_on_the_realistic_stand_in_closed_loop_tracks_within_the_targets_and_bea
         # every command the controllers sent kept the drives' range, speed and acceleration (their clamp)
         for drive, m in report["constraint_margins"]["executed"][name]["motion"]["commands"].items():
             assert all(v["satisfied"] for v in m.values()), (name, drive, m)
+        # the plant's string at or above its minimum throughout, the first 0.1 s included (issue 24)
+        strings = report["constraint_margins"]["executed"][name]["motion"]["string_tension"]
+        assert all(s["lowest_N"] >= s["minimum_N"] for s in strings.values()), (name, strings)
+        assert run["string_tension_min_start_n"] >= min(s["minimum_N"] for s in strings.values()), run
 
 
 def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):

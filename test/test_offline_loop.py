@@ -86,6 +86,14 @@ def test_command_line_tool(bump, tmp_path, capsys):
     assert report["profile"]["noise_std"] == [0.001, 0.001, 0.0, 0.0]
     assert report["controller"]["estimator_noise.momentum"] == 0.002 and report["controller"]["command_delay_steps"] == 1
     assert set(report["closed_loop"]["errors"]) == {"shoulder", "elbow"} and report["ratio"]["open_over_closed"] > 1
+    # the tension guard's count, the string over the first 0.1 s, the feedback's share of the drives' acceleration
+    closed, opened = report["closed_loop"], report["open_loop"]
+    assert closed["guarded_ticks"] >= 0 and opened["guarded_ticks"] == 0  # no guard without feedback
+    assert closed["tension_min_start_n"] >= closed["tension_min_n"]["motion"]
+    assert set(closed["commands"]) == {"carriage", "string_length"}
+    assert closed["commands"]["carriage"]["acceleration_deviation_rms"] > 0
+    assert opened["commands"]["carriage"]["acceleration_deviation_rms"] == 0  # feed-forward only: the plan's own
+    assert f"tension guard acted on {closed['guarded_ticks']} ticks" in text
     assert len((tmp_path / "r.csv").read_text().splitlines()) == 352
     # gains redesigned for the controller's delay on the command line; a file's gains for another delay refused
     assert track_offline.main([str(bump[0]), "--profile", "perfect", "--design", "dynamic_configuration=100"]) == 0

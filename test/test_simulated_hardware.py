@@ -60,7 +60,8 @@ def test_named_profiles_and_their_numbers():
     np.testing.assert_allclose(real.noise_std, np.array(real.encoder_resolution) / 2)
     assert perfect.as_dict() == {"name": "perfect", "plant_model_file": "", "string": "holonomic",
                                  "command_delay_steps": 0, "command_jitter_steps": 0, "command_jitter_probability": 0.0,
-                                 "drive_mode": "rate_limited", "encoder_resolution": [0.0], "noise_std": [0.0],
+                                 "drive_mode": "rate_limited", "drive_acceleration": 1.0, "encoder_resolution": [0.0],
+                                 "noise_std": [0.0],
                                  "seed": 0}
     changed = HardwareProfile.named("realistic", command_delay_steps=2)
     assert changed.name == "custom" and changed.command_delay_steps == 2

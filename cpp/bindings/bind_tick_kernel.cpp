@@ -140,7 +140,9 @@ void bind_tick_kernel(py::module_& m) {
       .def(py::init([](std::shared_ptr<mc::DiscreteSystem> system, const Arr& X, const Arr& U, const Arr& K,
                        bool feedback, const Arr& L, int max_gap_steps, const Arr& lower, const Arr& upper,
                        const Arr& rate, const Arr& acceleration, int delay, const py::object& K_z,
-                       int hand_over_steps, const py::object& tolerances) {
+                       int hand_over_steps, const py::object& tolerances, long start_steps,
+                       const py::object& min_tension, const py::object& reserve, const py::object& string_index,
+                       const py::object& string_length, double budget_step) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -166,17 +168,41 @@ void bind_tick_kernel(py::module_& m) {
              if (!K_z.is_none()) M.Kz = rows(py::cast<Arr>(K_z), {N, M.nU, M.nd}, "K_z (the integral's gains)");
              M.hand_over_steps = hand_over_steps;
              if (!tolerances.is_none()) M.tolerance = rows(py::cast<Arr>(tolerances), {3, M.nq}, "tolerances");
+             M.start_steps = start_steps;
+             M.budget_step = budget_step;
+             M.start_input.resize(M.nU);
+             M.start_input << M.motion.U.row(0).head(M.nu).transpose(), M.motion.X.row(0).segment(M.nd, M.nk).transpose();
+             if (!min_tension.is_none()) {
+               const Arr f = py::cast<Arr>(min_tension);
+               if (f.ndim() != 1) throw py::value_error("min_tension must be (S,), got " + shape_str(f));
+               const long S = f.shape(0);
+               M.min_tension = vec(f, S, "min_tension");
+               if (reserve.is_none() || string_index.is_none() || string_length.is_none())
+                 throw py::value_error("a tension guard (min_tension) needs its reserve and the strings' constraint and "
+                                       "length indices");
+               M.reserve = py::cast<double>(reserve);
+               M.string_index = py::cast<std::vector<int>>(string_index);
+               M.string_length = py::cast<std::vector<int>>(string_length);
+             }
              return std::make_shared<TickKernel>(std::move(system), std::move(M));
            }),
            py::arg("system"), py::arg("X"), py::arg("U"), py::arg("K"), py::arg("feedback"), py::arg("L"),
            py::arg("max_gap_steps"), py::arg("lower"), py::arg("upper"), py::arg("rate"), py::arg("acceleration"),
            py::arg("delay"), py::arg("K_z") = py::none(), py::arg("hand_over_steps") = 1,
-           py::arg("tolerances") = py::none(),
+           py::arg("tolerances") = py::none(), py::arg("start_steps") = 0, py::arg("min_tension") = py::none(),
+           py::arg("reserve") = py::none(), py::arg("string_index") = py::none(),
+           py::arg("string_length") = py::none(),
+           py::arg("budget_step") = std::numeric_limits<double>::infinity(),
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
            "(marionette_control.tracking.integral_action) and the start, path and goal tolerances (3, nq) of "
-           "x_hat_k - x_d(k) (marionette_control.tracking.tolerances; None: tick() does not check them).")
+           "x_hat_k - x_d(k) (marionette_control.tracking.tolerances; None: tick() does not check them), the start "
+           "blend's steps (marionette_control.tracking.start_blend; 0: none) and the tension guard's strings: their "
+           "minimum tension (S,) [N], the reserve [N], each string's constraint index (into lambda) and length "
+           "configuration index (into x) "
+           "(marionette_control.tracking.tension_guard; None: no guard), and the acceleration budget's b dt^2 "
+           "(marionette_control.tracking.acceleration_budget; inf: none).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(
@@ -197,6 +223,12 @@ void bind_tick_kernel(py::module_& m) {
       .def("reset_integral", &TickKernel::reset_integral, "A new run: the integral z = 0, no hand-over begun.")
       .def("carry_integral", &TickKernel::carry_integral, py::arg("other"),
            "z continues `other`'s (a switch of trajectory mid-run).")
+      .def("carry_blend", &TickKernel::carry_blend, py::arg("other"), py::arg("shift"),
+           "A switch from `other` at its tick `shift`: the run's start blend goes on where it was.")
+      .def("start_run", &TickKernel::start_run, py::arg("new_run"),
+           "A run begins: new_run (True), the feedback is faded in over the start blend's steps; False: no blend.")
+      .def_property_readonly("guarded", &TickKernel::guarded,
+                             "Whether the tension guard moved the last command computed.")
       .def_property_readonly(
           "z", [](const TickKernel& t) { return copy_vector(t.z().data(), t.z().size()); },
           "The integral of the measured angles' error (nd,), a copy.")
@@ -279,7 +311,42 @@ void bind_tick_kernel(py::module_& m) {
             t.clamp(out.mutable_data(), sized(rho, M.nk, "rho"), sized(v, M.nk, "v"));
             return out;
           },
-          py::arg("u"), py::arg("rho"), py::arg("v"), "A copy of u (nU,) clamped from the drive state (rho, v).");
+          py::arg("u"), py::arg("rho"), py::arg("v"), "A copy of u (nU,) clamped from the drive state (rho, v).")
+      .def(
+          "box",
+          [](const TickKernel& t, const Arr& rho, const Arr& v) {
+            const mc::TickModel& M = t.model();
+            py::array_t<double> lo = new_vector(M.nU), hi = new_vector(M.nU);
+            t.box(sized(rho, M.nk, "rho"), sized(v, M.nk, "v"), lo.mutable_data(), hi.mutable_data());
+            return py::make_tuple(lo, hi);
+          },
+          py::arg("rho"), py::arg("v"), "(lo, hi) (nU,) of the clamp's box from the drive state (rho, v).")
+      .def(
+          "guard",
+          [](TickKernel& t, const Arr& u, const Arr& u_ff, const Arr& x, const Arr& rho, const Arr& v) {
+            const mc::TickModel& M = t.model();
+            py::array_t<double> out = copy_vector(sized(u, M.nU, "u"), M.nU);
+            const double *fp = sized(u_ff, M.nU, "u_ff"), *xp = sized(x, M.nx, "x"), *rp = sized(rho, M.nk, "rho"),
+                         *vp = sized(v, M.nk, "v");
+            double* up = out.mutable_data();
+            const bool acted = unlocked(t, [&] { return t.guard(fp, xp, rp, vp, up); });
+            return py::make_tuple(out, acted);
+          },
+          py::arg("u"), py::arg("u_ff"), py::arg("x"), py::arg("rho"), py::arg("v"),
+          "(u', acted): the tension guard alone on a copy of the command u (nU,) against the feed-forward u_ff (nU,) "
+          "on the state x (nx,) it acts on, with the drive state (rho, v). Raises StepError when the model cannot "
+          "take the step.")
+      .def(
+          "budget",
+          [](TickKernel& t, long j, const Arr& u, const Arr& rho, const Arr& v) {
+            const mc::TickModel& M = t.model();
+            py::array_t<double> out = copy_vector(sized(u, M.nU, "u"), M.nU);
+            t.budget(j, sized(rho, M.nk, "rho"), sized(v, M.nk, "v"), out.mutable_data());
+            return out;
+          },
+          py::arg("j"), py::arg("u"), py::arg("rho"), py::arg("v"),
+          "A copy of the command u (nU,) of step j with its drive positions within the acceleration budget from the "
+          "drive state (rho, v).");
 }
 
 }  // namespace mcpy

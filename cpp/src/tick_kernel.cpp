@@ -3,7 +3,9 @@
 // the same order, so the two agree to rounding (test/test_tick_kernel.py: 1e-12 over closed loops).
 #include "marionette/tick_kernel.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace mc {
@@ -72,7 +74,10 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
 
 TickData::TickData(const TickModel& M)
     : x(VecX::Zero(M.nx)), xa(VecX::Zero(M.nx)), xb(VecX::Zero(M.nx)), dx(VecX::Zero(M.nx)), dy(VecX::Zero(M.nd)),
-      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), end(VecX::Zero(M.nk)) {}
+      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), end(VecX::Zero(M.nk)),
+      lo(VecX::Zero(M.nU)), hi(VecX::Zero(M.nU)),
+      y(VecX::Zero(M.nU)), yc(VecX::Zero(M.nU)), uf(VecX::Zero(M.nU)), breaks(VecX::Zero(2 * M.nU)), blo(VecX::Zero(M.nk)),
+      bhi(VecX::Zero(M.nk)) {}
 
 namespace {
 
@@ -110,6 +115,28 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
                        "law; the feed-forward-only mode has none)");
   }
   if (M_.hand_over_steps < 1) throw ModelError("tick kernel: hand_over_steps must be >= 1");
+  if (M_.start_steps < 0) throw ModelError("tick kernel: start_steps must be >= 0");
+  if (!(M_.budget_step > 0)) throw ModelError("tick kernel: the acceleration budget must be > 0 (+inf: none)");
+  if (M_.start_input.size() != M_.nU) throw ModelError("tick kernel: start_input sized wrongly");
+  const long S = M_.min_tension.size();
+  if (S != 0) {
+    if (!M_.feedback) throw ModelError("tick kernel: a tension guard without feedback (feed-forward only has none)");
+    if (long(M_.string_index.size()) != S || long(M_.string_length.size()) != S)
+      throw ModelError("tick kernel: the guard needs one constraint and one length index per string");
+    const int m = system_->model().nc();
+    for (long s = 0; s < S; ++s)
+      if (M_.string_index[s] < 0 || M_.string_index[s] >= m || M_.string_length[s] < 0 || M_.string_length[s] >= M_.nq)
+        throw ModelError("tick kernel: a string's constraint or length index is out of range");
+    D_.A.resize(M_.nx, M_.nx);
+    D_.B.resize(M_.nx, M_.nU);
+    D_.lam.resize(m);
+    D_.lam_x.resize(m, M_.nx);
+    D_.lam_u.resize(m, M_.nU);
+    D_.T.resize(S);
+    D_.Tu.resize(S, M_.nU);
+    D_.floor.resize(S);
+    D_.c.resize(S);
+  }
   // a plan is a window of the motion: storage for the longest one, so installing one allocates nothing
   plan_.X.resize(N + 1, M_.nx);
   plan_.U.resize(N, M_.nU);
@@ -144,6 +171,163 @@ void TickKernel::clamp(double* u, const double* rho, const double* v) const {
     const double lo = M_.lower[i], hi = M_.upper[i];
     u[i] = u[i] < lo ? lo : u[i] > hi ? hi : u[i];
   }
+}
+
+// limits.CommandLimits.box: the clamp of -inf and +inf, each component's bounds through the same clips.
+void TickKernel::box(const double* rho, const double* v, double* lo, double* hi, const double* inner_lo,
+                     const double* inner_hi) const {
+  const int nu = M_.nu;
+  const double dt = M_.dt;
+  for (int i = 0; i < M_.nU; ++i) lo[i] = M_.lower[i], hi[i] = M_.upper[i];
+  for (int i = 0; i < M_.nk; ++i) {
+    const double r = rho[i], w = v[i], a = M_.a_step[i], vs = M_.v_step[i];
+    double e_lo = w * dt - a, e_hi = w * dt + a;
+    if (inner_lo != nullptr) {
+      const double i_lo = inner_lo[i] - r, i_hi = inner_hi[i] - r, l = e_lo, h = e_hi;
+      e_lo = i_lo < l ? l : i_lo > h ? h : i_lo;
+      e_hi = i_hi < l ? l : i_hi > h ? h : i_hi;
+    }
+    e_lo = e_lo < -vs ? -vs : e_lo > vs ? vs : e_lo;
+    e_hi = e_hi < -vs ? -vs : e_hi > vs ? vs : e_hi;
+    const double lower = lo[nu + i], upper = hi[nu + i], x = r + e_lo, y = r + e_hi;
+    lo[nu + i] = x < lower ? lower : x > upper ? upper : x;
+    hi[nu + i] = y < lower ? lower : y > upper ? upper : y;
+  }
+}
+
+namespace {
+
+// tension_guard._dot: summed in order, as the reference does
+double dot(const double* a, const double* b, int n) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// tension_guard._dot(a, _clip(y, a, mu, lo, hi)) and, with out, the clipped point
+double clipped(const double* y, const double* a, double mu, const double* lo, const double* hi, int n,
+               double* out = nullptr) {
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double z = y[i] + mu * a[i];
+    const double c = z < lo[i] ? lo[i] : z > hi[i] ? hi[i] : z;
+    if (out) out[i] = c;
+    s += a[i] * c;
+  }
+  return s;
+}
+
+}  // namespace
+
+void TickKernel::raise_to_floor(const double* a, double b) {
+  const int n = M_.nU;
+  double* y = D_.y.data();
+  const double *lo = D_.lo.data(), *hi = D_.hi.data();
+  double* breaks = D_.breaks.data();
+  int nb = 0;
+  double tail = 0.0;
+  for (int i = 0; i < n; ++i) {
+    if (a[i] == 0.0) continue;
+    if (std::isinf(a[i] > 0.0 ? hi[i] : lo[i])) tail += a[i] * a[i];
+    for (const double m : {(lo[i] - y[i]) / a[i], (hi[i] - y[i]) / a[i]})
+      if (0.0 < m && m < std::numeric_limits<double>::infinity()) breaks[nb++] = m;
+  }
+  std::sort(breaks, breaks + nb);
+  double mu0 = 0.0, g0 = clipped(y, a, 0.0, lo, hi, n), mu = 0.0;
+  bool found = false;
+  for (int c = 0; c < nb && !found; ++c) {
+    const double m = breaks[c], g = clipped(y, a, m, lo, hi, n);
+    if (g >= b) {
+      mu = mu0 + (b - g0) * (m - mu0) / (g - g0);
+      found = true;
+    } else {
+      mu0 = m, g0 = g;
+    }
+  }
+  if (!found) mu = tail > 0.0 ? mu0 + (b - g0) / tail : mu0;
+  clipped(y, a, mu, lo, hi, n, D_.yc.data());
+  D_.y = D_.yc;
+}
+
+bool TickKernel::budget(long j, const double* rho, const double* v, double* u) {
+  if (!std::isfinite(M_.budget_step)) return false;
+  const int nu = M_.nu;
+  const double dt = M_.dt, step = M_.budget_step;
+  const double *f0 = feedforward(j) + nu, *f1 = feedforward(j - 1) + nu, *f2 = feedforward(j - 2) + nu;
+  for (int i = 0; i < M_.nk; ++i) {
+    const double base = rho[i] + v[i] * dt, second = f0[i] - 2.0 * f1[i] + f2[i];
+    const double lo = base + (second - step), hi = base + (second + step), z = u[nu + i];
+    D_.blo[i] = lo;
+    D_.bhi[i] = hi;
+    u[nu + i] = z < lo ? lo : z > hi ? hi : z;
+  }
+  return true;
+}
+
+bool TickKernel::guard(const double* u_ff, const double* x, const double* rho, const double* v, double* u,
+                       const double* inner_lo, const double* inner_hi) {
+  const long S = M_.min_tension.size();
+  if (S == 0) return false;
+  const int nU = M_.nU;
+  box(rho, v, D_.lo.data(), D_.hi.data(), inner_lo, inner_hi);
+  D_.y = Eigen::Map<const VecX>(u, nU);
+  for (int i = 0; i < nU; ++i) {  // the clamped command, where the step is solved and linearized, and feed-forward
+    const double z = D_.y[i], f = u_ff[i], l = D_.lo[i], h = D_.hi[i];
+    D_.yc[i] = z < l ? l : z > h ? h : z;
+    D_.uf[i] = f < l ? l : f > h ? h : f;
+  }
+  system_->linearize(x, D_.yc.data(), D_.xb.data(), D_.A.data(), D_.B.data(), D_.lam.data(), D_.lam_x.data(),
+                     D_.lam_u.data());
+  // model.strings.string_tensions, tension_gradients: T = (2/dt) L lambda, dT/du = (2/dt) L dlambda/du; the floor
+  // min(T_min + reserve, the feed-forward's predicted tension)
+  for (long s = 0; s < S; ++s) {
+    const double cL = (2.0 / M_.dt) * x[M_.string_length[s]];
+    D_.T[s] = cL * D_.lam[M_.string_index[s]];
+    for (int i = 0; i < nU; ++i) D_.Tu(s, i) = cL * D_.lam_u(M_.string_index[s], i);
+    const double* a = D_.Tu.row(s).data();
+    D_.c[s] = D_.T[s] - dot(a, D_.yc.data(), nU);
+    D_.floor[s] = std::min(M_.min_tension[s] + M_.reserve, D_.c[s] + dot(a, D_.uf.data(), nU));
+  }
+  bool acted = false;
+  for (long pass = 0; pass < S; ++pass) {
+    bool moved = false;
+    for (long s = 0; s < S; ++s) {
+      const double* a = D_.Tu.row(s).data();
+      const double b = D_.floor[s] - D_.c[s];
+      if (clipped(D_.y.data(), a, 0.0, D_.lo.data(), D_.hi.data(), nU) >= b) continue;
+      raise_to_floor(a, b);
+      moved = true;
+    }
+    acted = acted || moved;
+    if (!moved) break;
+  }
+  if (acted) Eigen::Map<VecX>(u, nU) = D_.y;
+  return acted;
+}
+
+double TickKernel::start_weight(long j) const {
+  j += D_.blend_offset;
+  if (j >= M_.start_steps || M_.start_steps <= 0) return 0.0;
+  const double t = double(j) / double(M_.start_steps);
+  return 1.0 - t * t * t * (10.0 - 15.0 * t + 6.0 * t * t);
+}
+
+void TickKernel::carry_blend(const TickKernel& other, long shift) {
+  D_.blending = other.D_.blending && M_.start_steps > 0;
+  D_.blend_offset = other.D_.blend_offset + shift;
+  D_.guarded = false;
+}
+
+void TickKernel::start_run(bool new_run) {
+  D_.blending = new_run && M_.start_steps > 0;
+  D_.blend_offset = 0;
+  D_.guarded = false;
+}
+
+const double* TickKernel::feedforward(long j) const {
+  if (j < 0) return M_.start_input.data();
+  if (have_plan_ && plan_.start <= j && j < plan_.start + plan_.N) return plan_.U.row(j - plan_.start).data();
+  return j < M_.motion.N ? M_.motion.U.row(j).data() : M_.hold.data();
 }
 
 // estimation.KalmanEstimator.estimate: the first estimate of a run from x_d(0)'s momenta, after a
@@ -258,7 +442,15 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
   const long j = k + M_.delay;
   law(j, x, u);
   integral(k, q, x_ref, h, u);
+  if (D_.blending && j + D_.blend_offset < M_.start_steps) {  // start_blend.StartBlend.apply: the feedback faded in
+    const double w = 1.0 - start_weight(j);
+    const double* ff = feedforward(j);
+    for (int i = 0; i < M_.nU; ++i) u[i] = ff[i] + w * (u[i] - ff[i]);
+  }
   h.stream_state(j, M_.dt, D_.rho.data(), D_.v.data());
+  const bool bounded = budget(j, D_.rho.data(), D_.v.data(), u);
+  D_.guarded = guard(feedforward(j), x, D_.rho.data(), D_.v.data(), u, bounded ? D_.blo.data() : nullptr,
+                     bounded ? D_.bhi.data() : nullptr);
   clamp(u, D_.rho.data(), D_.v.data());
   bool finite = Eigen::Map<const VecX>(u, M_.nU).allFinite();
   if (x_hat != nullptr) finite = finite && Eigen::Map<const VecX>(x_hat, M_.nx).allFinite();

@@ -9,8 +9,10 @@ Runs :func:`marionette_control.sim.offline_loop.run_loop`: the controller node's
 (built from ``config/marionette_arm.yaml`` and the controller parameters) against the hardware
 stand-in's :class:`~marionette_control.sim.simulator.SimulatedArm` with a hardware
 profile, cycle by cycle as ros2_control runs them, and prints the RMS and largest error of the
-arm's true angles against the trajectory (degrees) and the plant string's lowest tension and time slack
-(the realistic profile's string is one-sided: it goes slack rather than push, ``docs/simulator.md``).
+arm's true angles against the trajectory (degrees), the plant string's lowest tension (during the motion, after it
+and over its first 0.1 s) and time slack (the realistic profile's string is one-sided: it goes slack rather than
+push, ``docs/simulator.md``), the ticks whose command the tension guard moved, and the RMS of the commanded drive
+accelerations' deviation from the plan's (``LoopResult.record``).
 
 * ``--plant FILE`` simulates this plant model (``--hardware plant_model_file=FILE``; relative names under
   ``config/``, e.g. the plant family's ``plants/damping_x3.yaml``).
@@ -113,6 +115,12 @@ def format_result(title: str, result: LoopResult, record: dict) -> str:
     if parts:
         rows.append(f"  string: lowest tension {', '.join(parts)}; slack {slack['motion']:.3f} s during the motion, "
                     f"{slack['after_end']:.3f} s after it")
+    if record["tension_min_start_n"] is not None:
+        rows.append(f"  first 0.1 s: lowest tension {record['tension_min_start_n']:.3f} N; tension guard acted on "
+                    f"{record['guarded_ticks']} ticks")
+    rows.append("  commanded acceleration - plan's, RMS (max): " + ", ".join(
+        f"{n} {c['acceleration_deviation_rms']:.2f} ({c['acceleration_deviation_max']:.1f})"
+        for n, c in record["commands"].items()))
     if result.fault_counts:
         rows.append("  faults: " + ", ".join(f"{k} {v}" for k, v in sorted(result.fault_counts.items())))
     return "\n".join(rows)

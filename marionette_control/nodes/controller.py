@@ -304,11 +304,15 @@ class ControllerNode(ManagedNode):
             why = E.no_trajectory_reason(topic, self.count_publishers(topic), self._trajectory_msgs,
                                          core.trajectory_error, self._waited)
             return self._done(f"activation refused: {why}", ok=False, level="warning")
+        # the lifecycle publishers (commands, ~/tracking) before the run: a sample may tick in another thread (the
+        # start service's callback group is reentrant) as soon as the core runs, and an inactive publisher would
+        # drop its command while the core counts it as sent
+        freeze_garbage()
+        super().on_activate(state)
         ok, message = core.start()
         if not ok:
+            super().on_deactivate(state)
             return self._done(f"activation refused: {message}", ok=False, level="warning")
-        freeze_garbage()
-        super().on_activate(state)  # enables the lifecycle publishers: commands and ~/tracking
         self._active = True
         return self._done(f"active: {message}")
 

@@ -44,6 +44,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from marionette_control import validation
+from marionette_control.model.strings import string_tensions, tension_gradients
 from marionette_control.ocp.terms import Term
 
 FAMILIES = ("range", "speed", "acceleration", "configuration", "force", "tension")
@@ -164,13 +165,14 @@ class TensionConstraints(InequalityConstraints):
         self.cidx = np.asarray(constraint_index, dtype=int)
         self.lidx = np.asarray(length_index, dtype=int)
         self.min_tension = min_tension
+        self.dt = float(dt)
         self.c = 2.0 / dt
 
     def tension(self, point) -> np.ndarray:
         """T (N, n_strings) [N]."""
         if point.Lam is None:
             raise ValueError("the tension constraints need the constraint forces (Point.Lam)")
-        return self.c * point.X[:-1, self.lidx] * point.Lam[:, self.cidx]
+        return string_tensions(point.X[:-1], point.Lam, self.cidx, self.lidx, self.dt)
 
     def margins(self, point):
         M = np.full((point.X.shape[0], len(self.rows)), np.nan)
@@ -181,11 +183,7 @@ class TensionConstraints(InequalityConstraints):
         """(∇_x T (N, S, nx), ∇_u T (N, S, nU)) from the core's λ_x, λ_u (class docstring)."""
         if point.Lam_x is None:
             raise ValueError("the tension constraints' derivatives need Point.Lam_x and Point.Lam_u")
-        X, j, li = point.X, self.cidx, self.lidx
-        L = X[:-1, li, None]                               # (N, S, 1)
-        Tx = L * point.Lam_x[:, j, :]
-        Tx[:, np.arange(len(j)), li] += point.Lam[:, j]
-        return self.c * Tx, self.c * L * point.Lam_u[:, j, :]
+        return tension_gradients(point.X[:-1], point.Lam, point.Lam_x, point.Lam_u, self.cidx, self.lidx, self.dt)
 
     def margin_derivative(self, point, Z, V):
         Tx, Tu = self._gradients(point)

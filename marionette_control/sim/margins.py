@@ -31,6 +31,16 @@ import numpy as np
 from marionette_control.model.margins import drive_margins, tension_margins
 
 PARTS = ("motion", "after_end")
+#: the start of a motion over which its string tension is reported apart [s]: where a kick of the first commands
+#: shows (docs/tracking.md, "Start")
+START_S = 0.1
+
+
+def start_tension(t: np.ndarray, tension: np.ndarray, start: float = START_S) -> Optional[float]:
+    """The lowest string tension [N] over the steps timed 0 ≤ t ≤ ``start`` s into the motion: t (p,) [s], tension
+    (p,) or (p, strings) [N]; None without such a step."""
+    sel = (t >= -1e-9) & (t <= start + 1e-9)
+    return float(np.min(tension[sel])) if np.size(tension) and sel.any() else None
 
 
 def executed_margins(limits, dt: float, N: int, delay: int, ticks: np.ndarray, commands: np.ndarray,

@@ -56,7 +56,7 @@ import numpy as np
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions, make_core
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.ocp.mpc import RecedingHorizon
-from marionette_control.sim.margins import PARTS, executed_margins
+from marionette_control.sim.margins import PARTS, executed_margins, start_tension
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.trajectory import Trajectory
@@ -116,7 +116,9 @@ class LoopResult:
     dt : the time step; X_motion : (n, nx) the tracked trajectory's x_d(k); with re-planning X_ref is the
     reference of the plan in effect (without: X_motion); ``tension`` (n, strings) the plant's string tension
     over each tick's step [N] (``SimulatedArm.tension``: 0 while slack) and ``slack`` (n, strings) whether the
-    string was slack over it (``SimulatedArm.slack``); ``mpc``: with re-planning, ``updates`` (each
+    string was slack over it (``SimulatedArm.slack``); ``guarded`` (n,) whether the tension guard moved the
+    tick's command (``TickResult.guarded``); ``U_motion`` (N, nU) the tracked trajectory's inputs u_d;
+    ``drive_names`` the kinematic configurations; ``mpc``: with re-planning, ``updates`` (each
     update's ``Update.to_dict``), the core's plan counts (``offered``, ``switched``, ``rejected`` by reason)
     and its ``last_rejection``.
     """
@@ -138,6 +140,9 @@ class LoopResult:
     X_motion: np.ndarray
     tension: np.ndarray
     slack: np.ndarray
+    guarded: np.ndarray
+    U_motion: np.ndarray
+    drive_names: list
     mpc: dict = field(default_factory=dict)
 
     def angle_errors(self, upto_end: bool = True) -> np.ndarray:
@@ -181,14 +186,44 @@ class LoopResult:
         """The run as a report (``marionette-track-offline --json``): ``errors`` (:meth:`summary`), ``aborted``,
         ``abort_reason``, ``ticks``, and for ``motion`` and ``after_end``: ``tension_min_n`` (the plant's lowest
         string tension [N]), ``slack_s`` (time [s] a string was slack, the longest of the strings) and the executed
-        ``margins`` (:meth:`margins`). limits : ModelLimits of the nominal model."""
+        ``margins`` (:meth:`margins`); ``tension_min_start_n`` (:meth:`start_tension`), ``guarded_ticks`` (the
+        commands the tension guard moved) and ``commands`` (:meth:`commands_summary`: the feedback's share of the
+        drives' acceleration). limits : ModelLimits of the nominal model."""
         margins = self.margins(limits)
         strings = {part: margins[part]["string_tension"].values() for part in PARTS}
         return {"errors": self.summary(), "aborted": bool(self.aborted), "abort_reason": self.abort_reason,
                 "ticks": int(self.k.size),
                 "tension_min_n": {p: min((s["lowest_N"] for s in v), default=None) for p, v in strings.items()},
                 "slack_s": {p: max((s["slack_s"] for s in v), default=0.0) for p, v in strings.items()},
-                "margins": margins}
+                "tension_min_start_n": self.start_tension(), "guarded_ticks": int(np.count_nonzero(self.guarded)),
+                "commands": self.commands_summary(), "margins": margins}
+
+    def acceleration_deviation(self) -> np.ndarray:
+        """(m, nk) the commanded drive accelerations minus the plan's [m/s² or rad/s²], at the ticks k whose command
+        and the two before it are of consecutive ticks within the motion: the command of tick k is ρ_{j+1}, j = k + d,
+        its acceleration (ρ_{j+1} − 2ρ_j + ρ_{j−1})/Δt² from the commands of ticks k, k−1, k−2, the plan's from
+        u_d(j), u_d(j−1), u_d(j−2) (the drives' positions one step ahead, thesis §3.6)."""
+        d, N, nk = self.options.command_delay_steps, self.N, len(self.drive_names)
+        rho, plan = self.commands[:, -nk:], self.U_motion[:, -nk:]
+        i = np.flatnonzero((self.k[2:] - self.k[:-2] == 2) & (self.k[2:] >= 2 - d) & (self.k[2:] + d < N)) + 2
+        j = self.k[i] + d
+        a = (rho[i] - 2.0 * rho[i - 1] + rho[i - 2]) / self.dt ** 2
+        return a - (plan[j] - 2.0 * plan[j - 1] + plan[j - 2]) / self.dt ** 2
+
+    def commands_summary(self) -> dict:
+        """{drive: {acceleration_deviation_rms, acceleration_deviation_max}} of :meth:`acceleration_deviation`: the
+        high-frequency content the feedback adds to the plan's commands (encoder noise through the estimate and the
+        gains; docs/tracking.md, "Quiet commands")."""
+        dev = self.acceleration_deviation()
+        return {n: {"acceleration_deviation_rms": float(np.sqrt(np.mean(dev[:, i] ** 2))) if len(dev) else 0.0,
+                    "acceleration_deviation_max": float(np.max(np.abs(dev[:, i]))) if len(dev) else 0.0}
+                for i, n in enumerate(self.drive_names)}
+
+    def start_tension(self) -> Optional[float]:
+        """The plant's lowest string tension [N] over the motion's first 0.1 s
+        (:func:`marionette_control.sim.margins.start_tension`); None without a string."""
+        sel = self.k <= self.N
+        return start_tension(self.k[sel] * self.dt, self.tension[sel])
 
 
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
@@ -265,18 +300,19 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         res, q, x_true, tension, slack = cycle()
         if res.kind == "tick":
             ref = trajectory.X[min(res.k, trajectory.N)]
-            rows.append((res.k, x_true, q, res.x_hat, res.x_ref, res.command, ref, tension, slack))
+            rows.append((res.k, x_true, q, res.x_hat, res.x_ref, res.command, ref, tension, slack, res.guarded))
         elif not core.running:
             break  # aborted (a tolerance): the status says why
         elif stamp > NS + (settle_cycles + 4 * n_ticks) * dt_ns:
             break  # holding on a fault that does not clear
     if not rows:
         raise RuntimeError(f"no tick was computed: {core.status()[1]}")
-    k, X_true, Q_meas, X_hat, X_ref, U, X_motion, T, slack = (np.array(a) for a in zip(*rows))
+    k, X_true, Q_meas, X_hat, X_ref, U, X_motion, T, slack, guarded = (np.array(a) for a in zip(*rows))
     record = {}
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
     return LoopResult(k.astype(int), X_true, Q_meas, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
-                      X_motion, T, slack, record)
+                      X_motion, T, slack, guarded.astype(bool), trajectory.U, list(model.config_names[model.nd:]),
+                      record)

@@ -93,6 +93,10 @@ class HardwareProfile:
         "acceleration limits), 'profile_position' (brakes to a stop at every setpoint), 'rate_limited' (speed "
         "limit only, ideal)",
         check=lambda v: None if v in DRIVE_MODES else f"must be one of {', '.join(DRIVE_MODES)}, got {v!r}")
+    drive_acceleration: float = _profile_field(
+        1.0, "the drives' acceleration limit as a fraction of the plant file's actuators' max_acceleration: drives "
+        "weaker than the controller and the optimizer are told (a worn belt, a weaker supply; the plant family, "
+        "docs/simulator.md); 1: as specified", minimum=0.05, maximum=1.0)
     encoder_resolution: tuple = _profile_field(
         (_JOINT_COUNT, _JOINT_COUNT, _CARRIAGE_COUNT, _WINCH_COUNT),
         "encoder count [rad or m] of each published configuration (model order, or one value for all); "

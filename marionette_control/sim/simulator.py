@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import collections
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -116,7 +116,8 @@ class SimulatedArm:
         self.max_configuration_change = float(max_configuration_change)
         self.disturbance_limits = disturbance_limits
         self.profile = profile
-        self.drives = Drives(self.limits, profile.drive_mode, self.dt)
+        self.drives = Drives(replace(self.limits, max_acceleration=self.limits.max_acceleration
+                                     * profile.drive_acceleration), profile.drive_mode, self.dt)
         self._set_measurement(profile)
         seeds = np.random.SeedSequence(None if profile.seed < 0 else profile.seed).spawn(2)
         self._noise_rng, self._jitter_rng = (np.random.default_rng(s) for s in seeds)

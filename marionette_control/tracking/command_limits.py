@@ -17,6 +17,11 @@ within the same limits executes the commands exactly. Priorities: the speed limi
 applied after the acceleration limit (a drive that is somehow faster than its limit is
 slowed, whatever the acceleration), the range last (a command never leaves it, even when
 ρ_j is outside it). Force inputs are limited to their range only.
+
+Each of these is a clip of one input and their composition is a clip too, so the clamp is the projection
+onto a box: clamp(u) = min(max(u, lo), hi) with (lo, hi) = :meth:`CommandLimits.box` (ρ_j, v_j), the clamp of
+−∞ and +∞ (up to the rounding of ρ_j + (u − ρ_j)). The tension guard (:mod:`.tension_guard`) projects
+within that box.
 """
 
 from __future__ import annotations
@@ -121,6 +126,29 @@ class CommandLimits:
             values[nu + i] = r + e
         u[:] = [lo if x < lo else hi if x > hi else x for x, lo, hi in zip(values, self._lower_list, self._upper_list)]
         return u
+
+    def box(self, rho, v, inner=None) -> tuple[list, list]:
+        """(lo, hi) (nU floats each): the clamp's box from the kinematic state (ρ_j, v_j) (nk each) — the clamp of
+        u = −∞ and +∞ (module docstring), or with ``inner`` = (lo, hi) (nk floats each) of the next kinematic
+        configurations the clamp of those (the drives' limits win where the two do not meet); lo ≤ hi. Needs
+        :attr:`dt`."""
+        if not self.dt > 0:
+            raise ValueError("CommandLimits.box needs the time step: use limits.for_dt(dt)")
+        nu, dt = self._nu, self.dt
+        lo, hi = self._lower_list[:], self._upper_list[:]
+        for i, (r, w, a_step, v_step) in enumerate(zip(rho, v, self._a_step_list, self._v_step_list)):
+            e_lo, e_hi = w * dt - a_step, w * dt + a_step
+            if inner is not None:
+                i_lo, i_hi = inner[0][i] - r, inner[1][i] - r
+                e_lo, e_hi = (e_lo if i_lo < e_lo else e_hi if i_lo > e_hi else i_lo,
+                              e_lo if i_hi < e_lo else e_hi if i_hi > e_hi else i_hi)
+            e_lo = -v_step if e_lo < -v_step else v_step if e_lo > v_step else e_lo
+            e_hi = -v_step if e_hi < -v_step else v_step if e_hi > v_step else e_hi
+            lower, upper = lo[nu + i], hi[nu + i]
+            a, b = r + e_lo, r + e_hi
+            lo[nu + i] = lower if a < lower else upper if a > upper else a
+            hi[nu + i] = lower if b < lower else upper if b > upper else b
+        return lo, hi
 
     def hold(self, rho: np.ndarray) -> np.ndarray:
         """The command that holds the kinematic configurations at ρ (nk,): force inputs 0, ρ in range (nU,)."""

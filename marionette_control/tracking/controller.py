@@ -82,9 +82,10 @@ def make_core(desc: ModelDescription, options: Optional[ControllerOptions] = Non
               reader: Optional[JointStateReader] = None, fused: bool = True) -> "ControllerCore":
     """The ControllerCore of a model description.
 
-    The command clamp and the plausibility checks take the file's limits as
+    The command clamp, the tension guard and the plausibility checks take the file's limits as
     :func:`marionette_control.model.limits.from_description` reads them (the drives' range, speed and
-    acceleration; the URDF joints' range and speed), the same the optimizer and the simulator use.
+    acceleration; the strings' minimum tension; the URDF joints' range and speed), the same the optimizer and the
+    simulator use.
     ``reader`` maps a sample to q (nq,) in model order by joint name (the node's; the core then also takes
     serialized samples through the native gate, :meth:`ControllerCore.on_serialized`); default: the sample *is* q
     in model order (offline loops feed configurations directly). ``fused``: see :class:`ControllerCore`.
@@ -95,7 +96,7 @@ def make_core(desc: ModelDescription, options: Optional[ControllerOptions] = Non
     checks = SampleChecks(model, limits, options.plausibility)
     return ControllerCore(model, _as_configuration if reader is None else reader.read,
                           CommandLimits.from_limits(limits), checks, options, fused=fused,
-                          gate=None if reader is None else checks.gate(reader.hardware_names))
+                          gate=None if reader is None else checks.gate(reader.hardware_names), strings=limits)
 
 
 def core_from_description(desc: ModelDescription, values: Optional[dict] = None) -> "ControllerCore":
@@ -138,11 +139,14 @@ class ControllerCore:
         :meth:`on_serialized` gives every sample to ``tick_path`` (``_core.TickPath``) first, which reads it and
         completes an ordinary tick in one call (module docstring, "The tick path"); None: serialized samples are
         parsed and go the Python way.
+    strings : ModelLimits, optional
+        The model's limits (:func:`marionette_control.model.limits.from_description`): the tension guard keeps its
+        strings' tension at ``min_tension`` + ``options.tension_reserve`` (:mod:`.tension_guard`); None: no guard.
     """
 
     def __init__(self, model, read: Callable, limits: Optional[CommandLimits] = None,
                  checks: Optional[SampleChecks] = None, options: Optional[ControllerOptions] = None,
-                 fused: bool = True, gate=None):
+                 fused: bool = True, gate=None, strings=None):
         options = options or ControllerOptions()
         self.options = options
         self.fused = bool(fused)
@@ -151,6 +155,7 @@ class ControllerCore:
         self.limits = limits or CommandLimits.unlimited(model.nU, model.nk)
         self.limits.check_sizes(model)
         self.checks = checks
+        self.strings = strings
         self.delay = int(options.command_delay_steps)
         self.tolerances = make_tolerances(model, options.tolerances, options.goal_time)
         self.intake = SampleIntake(model.nq, read, checks, options.buffer_size)
@@ -173,6 +178,10 @@ class ControllerCore:
         self.ticks = 0
         self.holds = 0
         self.missed_ticks = 0
+        self.guarded_ticks = 0      # ticks whose command the tension guard moved, since start-up
+        self.run_guarded_ticks = 0  # ... in the current run
+        self._start_age: Optional[int] = None  # age of the run's last sample before its first tick (:meth:`_accept`)
+        self.start_skipped = 0      # samples passed over at the run's start as queued (:meth:`_accept`)
         self.compute_times = ComputeTimes(options.stats_window)
         self.set_timing(options.state_timeout, options.stamp_tolerance)
 
@@ -222,7 +231,7 @@ class ControllerCore:
 
     def _build(self, staged: StagedTrajectory) -> Tracking:
         return Tracking.build(self.model, staged.law, staged.warning, self.options, self.limits, self.tolerances,
-                              self.intake.gap_steps(staged.trajectory.dt), self.fused)
+                              self.intake.gap_steps(staged.trajectory.dt), self.fused, self.strings)
 
     def _installed(self, tracking: Tracking) -> None:
         """A trajectory was taken or switched to: the timing follows its dt, the tick path its parts."""
@@ -293,6 +302,8 @@ class ControllerCore:
         self.goal_reached = False
         self._k = None
         self._tick_stamp = None
+        self._start_age = None
+        self.run_guarded_ticks = 0
         tracking.reset_estimate()
         tracking.clear_plans()
         msg = f"started tracking {staging.source} ({tracking.N} steps, dt {self.dt:g} s)"
@@ -353,7 +364,7 @@ class ControllerCore:
         elif got is not None:  # read and checked: (stamp, q)
             stamp_ns, q = got
             fault = self.intake.stamp_fault(stamp_ns, now_ns)
-            res = self._accept(q, stamp_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
+            res = self._accept(q, stamp_ns, now_ns) if fault is None else self._reject(*fault, stamp_ns, now_ns)
         else:
             try:
                 msg = parse(data)
@@ -376,10 +387,19 @@ class ControllerCore:
             q, fault = self.intake.read_checked(msg, stamp_ns)
         if fault is not None:
             return self._reject(*fault, stamp_ns, now_ns)
-        return self._accept(q, stamp_ns)
+        return self._accept(q, stamp_ns, now_ns)
 
-    def _accept(self, q: np.ndarray, stamp_ns: int) -> TickResult:
-        """A valid sample q (nq,) stamped ``stamp_ns``: buffered; a tick if it is one (:mod:`.intake`)."""
+    def _accept(self, q: np.ndarray, stamp_ns: int, now_ns: int) -> TickResult:
+        """A valid sample q (nq,) stamped ``stamp_ns``, received at ``now_ns``: buffered; a tick if it is one
+        (:mod:`.intake`).
+
+        A run's first tick is a current sample: samples that queued while the node was busy starting (configure
+        loads the trajectory and its filter, activation collects garbage: tens of ms, several periods) arrive back
+        to back afterwards, and a first tick on the oldest would send a command that acts several steps after the
+        state it answers (a simulator in lock-step takes any command as the answer to its latest sample). Such
+        samples are buffered but not ticked (:meth:`.SampleIntake.queued_at_start`, counted in
+        ``start_skipped``); a transport whose latency is a period or more but steady costs one sample.
+        """
         last = self.intake.push(stamp_ns, q)
         res = TickResult("none", None, stamp_ns)
         staging = self.staging
@@ -396,6 +416,11 @@ class ControllerCore:
             return self._hold(res, "sample_gap", gap, k)
         if k < 0:
             return res
+        if self._tick_stamp is None:
+            previous, self._start_age = self._start_age, now_ns - stamp_ns
+            if self.intake.queued_at_start(self._start_age, previous):
+                self.start_skipped += 1
+                return res
         sw = staging.due(k)
         if sw is None:
             return self._tick(res, k, q, q_prev, stamp_ns)
@@ -431,8 +456,7 @@ class ControllerCore:
             else:  # the switch rule needs x̂_{k+d} before the law
                 x_hat, x_pred = tr.estimate_predict(k, q, q_prev)
         except _core.StepError as e:
-            tr.reset_estimate()
-            return self._hold(res, "estimation_failed", f"the model could not step the estimate at tick {k}: {e}", k)
+            return self._step_failed(res, k, e)
         if x_hat is None:  # a gap too long to bridge and no predecessor to restart from
             return self._hold(res, "sample_gap", f"no joint state one time step before the sample at "
                                                  f"{stamp_ns / NS:.6f} s to restart the estimate after a gap", k)
@@ -440,12 +464,20 @@ class ControllerCore:
             return res
         if plan is not None:
             res.plan_event = self.staging.take_plan(plan, x_pred)
-            u, finite = tr.command(k, q, x_ref, x_pred, x_hat)
+            try:
+                u, finite = tr.command(k, q, x_ref, x_pred, x_hat)
+            except _core.StepError as e:  # the tension guard's step
+                return self._step_failed(res, k, e)
         if not finite:
             tr.reset_estimate()
             return self._hold(res, "invalid_command", f"non-finite estimate or command at tick {k}", k)
         tr.history.sent_by_tick(k, u)
         return self._ticked(res, k, stamp_ns, x_hat, x_ref, u)
+
+    def _step_failed(self, res: TickResult, k: int, error: Exception) -> TickResult:
+        """A model step of tick k failed (the estimate's, the prediction's or the tension guard's): hold."""
+        self.staging.tracking.reset_estimate()
+        return self._hold(res, "estimation_failed", f"the model could not step the estimate at tick {k}: {error}", k)
 
     def _ticked(self, res: TickResult, k: int, stamp_ns: int, x_hat: np.ndarray, x_ref: np.ndarray,
                 u: np.ndarray) -> TickResult:
@@ -458,6 +490,10 @@ class ControllerCore:
         self.ticks += 1
         self.last_x_hat, self.last_x_ref = x_hat, x_ref
         res.kind, res.command, res.k, res.x_hat, res.x_ref = "tick", u, k, x_hat, x_ref
+        if self.staging.tracking.guarded:
+            res.guarded = True
+            self.guarded_ticks += 1
+            self.run_guarded_ticks += 1
         if self.faults.active:
             self.faults.clear_sample_faults(res)
         return res

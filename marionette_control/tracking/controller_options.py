@@ -45,6 +45,11 @@ class ControllerOptions:
     buffer_size : samples kept to find a tick's predecessor (>= 2)
     stats_window : ticks over which compute-time statistics are reported
     switch_tolerance : how far a plan's first state may be from the predicted state at its first step
+    tension_reserve : N above each string's minimum tension (the model file's ``min_tension``) the tension guard
+        keeps the predicted tension (:mod:`.tension_guard`; >= 0)
+    start_blend : s over which the feedback is faded in at a run's start (:mod:`.start_blend`; 0: none)
+    feedback_acceleration : m/s² (rad/s²) the feedback may move a drive's commanded acceleration from the plan's
+        (:mod:`.acceleration_budget`; 0: unbounded)
     """
 
     state_timeout: float = 0.05
@@ -59,8 +64,14 @@ class ControllerOptions:
     buffer_size: int = 64
     stats_window: int = 2048
     switch_tolerance: SwitchTolerance = field(default_factory=SwitchTolerance)
+    tension_reserve: float = 0.1
+    start_blend: float = 0.5
+    feedback_acceleration: float = 0.0
 
     def __post_init__(self):
+        validation.nonnegative(self.tension_reserve, "tension_reserve (N)")
+        validation.nonnegative(self.start_blend, "start_blend (s)")
+        validation.nonnegative(self.feedback_acceleration, "feedback_acceleration (m/s^2)")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
         validation.integer(self.command_delay_steps, "command_delay_steps", minimum=0, maximum=MAX_DELAY_STEPS)
@@ -115,6 +126,20 @@ PARAMS = [
               read_only=True),
     ParamSpec("estimator_noise.actuator", EstimatorNoise.actuator, "Kalman filter: standard deviation per step of a "
               "drive's position against its command [m]", minimum=1e-9, maximum=1.0, read_only=True),
+    ParamSpec("tension_reserve", ControllerOptions.tension_reserve, "The tension guard keeps the string tension the "
+              "command is predicted to produce (the model's step from the predicted state, linearized in the command with "
+              "the exact multiplier derivatives) at least this much above "
+              "the string's min_tension of the model file [N], moving the command the least within the drives' "
+              "limits (docs/tracking.md, 'Tension guard'); with feedback only", minimum=0.0, maximum=100.0,
+              read_only=True),
+    ParamSpec("start_blend", ControllerOptions.start_blend, "Seconds over which the feedback (the gains' and the "
+              "integral's share of the command) is faded in at a run's start: the arm's start offset and the drives' "
+              "lag behind a plan at its acceleration limit are corrected once the plan eases off (docs/tracking.md "
+              "'Start'); 0: the full law from the first tick", minimum=0.0, maximum=60.0, read_only=True),
+    ParamSpec("feedback_acceleration", ControllerOptions.feedback_acceleration, "The feedback may move each drive's "
+              "commanded acceleration at most this far from the plan's [m/s^2, rad/s^2]: encoder noise through the "
+              "estimate and the gains is bounded there (docs/tracking.md 'Quiet commands'); 0: unbounded",
+              minimum=0.0, maximum=1000.0, read_only=True),
     ParamSpec("feedback", ControllerOptions.feedback, "false: feed-forward only (u = u_d(k + command_delay_steps), "
               "the gains unused), to measure what the feedback adds; checks, limits and tolerances stay",
               read_only=True),
@@ -173,7 +198,8 @@ PARAMS = [
 
 #: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
 CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
-               "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "plausibility.limit_margin",
+               "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "tension_reserve", "start_blend",
+               "feedback_acceleration", "plausibility.limit_margin",
                "plausibility.velocity_factor", "plausibility.jump_margin", "plausibility.chain_tolerance",
                "constraints.goal_time"}
 
@@ -224,7 +250,8 @@ def controller_options(values: dict, desc: ModelDescription) -> ControllerOption
             command_delay_steps=int(v["command_delay_steps"]), estimator=v["estimator"],
             noise=EstimatorNoise(float(v["estimator_noise.measurement"]), float(v["estimator_noise.momentum"]),
                                  float(v["estimator_noise.actuator"])),
-            feedback=bool(v["feedback"]),
+            feedback=bool(v["feedback"]), tension_reserve=float(v["tension_reserve"]),
+            start_blend=float(v["start_blend"]), feedback_acceleration=float(v["feedback_acceleration"]),
             plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (
                 "limit_margin", "velocity_factor", "jump_margin", "chain_tolerance"))),
             tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))

@@ -142,6 +142,14 @@ class SampleIntake:
             return "stale", f"no valid joint state for {age / NS:.3f} s (state_timeout {self.timeout_ns / NS:g} s)"
         return None
 
+    def queued_at_start(self, age_ns: int, previous_age_ns: Optional[int]) -> bool:
+        """Whether a sample at a run's start, ``age_ns`` old when received (clock minus stamp), waited in a queue: it
+        is a period old or older (Δt − tol) and either the run's first sample (``previous_age_ns`` None) or a period
+        younger than the sample before it — a burst of samples that queued while the node was busy (configure,
+        activate) delivered back to back. Two samples of one age are a steady transport latency: current."""
+        period = self.align.dt_ns - self.align.tol_ns
+        return age_ns >= period and (previous_age_ns is None or previous_age_ns - age_ns >= period)
+
     def push(self, stamp_ns: int, q: np.ndarray) -> Optional[int]:
         """Buffers the accepted sample q (nq,) stamped ``stamp_ns``; the stamp of the one before it (None: none)."""
         last = self.ring.last_stamp

@@ -40,6 +40,7 @@ class TrackingLaw:
         self.feedback = bool(feedback)
         self.nd, self.nq, self.nu = model.nd, model.nq, model.nu
         self._hold = np.concatenate([trajectory.U[-1, :self.nu], trajectory.X[-1, self.nd:self.nq]])
+        self._rest = np.concatenate([trajectory.U[0, :self.nu], trajectory.X[0, self.nd:self.nq]])
         self._dx = np.empty(model.nx)
 
     @property
@@ -50,6 +51,13 @@ class TrackingLaw:
         """x_d(k) (nx,); the final state for k >= N."""
         X = self.trajectory.X
         return X[k] if k < len(X) else X[-1]
+
+    def feedforward(self, j: int) -> np.ndarray:
+        """u_d(j) (nU,): the law's command on x_d(j) — the hold past the end, and before the start (j < 0) the drives
+        at rest at x_d(0) — a view, not to be changed."""
+        if j < 0:
+            return self._rest
+        return self._hold if j >= self.trajectory.N else self.trajectory.U[j]
 
     def command(self, j: int, x: np.ndarray) -> np.ndarray:
         """u(j) (nU,), a new array, for the state x (nx,) at step j >= 0."""

@@ -10,6 +10,12 @@ For the Kalman estimator (the default) one tick k of the controller is, with d t
                                                                          .plan_switch)
     z       += Δt (q_dyn,k − x_d,dyn(k));  u −= K_z(k+d) z               integral action (.integral_action;
                                                                          past the end the hand-over)
+    u        = u_d + (1 − s(k+d))(u − u_d)                              a run's start: the feedback faded in
+                                                                         (.start_blend)
+    ρ        = clip(ρ, the budget around the plan's acceleration)       the feedback's acceleration budget
+                                                                         (.acceleration_budget)
+    u        = guard(u, x̂_{k+d})                                        the tension of the step (x̂_{k+d}, u)
+                                                                         kept at its floor (.tension_guard)
     u        = clamp(u, ρ_{k+d}, v_{k+d})                               the command stream (.command_limits)
 
 and whether u and x̂_k are finite. ``_core.TickKernel`` does all of it in one native call, without
@@ -49,33 +55,43 @@ in the kernel (``reset_integral`` at a run's start, ``carry_integral`` on a swit
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
 
 from marionette_control import _core
 
+from marionette_control.tracking.acceleration_budget import AccelerationBudget
 from marionette_control.tracking.estimation import KalmanEstimator
 from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.plan_switch import Plan
+from marionette_control.tracking.start_blend import StartBlend
+from marionette_control.tracking.tension_guard import TensionGuard
 from marionette_control.tracking.tolerances import Tolerances
 from marionette_control.tracking.law import TrackingLaw
 
 
 def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: CommandLimits,
                 delay: int, integral: Optional[AngleIntegral] = None,
-                tolerances: Optional[Tolerances] = None) -> "_core.TickKernel":
+                tolerances: Optional[Tolerances] = None, blend: Optional[StartBlend] = None,
+                guard: Optional[TensionGuard] = None,
+                budget: Optional[AccelerationBudget] = None) -> "_core.TickKernel":
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
     L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay, ``integral``'s gains K_z
-    and hand-over (None: no integral action) and the ``tolerances`` its tick checks x̂_k − x_d(k) against
-    (None: none), over ``system``."""
+    and hand-over (None: no integral action), the ``tolerances`` its tick checks x̂_k − x_d(k) against
+    (None: none), the start ``blend``'s steps (None: none), the tension ``guard``'s strings, minimum tensions and
+    reserve (None: none) and the acceleration ``budget`` (None: none), over ``system``."""
     tr = law.trajectory
     K_z, steps = (None, 1) if integral is None else (integral.K_z, integral.hand_over_steps)
     bounds = None if tolerances is None else np.stack([tolerances.start, tolerances.path, tolerances.goal])
+    strings = (None,) * 4 if guard is None else (np.asarray(guard.minimum), guard.reserve, guard.constraint_index,
+                                                  guard.length_index)
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
                             limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps,
-                            bounds)
+                            bounds, 0 if blend is None else blend.steps, *strings,
+                            math.inf if budget is None or not budget.active else budget.step)
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

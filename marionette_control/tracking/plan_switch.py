@@ -180,6 +180,13 @@ class PlannedLaw:
             return self._law(p, j, x)
         return self.base.command(j, x)
 
+    def feedforward(self, j: int) -> np.ndarray:
+        """u_d(j) (nU,) of the law in effect at step j (the plan's, the motion's, the hold past the end); a view."""
+        p = self.active
+        if p is not None and p.start <= j < p.end:
+            return p.trajectory.U[j - p.start]
+        return self.base.feedforward(j)
+
     def preview(self, pending: Optional[Plan]) -> Callable[[int, np.ndarray], np.ndarray]:
         """u(j, x) as the law will give it once ``pending`` (None: none) is in effect: a planner's prediction of
         the commands the controller sends before its next plan takes over

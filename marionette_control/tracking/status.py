@@ -4,7 +4,8 @@
 it on /diagnostics; a bag replay and the offline loop return it): the state, every active fault (``faults.active``,
 ``fault.<kind>`` with its message; the level is the highest of theirs, :mod:`.faults`) and the count of every kind
 raised since start-up (``faults.<kind>``), the trajectories and plans (:mod:`.staging`), the tick, the goal, the
-counters, the compute times (:class:`ComputeTimes`) and the last tracking error and estimate by state name.
+counters (``tension_guard.ticks``: the run's commands the tension guard moved, :mod:`.tension_guard`), the
+compute times (:class:`ComputeTimes`) and the last tracking error and estimate by state name.
 """
 
 from __future__ import annotations
@@ -87,6 +88,12 @@ def status(core) -> tuple[int, str, list[tuple[str, str]]]:
         ("samples_rejected", str(core.rejected)),
         ("ticks", str(core.ticks)),
         ("hold_commands", str(core.holds)),
+        ("tension_guard", "off" if tr is None or tr.guard is None else
+         f"reserve {tr.guard.reserve:g} N above " + ", ".join(f"{m:g}" for m in tr.guard.minimum) + " N"),
+        ("tension_guard.ticks", str(core.run_guarded_ticks)),
+        ("tension_guard.ticks_total", str(core.guarded_ticks)),
+        ("start_blend_s", f"{core.options.start_blend:g}"),
+        ("start_skipped", str(core.start_skipped)),
         ("missed_ticks", str(core.missed_ticks)),
         ("compute_time_median_us", f"{stats['median'] * 1e6:.1f}"),
         ("compute_time_p99_us", f"{stats['p99'] * 1e6:.1f}"),

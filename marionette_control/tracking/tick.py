@@ -10,13 +10,20 @@ integral action           z, the integral of the measured angles' error, and its
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over the motion and the plans handed
                           over (:mod:`.law`, :mod:`.plan_switch`)
+start blend               the feedback faded in over a run's first ``start_blend`` s (:mod:`.start_blend`)
+acceleration budget       the drives' commanded acceleration within ``feedback_acceleration`` of the plan's
+                          (:mod:`.acceleration_budget`)
+tension guard             the command moved the least distance that keeps the predicted string tension at
+                          its floor, within the drives' limits (:mod:`.tension_guard`)
 limits                    range, speed and acceleration of the drives from x̂_{k+d} (:mod:`.command_limits`)
 ========================  ===========================================================================
 
 One tick (thesis §6.7.2), for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
 
     x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k
-        → u = clamp(u, the command stream) → tolerance(x̂_k − x_d(k)) → sent; remembered as the input of step k+d
+        → u = blend(u) → u = budget(u) → u = guard(u, x̂_{k+d}) → u = clamp(u, the command stream)
+        → tolerance(x̂_k − x_d(k))
+        → sent; remembered as the input of step k+d
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
@@ -44,6 +51,7 @@ import numpy as np
 
 from marionette_control import _core
 from marionette_control.lq.gains import integral_gains
+from marionette_control.tracking.acceleration_budget import AccelerationBudget
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.estimation import KalmanEstimator, LegendreEstimator
 from marionette_control.tracking.integral_action import AngleIntegral
@@ -52,6 +60,8 @@ from marionette_control.tracking.native_tick import make_kernel, set_plan
 from marionette_control.tracking.controller_options import ControllerOptions
 from marionette_control.tracking.plan_switch import Plan, PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
+from marionette_control.tracking.start_blend import StartBlend
+from marionette_control.tracking.tension_guard import TensionGuard
 from marionette_control.tracking.tolerances import Tolerances, Violation
 from marionette_control.trajectory import Trajectory
 
@@ -71,10 +81,11 @@ class TickResult:
     compute_ns : time spent in the call (perf_counter_ns).
     event : a trajectory event of this call (taken, switched, a switch refused: its message), else "".
     plan_event : a plan refused at this tick (its message), else "" (switches are counted, not reported).
+    guarded : the tension guard moved this tick's command (:mod:`.tension_guard`).
     """
 
     __slots__ = ("kind", "command", "k", "stamp_ns", "x_hat", "x_ref", "fault", "fault_message", "new_fault",
-                 "recovered", "missed", "compute_ns", "event", "plan_event")
+                 "recovered", "missed", "compute_ns", "event", "plan_event", "guarded")
 
     def __init__(self, kind="none", command=None, stamp_ns=0):
         self.kind = kind
@@ -91,19 +102,23 @@ class TickResult:
         self.compute_ns = 0
         self.event = ""
         self.plan_event = ""
+        self.guarded = False
 
 
 class Tracking:
     """The parts that depend on one trajectory (module docstring): law (over it and the plans handed over),
     estimator, predictor, command history, limits, the tolerances of its ticks, ``integral``
-    (:mod:`.integral_action`, or None: no feedback or no integral in the gains' design); and ``kernel``, the same
-    parts fused into one native call (:mod:`.native_tick`; the integral's z is then ``kernel.z``), or None (the
-    Legendre estimator, or ``fused=False``): the parts are called one by one then. :meth:`build` makes them for a
-    trajectory."""
+    (:mod:`.integral_action`, or None: no feedback or no integral in the gains' design), ``blend`` (the start blend,
+    :mod:`.start_blend`), ``budget`` (:mod:`.acceleration_budget`), ``guard`` (:mod:`.tension_guard`, or None: no
+    feedback or no string); and ``kernel``, the
+    same parts fused into one native call (:mod:`.native_tick`; the integral's z is then ``kernel.z``, whether the guard
+    acted ``kernel.guarded``), or None (the Legendre estimator, or ``fused=False``): the parts are called one by one
+    then. :meth:`build` makes them for a trajectory."""
 
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
                  tolerances: Tolerances, warning: Optional[str], integral: Optional[AngleIntegral] = None,
-                 kernel=None):
+                 kernel=None, blend: Optional[StartBlend] = None, guard: Optional[TensionGuard] = None,
+                 budget: Optional[AccelerationBudget] = None):
         self.system = system
         self.tolerances = tolerances
         self.integral = integral
@@ -114,16 +129,22 @@ class Tracking:
         self.limits = limits
         self.warning = warning
         self.kernel = kernel
+        self.blend = blend or StartBlend(0)
+        self.guard = guard
+        self.budget = budget or AccelerationBudget(math.inf, system.model.nu, system.dt)
 
     @classmethod
     def build(cls, model, law: TrackingLaw, warning: Optional[str], options: ControllerOptions,
-              limits: CommandLimits, tolerances: Tolerances, max_gap_steps: int, fused: bool) -> "Tracking":
+              limits: CommandLimits, tolerances: Tolerances, max_gap_steps: int, fused: bool,
+              strings=None) -> "Tracking":
         """The parts tracking ``law``'s trajectory needs (the Kalman filter's gains along it: the costly part).
 
         ``warning`` : the trajectory's gain warning; ``limits`` : the drives' (any dt); ``tolerances`` : the ones its
         ticks are checked against; ``max_gap_steps`` : the longest gap the Kalman filter bridges; ``fused`` : with the
-        Kalman estimator, the native tick (:mod:`.native_tick`). Raises ValueError or ``_core.StepError`` when the
-        trajectory cannot be tracked here.
+        Kalman estimator, the native tick (:mod:`.native_tick`); ``strings`` : the model's
+        :class:`~marionette_control.model.limits.ModelLimits` (its strings and their minimum tension; None or no
+        string: no tension guard). Raises ValueError or ``_core.StepError`` when the trajectory cannot be tracked
+        here.
         """
         trajectory = law.trajectory
         system = _core.DiscreteSystem(model, trajectory.dt)
@@ -135,10 +156,16 @@ class Tracking:
             estimator = LegendreEstimator(system)
         K_z = integral_gains(system, trajectory) if options.feedback else None
         integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, model.nk)
-        kernel = (make_kernel(system, law, estimator, limits, delay, integral, tolerances)
+        blend = StartBlend(int(round(options.start_blend / trajectory.dt)) if options.feedback else 0)
+        budget = AccelerationBudget(options.feedback_acceleration if options.feedback and options.feedback_acceleration
+                                    else math.inf, model.nu, trajectory.dt)
+        guard = None
+        if options.feedback and strings is not None and len(strings.strings):
+            guard = TensionGuard(system, strings, options.tension_reserve, limits)
+        kernel = (make_kernel(system, law, estimator, limits, delay, integral, tolerances, blend, guard, budget)
                   if fused and options.estimator == "kalman" else None)
         return cls(system, PlannedLaw(law), estimator, DelayPredictor(system, delay, limits), limits, tolerances,
-                   warning, integral, kernel)
+                   warning, integral, kernel, blend, guard, budget)
 
     def reset_estimate(self) -> None:
         """The next estimate initialises the estimator (a new run, a switch, after a failure)."""
@@ -148,22 +175,27 @@ class Tracking:
 
     def start_run(self, hold: np.ndarray) -> None:
         """A new run (not a switch's): the drives hold ``hold`` (nU,) until the first command, the estimate
-        initialises, the integral starts at 0."""
+        initialises, the integral starts at 0, the feedback is faded in (the start blend)."""
         self.history.start(hold)
         self.reset_estimate()
         if self.integral is not None:
             self.integral.reset()
+        self.blend.arm(True)
         if self.kernel is not None:
             self.kernel.reset_integral()
+            self.kernel.start_run(True)
 
     def carry_over(self, old: "Tracking", k: int) -> None:
-        """A switch from ``old`` at its tick k: its commands in flight and its integral go on here (the model's
-        offset is the arm's, not the trajectory's); the estimate initialises."""
+        """A switch from ``old`` at its tick k: its commands in flight, its integral and its start blend go on here
+        (the model's offset is the arm's, not the trajectory's; the blend is the run's); the estimate initialises."""
         self.history.carry_over(old.history, k)
         if self.integral is not None and old.integral is not None:
             self.integral.carry_over(old.integral)
             if self.kernel is not None and old.kernel is not None:
                 self.kernel.carry_integral(old.kernel)
+        self.blend.carry_over(old.blend, k)
+        if self.kernel is not None and old.kernel is not None:
+            self.kernel.carry_blend(old.kernel, k)
         self.reset_estimate()
 
     def hold_command(self, ticked: bool, measured: Optional[np.ndarray]) -> Optional[np.ndarray]:
@@ -221,8 +253,9 @@ class Tracking:
 
     def command(self, k: int, q: np.ndarray, x_ref: np.ndarray, x: np.ndarray, x_hat: np.ndarray) -> tuple:
         """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
-        of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), clamped to continue the
-        command stream; finite: u and x̂_k are."""
+        of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), its feedback faded in at a
+        run's start, its drive accelerations within the budget of the plan's, kept at the strings' tension floor by
+        the guard and clamped to continue the command stream; finite: u and x̂_k are."""
         if self.kernel is not None:
             return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
         j = k + self.predictor.delay
@@ -232,8 +265,22 @@ class Tracking:
             if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
                 self.integral.update(k, q, x_ref)
                 self.integral.apply(j, u, self.history.last)
-        self.limits.clamp(u, *self.history.stream_state(j, self.system.dt))
+        u_ff = self.law.feedforward(j)
+        self.blend.apply(j, u, u_ff)
+        stream = self.history.stream_state(j, self.system.dt)
+        bounds = self.budget.bounds(j, self.law.feedforward, *stream)
+        self.budget.apply(u, bounds)
+        if self.guard is not None:
+            self.guard.project(u, u_ff, x, *stream, bounds)
+        self.limits.clamp(u, *stream)
         return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the tension guard moved the last command computed."""
+        if self.kernel is not None:
+            return self.kernel.guarded
+        return self.guard is not None and self.guard.acted
 
     def install_plan(self, plan: Plan) -> None:
         """``plan`` is in effect from its first step on."""

@@ -60,6 +60,11 @@ holds the two to 1e-12 over closed loops), but its products round like Eigen's, 
 cannot absorb even that: the replayed joint states do not answer the commands, so a difference in a command
 in flight grows by ~1.7× per tick through the prediction of the next ones (1e-16 became 1.4e-6 over the
 last 40 ticks of a recording), where the recorded commands must be reproduced bit for bit.
+
+And again (issue 24, a controller that never commands a slack string and starts smoothly): the feedback is faded
+in over a run's first 0.5 s (``start_blend``, tracking/start_blend.py) and a command whose predicted string tension
+falls below its floor is moved onto it (the tension guard, tracking/tension_guard.py), so the commands differ
+from the first one on.
 """
 
 from __future__ import annotations

@@ -21,9 +21,14 @@
 //   x_{k+d} = f(...f(x_k, clamp(u_k))..., clamp(u_{k+d-1}))                  commands in flight
 //   u     = u_d(k+d) - K(k+d)(x_{k+d} - x_d(k+d))                            the law (plan or motion)
 //   z    += dt (q_dyn,k - x_d,dyn(k));  u -= K_z(k+d) z                      integral action (LQI)
+//   u     = u_d + (1 - s(k+d)) (u - u_d)                                     a run's start: the feedback faded in
+//   rho   = clip(rho, budget)                                                the drives' acceleration near the plan's
+//   u     = guard(u, x_{k+d})                                                the predicted string tension kept
+//                                                                            at its floor within the clamp's box
 //   u     = clamp(u, rho_{k+d}, v_{k+d})                                     the command stream
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -94,6 +99,16 @@ struct TickModel {
   int hand_over_steps = 1;  ///< past the end, steps from the last command to the law's hold
   /// The start, path and goal tolerances of x_hat_k - x_d(k) (3, nq; 0: unchecked); no rows: none.
   MatXR tolerance;
+  /// The start blend's steps n (marionette_control.tracking.start_blend; 0: none).
+  long start_steps = 0;
+  /// The acceleration budget's b dt^2 (marionette_control.tracking.acceleration_budget; +inf: none).
+  double budget_step = std::numeric_limits<double>::infinity();
+  VecX start_input;  ///< the command before the start: [u_d(0) forces; rho_d(0)] (nU)
+  /// The tension guard (marionette_control.tracking.tension_guard): each string's minimum tension (S) [N] (empty:
+  /// no guard), the reserve above it, its constraint index (into lambda) and its length configuration index (into x).
+  VecX min_tension;
+  double reserve = 0.0;
+  std::vector<int> string_index, string_length;
 };
 
 /// The filter's estimate and the workspaces of one tick (sized once from the model).
@@ -110,6 +125,19 @@ struct TickData {
   VecX z;          ///< the integral of the measured angles' error (nd)
   VecX end;        ///< past the end: the drives' last command of the trajectory (nk), once have_end
   bool have_end = false;
+  bool blending = false;  ///< a new run's start: the feedback faded in (start_steps)
+  long blend_offset = 0;  ///< the run's steps before this trajectory's step 0 (a switch during the blend)
+  VecX lo, hi, y, yc, uf;  ///< the guard's box, command, the command moved and the clamped feed-forward (nU)
+  VecX c;          ///< the guard's c_s = T_s - a_s . clip(u) (S)
+  VecX breaks;     ///< the guard's breaks (2 nU)
+  VecX blo, bhi;   ///< the acceleration budget's bounds of the drives' positions (nk)
+  MatXR A, B;      ///< the guard's step linearization (nx, nx), (nx, nU) (not used beyond the solve)
+  VecX lam;        ///< the guard's step multipliers (m)
+  MatXR lam_x, lam_u;  ///< their derivatives (m, nx), (m, nU)
+  VecX T;          ///< the strings' tensions of the step (S)
+  VecX floor;      ///< their floors at the step (S)
+  MatXR Tu;        ///< their derivatives in u (S, nU)
+  bool guarded = false;  ///< the guard moved the last command
 };
 
 /// What one tick reports besides its vectors.
@@ -132,6 +160,12 @@ class TickKernel {
   /// A new run: z = 0, no hand-over begun. carry_integral: z continues `other`'s (a trajectory switch).
   void reset_integral();
   void carry_integral(const TickKernel& other);
+  /// A run begins: new_run, the feedback is faded in over start_steps; a switch's (false): no blend.
+  void start_run(bool new_run);
+  /// A switch from `other` at its tick `shift`: the run's blend goes on (this trajectory's step j is its j + shift).
+  void carry_blend(const TickKernel& other, long shift);
+  /// Whether the tension guard moved the last command computed.
+  bool guarded() const { return D_.guarded; }
   const VecX& z() const { return D_.z; }
   /// The filter's estimate, the integral and the workspaces; restore: back to a copy of them (a tick undone).
   const TickData& data() const { return D_; }
@@ -161,11 +195,29 @@ class TickKernel {
   void law(long j, const double* x, double* u);
   /// limits.CommandLimits.clamp: u (nU) in place from the drive state (rho, v) (nk each).
   void clamp(double* u, const double* rho, const double* v) const;
+  /// limits.CommandLimits.box: the clamp's box (lo, hi) (nU each) from the drive state (rho, v), of the drives'
+  /// positions inner_lo, inner_hi (nk each, or null: unbounded).
+  void box(const double* rho, const double* v, double* lo, double* hi, const double* inner_lo = nullptr,
+           const double* inner_hi = nullptr) const;
+  /// tension_guard.TensionGuard.project: u (nU) on the predicted state x (nx) it acts on, in place, against the
+  /// law's feed-forward u_ff (nU), within the box of the stream state (rho, v) and the budget's bounds (inner_lo,
+  /// inner_hi, or null); whether it moved u. Throws StepError when the model cannot take the step.
+  bool guard(const double* u_ff, const double* x, const double* rho, const double* v, double* u,
+             const double* inner_lo = nullptr, const double* inner_hi = nullptr);
+  /// acceleration_budget.AccelerationBudget.bounds and apply: u's drive positions (nU) of step j clipped to the
+  /// budget around the plan's acceleration from the stream state (rho, v); false (nothing done) without a budget.
+  bool budget(long j, const double* rho, const double* v, double* u);
 
  private:
   bool estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat);
   void predict(long k, const double* x_hat, const CommandHistory& h, double* x_pred);
   void integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u);
+  /// tension_guard.raise_to_floor: D_.y moved onto a^T y = b within (D_.lo, D_.hi).
+  void raise_to_floor(const double* a, double b);
+  /// start_blend.start_weight: s(j + blend_offset), 0 from start_steps on.
+  double start_weight(long j) const;
+  /// u_d(j) (nU) of the law in effect at step j: the plan's, the motion's, the hold past the end.
+  const double* feedforward(long j) const;
 
   std::shared_ptr<DiscreteSystem> system_;
   TickModel M_;

@@ -96,6 +96,13 @@ def tension_series(limits, effort: np.ndarray, step: np.ndarray, dt: float) -> d
     return {name: ((step - 1) * dt, effort[:, j]) for name, j in zip(limits.strings, limits.string_length)}
 
 
+def start_tension(ev: "Evaluated") -> Optional[float]:
+    """The plant's lowest string tension [N] over the first 0.1 s of the run's motion (tick time,
+    :func:`marionette_control.sim.margins.start_tension`), the strings' lowest; None without a string."""
+    lows = [v for v in (margins.start_tension(t, T) for t, T in ev.tension.values()) if v is not None]
+    return min(lows) if lows else None
+
+
 def stats(values: np.ndarray, unit: str) -> dict:
     """{count, median, p99, max, unit} of a sample (only count and unit when empty)."""
     values = np.asarray(values, dtype=float)

@@ -421,6 +421,7 @@ def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path,
             "ticks_with_true_state": int(e.k.size), "ticks_with_faults": r.fault_ticks, "aborted": r.aborted,
             "vs_optimized": A.error_summary(e.errors, names), "vs_desired": A.error_summary(err_des, names),
             "faults": r.faults, "lockstep": r.lockstep,
+            "string_tension_min_start_n": A.start_tension(e),
             "tick_compute": A.stats(r.compute_us, "us"),
             "joint_state_to_command_latency": A.stats(r.latency_ms, "ms")}
     report["constraint_margins"]["executed"] = executed
