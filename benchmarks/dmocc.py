@@ -6,6 +6,8 @@ Problems (each from the same start, the projection optimizer's initial trajector
   R = 50, Q_f = Q, from hanging at rest; optimum 13297.37889);
 * ``cartpole``: seed 004 App. A (``config/optimize/seed004_cartpole.yaml``: N = 200, soft terminal
   state; optimum 308.8219);
+* ``two_link``: seed 004 §8's two-link arm (``config/optimize/seed004_two_link.yaml``: N = 1000, effort with a
+  soft terminal state; optimum 0.3220448), from the keyframes made dynamically feasible;
 * ``wave``: the marionette arm's 8 s wave (``config/optimize/marionette_arm_wave.yaml``: N = 800, the
   string constraint, 14 drive-range, speed, acceleration and string-tension rows per step).
 
@@ -23,7 +25,7 @@ graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, `
 and ``<problem>.dmocc.time_to_solution@casadi+ipopt``) so that the runner reports both ratios.
 
 The peer ``crocoddyl`` (``benchmarks/peers/crocoddyl_fddp.py``, its own venv, ``ctx.peer``) adds FDDP where
-its model fits — the pendulum swing-up and the cart-pole, with Crocoddyl's own Pinocchio models and
+its model fits — the pendulum swing-up, the cart-pole and the two-link arm, with Crocoddyl's own Pinocchio models and
 integrators (so its optimum is that of another discretization of the same cost), not the wave — paired
 with the projection operator's time as ``<problem>.projection.time_to_solution@crocoddyl_fddp...``.
 """
@@ -61,6 +63,7 @@ def _from_spec(name, damping, forces):
 PROBLEMS = {
     "pendulum": _pendulum,
     "cartpole": _from_spec("seed004_cartpole.yaml", {}, {"cart": 0}),
+    "two_link": _from_spec("seed004_two_link.yaml", {"theta1": 0.2}, {"theta1": 0, "theta2": 1}),
     "wave": _from_spec("marionette_arm_wave.yaml", {"shoulder": 0.02, "elbow": 0.01}, {}),
 }
 
@@ -92,7 +95,8 @@ def dmocc(ctx: Context) -> list[Figure]:
     def fig(name, value, unit, notes, peer=None):
         figs.append(Figure(name, float(value), unit, "dmocc", peer, notes))
 
-    reps = {"pendulum": 3 if ctx.quick else 9, "cartpole": 3 if ctx.quick else 7, "wave": 1 if ctx.quick else 3}
+    reps = {"pendulum": 3 if ctx.quick else 9, "cartpole": 3 if ctx.quick else 7, "two_link": 1 if ctx.quick else 3,
+            "wave": 1 if ctx.quick else 3}
     for name, make in PROBLEMS.items():
         problem, X0, U0, damping, forces = make()
         ctx.log(f"dmocc: {name} (N = {problem.N}, {reps[name]} runs per method)")
