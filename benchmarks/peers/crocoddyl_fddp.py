@@ -175,7 +175,7 @@ def two_link_problem(x0, xf, N, dt=0.01):
         if terminal:
             costs.addCost("x", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(
                 1e6 * np.ones(4)), crocoddyl.ResidualModelState(state, xf, 2)), 1.0)
-        else:                                          # Δt · ½ (u₁² + 0.5 u₂²) = ours ½ (0.01 u₁² + 0.005 u₂²)
+        else:                                  # Δt·½(u₁² + 0.5u₂²) = ours ½(0.01u₁² + 0.005u₂²)
             costs.addCost("u", crocoddyl.CostModelResidual(state, crocoddyl.ActivationModelWeightedQuad(
                 np.array([0.01, 0.005]) / dt), crocoddyl.ResidualModelControl(state, 2)), 1.0)
         dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, act, costs)
