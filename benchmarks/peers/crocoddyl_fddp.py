@@ -244,28 +244,23 @@ def main() -> int:
         fig(f"pendulum.fddp{tag}_warm.iterations", s.iter, "iterations", note)
         fig(f"pendulum.fddp{tag}_warm.cost", s.cost, "cost", note)
 
-    problem = cartpole_problem()
-    N = problem.T
-    x0 = np.array(problem.x0)
-    s, t, ts, ok = solve(problem, [x0] * (N + 1), [np.zeros(1)] * N, True, reps)
-    note = (f"FDDP (semi-implicit Euler) from u = 0: converged={ok} after {s.iter} iterations, seed 004's cost "
-            f"{s.cost:.8g} in its own discretization (midpoint VI: 308.8219); final state "
-            f"{np.round(s.xs[-1], 5).tolist()}; {spread(ts)}")
-    fig("cartpole.projection.time_to_solution@crocoddyl_fddp", t, "s", note)
-    fig("cartpole.fddp.time_to_solution", t, "s", note)
-    fig("cartpole.fddp.iterations", s.iter, "iterations", note)
-    fig("cartpole.fddp.cost", s.cost, "cost", note)
-    problem = two_link_problem(TWO_LINK_X0, TWO_LINK_XF, 1000)
-    x0 = np.array(problem.x0)
-    s, t, ts, ok = solve(problem, [x0] * 1001, [np.zeros(2)] * 1000, True, 1, TWO_LINK_MAX_ITER)
-    note = (f"FDDP (semi-implicit Euler, shoulder friction by a Python actuation model) from u = 0 (ours starts from "
-            f"the keyframes made feasible): converged={ok} after {s.iter} iterations (stop {s.stop:.2e}), cost "
-            f"{s.cost:.8g} in its own discretization (midpoint VI: 0.3220448); final state "
-            f"{np.round(s.xs[-1], 5).tolist()}; {spread(ts)}")
-    fig("two_link.projection.time_to_solution@crocoddyl_fddp", t, "s", note)
-    fig("two_link.fddp.time_to_solution", t, "s", note)
-    fig("two_link.fddp.iterations", s.iter, "iterations", note)
-    fig("two_link.fddp.cost", s.cost, "cost", note)
+    def from_rest(name, problem, reps, what, optimum, max_iter=1000):
+        """FDDP from u = 0 on ``problem``: the problem's four figures, paired with ours as ``<name>.projection``."""
+        N, nu = problem.T, problem.runningModels[0].nu
+        x0 = np.array(problem.x0)
+        s, t, ts, ok = solve(problem, [x0] * (N + 1), [np.zeros(nu)] * N, True, reps, max_iter)
+        note = (f"FDDP (semi-implicit Euler{what}) from u = 0: converged={ok} after {s.iter} iterations (stop "
+                f"{s.stop:.2e}), cost {s.cost:.8g} in its own discretization (midpoint VI: {optimum}); final state "
+                f"{np.round(s.xs[-1], 5).tolist()}; {spread(ts)}")
+        fig(f"{name}.projection.time_to_solution@crocoddyl_fddp", t, "s", note)
+        for key, value, unit in (("time_to_solution", t, "s"), ("iterations", s.iter, "iterations"),
+                                 ("cost", s.cost, "cost")):
+            fig(f"{name}.fddp.{key}", value, unit, note)
+
+    from_rest("cartpole", cartpole_problem(), reps, "", "308.8219")
+    from_rest("two_link", two_link_problem(TWO_LINK_X0, TWO_LINK_XF, 1000), 1,
+              ", shoulder friction by a Python actuation model; ours starts from the keyframes made feasible",
+              "0.3220448", TWO_LINK_MAX_ITER)
     print(json.dumps({"versions": {"crocoddyl": crocoddyl.__version__, "pinocchio": pin.__version__},
                       "gravity_check": acc, "figures": figs}))
     return 0
