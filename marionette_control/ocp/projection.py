@@ -24,8 +24,8 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
    step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ. The search starts one step of the sequence
    above the previous iteration's accepted λ (λ₀ = min(1, λ_prev/β)), not at 1: on a stiff problem the
    steps far from the optimum are short for many iterations in a row and every trial above them is a
-   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``): the cart-pole's 138
-   projections in 36 iterations become 56 in the same 36, the two-link arm's 1571 in 137 become 284 in 144;
+   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``, issue 28): the cart-pole's
+   138 projections in 36 iterations become 56 in the same 36, the two-link arm's 1582 in 137 become 220 in 111;
    a step may still grow by one factor 1/β per iteration, and jumps straight to 1 when the Newton model is
    first used. ``armijo_restart`` restores λ₀ = 1 at every iteration.
 
