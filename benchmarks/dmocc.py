@@ -23,8 +23,8 @@ Figures per problem and method: ``time_to_solution`` (s, median of repeated runs
 ``Result.solve_time``: from the problem and start to the result, the NLP's construction included, the tracking
 gains and result record after it not; the peer's IPOPT solve alone, its expression
 graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, ``cost``,
-``constraint_violation`` (largest normalized inequality violation) and, for the transcriptions,
-``del_residual``. The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
+``constraint_violation`` (largest normalized inequality violation), for the transcriptions
+``del_residual``, for the projection operator ``projections_per_iteration`` (its line searches' trials). The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
 and ``<problem>.dmocc.time_to_solution@casadi+ipopt``) so that the runner reports both ratios.
 
 The peer ``crocoddyl`` (``benchmarks/peers/crocoddyl_fddp.py``, its own venv, ``ctx.peer``) adds FDDP where
@@ -139,6 +139,10 @@ def dmocc(ctx: Context) -> list[Figure]:
             fig(f"{name}.{method}.constraint_violation", r.violation, "normalized", note)
             if method == "dmocc":
                 fig(f"{name}.dmocc.del_residual", r.del_residual, "residual", note)
+            else:
+                fig(f"{name}.projection.projections_per_iteration", r.projections / max(1, r.iterations),
+                    "projections", f"{r.projections} line-search projections in {r.iterations} iterations "
+                    f"(issue 28: ≤ 1.5)")
 
         sm = casadi_del.symbolic_model(ca, problem.model, problem.dt, damping, forces)
         check = casadi_del.check_against_core(ca, sm, problem.model, problem.system, X0, U0, Lam0)
