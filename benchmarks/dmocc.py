@@ -23,13 +23,15 @@ Figures per problem and method: ``time_to_solution`` (s, median of repeated runs
 ``Result.solve_time``: from the problem and start to the result, the NLP's construction included, the tracking
 gains and result record after it not; the peer's IPOPT solve alone, its expression
 graph and ``nlpsol`` set-up reported apart as ``peer_setup``), ``iterations``, ``cost``,
-``constraint_violation`` (largest normalized inequality violation), for the transcriptions
-``del_residual``, for the projection operator ``projections_per_iteration`` (its line searches' trials). The peer's time appears twice (``<problem>.projection.time_to_solution@casadi+ipopt``
-and ``<problem>.dmocc.time_to_solution@casadi+ipopt``) so that the runner reports both ratios.
+``constraint_violation`` (largest normalized inequality violation), for the transcriptions ``del_residual``,
+for the projection operator ``projections_per_iteration`` (its line searches' trials). The peer's time appears
+twice (``<problem>.projection.time_to_solution@casadi+ipopt`` and ``<problem>.dmocc.time_to_solution@casadi+ipopt``)
+so that the runner reports both ratios.
 
 The peer ``crocoddyl`` (``benchmarks/peers/crocoddyl_fddp.py``, its own venv, ``ctx.peer``) adds FDDP where
-its model fits — the pendulum swing-up, the cart-pole and the two-link arm, with Crocoddyl's own Pinocchio models and
-integrators (so its optimum is that of another discretization of the same cost), not the wave — paired
+its model fits — the pendulum swing-up, the cart-pole and the two-link arm, with Crocoddyl's own Pinocchio models
+and integrators (so its optimum is that of another discretization of the same cost), not the wave or the humanoid
+(kinematic strings) — paired
 with the projection operator's time as ``<problem>.projection.time_to_solution@crocoddyl_fddp...``.
 """
 
