@@ -44,7 +44,7 @@ def rotor(forced: bool = True, length: float | None = None, psi_torque: bool = F
     Configurations [psi, a1, a2, b2]; inputs [u1 (on a1), u2 (on b2)] if forced,
     then [upsi] (a torque on psi, which breaks the symmetry) if ``psi_torque``.
     """
-    b = SystemBuilder("rotor", gravity=(0.0, 0.0, -G))
+    b = SystemBuilder("rotor", gravity=(0.0, 0.0, -G), forcing="thesis")
     b.frame("hub", "world", "rz", config="psi", mass=2.0, inertia=(0.05, 0.05, 0.1))
     b.frame("s1", "hub", "ty", value=0.3)
     b.frame("l1", "s1", "rx", config="a1")
@@ -86,7 +86,7 @@ def tangent_velocity(model: _core.Model, q, v) -> np.ndarray:
 
 def carriage() -> _core.Model:
     """Configurations [bx, bz, phi | cx, len] (dynamic | kinematic), one constraint, no inputs."""
-    b = SystemBuilder("carriage_pendulum", gravity=(0.0, 0.0, -G))
+    b = SystemBuilder("carriage_pendulum", gravity=(0.0, 0.0, -G), forcing="thesis")
     b.frame("carriage", "world", "tx", config="cx", kinematic=True)
     b.frame("bx", "world", "tx", config="bx")
     b.frame("bob", "bx", "tz", config="bz", mass=1.0, inertia=(0.01, 0.01, 0.01))
@@ -127,7 +127,7 @@ def carriage_start(model: _core.Model) -> tuple[np.ndarray, np.ndarray]:
 
 def two_string_body() -> tuple[_core.Model, np.ndarray, Callable]:
     """3-D body on two strings; returns (model, consistent q0, rho(t))."""
-    b = SystemBuilder("two_string_body", gravity=(0.0, 0.0, -G))
+    b = SystemBuilder("two_string_body", gravity=(0.0, 0.0, -G), forcing="thesis")
     b.frame("fx", "world", "tx", config="x")
     b.frame("fy", "fx", "ty", config="y")
     b.frame("fz", "fy", "tz", config="z")

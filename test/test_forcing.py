@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from marionette_control import _core
-from marionette_control.model import FORCING_RULES, SystemBuilder, library
+from marionette_control.model import DEFAULT_FORCING, FORCING_RULES, SystemBuilder, library
 from marionette_control.study import forcing as study
 from marionette_control.tracking.estimation import LegendreEstimator
 
@@ -55,20 +55,23 @@ def test_forcing_is_a_model_option():
     b.frame("link", "world", "rx", config="theta")
     b.frame("bob", "link", "tz", value=-1.0, mass=1.0)
     b.damping("theta", 0.1)
-    thesis = b.build()
+    sym = b.build()                         # a new model's default: builder.DEFAULT_FORCING
+    assert DEFAULT_FORCING == "symmetric" and sym.forcing == "symmetric" and sym.forcing_weights == (0.5, 0.5)
+    thesis = b.forcing("thesis").build()
     assert thesis.forcing == "thesis" and thesis.forcing_weights == (1.0, 0.0)
-    sym = b.forcing("symmetric").build()
-    assert sym.forcing == "symmetric" and sym.forcing_weights == (0.5, 0.5)
     assert sym.hash != thesis.hash
     assert SystemBuilder.from_model(sym).build().forcing == "symmetric"   # a variant keeps the rule
     with pytest.raises(ValueError, match="forcing must be one of thesis, symmetric, got 'midpoint'"):
         b.forcing("midpoint")
     with pytest.raises(ValueError, match="unknown forcing 'half'"):
         _core.ModelBuilder("q").set_forcing("half")
-    for name, h in THESIS_HASHES.items():
-        assert library.get(name).hash == h and library.get(name).forcing == "thesis"
+    for name, h in THESIS_HASHES.items():   # the rule changes the identity and nothing else
+        assert library.get(name, forcing="thesis").hash == h
         m = library.get(name, forcing="symmetric")
         assert m.forcing == "symmetric" and m.hash != h and m.name == name and m.nx == library.get(name).nx
+    # The seed reproductions keep the thesis rule; the marionette arm's file chose the symmetric one.
+    assert library.get("pendulum").forcing == library.get("humanoid_marionette").forcing == "thesis"
+    assert library.get("marionette_arm").forcing == "symmetric"
     assert library.get("double_pendulum", forcing="symmetric", damping=0.2).forcing == "symmetric"
 
 

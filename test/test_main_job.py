@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from marionette_control.cli.common import stop_process_group
+from marionette_control.ocp.problem import DEFAULT_MARGINS, DEFAULT_TENSION_RESERVE
 from ros_helpers import ros_env
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]  # the whole loop as separate processes, the wave several times
@@ -93,7 +94,10 @@ def test_the_report_on_the_realistic_stand_in_has_every_field_finite(realistic):
     opt = report["optimization"]
     assert opt["converged"] and opt["constraints_satisfied"] and opt["iterations"] > 0
     margins = report["constraint_margins"]
-    assert {c["label"] for c in margins["optimized"]} >= {"carriage speed <= 2 m/s", "string tension >= 0.5 N"}
+    # the hardware's 2 m/s and 0.5 N less the optimizer's default reserve for the feedback
+    reserved = {f"carriage speed <= {2.0 * (1.0 - DEFAULT_MARGINS['speed']):g} m/s",
+                f"string tension >= {0.5 + DEFAULT_TENSION_RESERVE:g} N"}
+    assert {c["label"] for c in margins["optimized"]} >= reserved
     assert set(margins["executed"]) == {"closed_loop", "open_loop", "push_lqr", "push_mpc"}
     for name, run in margins["executed"].items():
         assert set(run) == {"motion", "after_end"}

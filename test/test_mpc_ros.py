@@ -187,7 +187,7 @@ def test_a_push_is_recovered_more_than_twice_as_fast_with_the_planner_in_its_own
     assert times["mpc"] is not None and (times["lqr"] is None or times["lqr"] >= 2.0 * times["mpc"]), times
     errors = mpc["q"][:, :nd] - motion.X[mpc["k"], :nd]
     assert np.degrees(np.abs(errors[mpc["k"] >= PUSH.tick]).max()) > 2.0   # the push was felt
-    _limits_hold(mpc["commands"], mpc["k_all"], problem.limits, dt)
+    _limits_hold(mpc["commands"], mpc["k_all"], problem.hardware_limits, dt)   # the clamp's: the plans keep the reserve
     assert lowest["mpc"] > 0.0, lowest   # taut: the string pulls at every tick
     last = mpc["last"]
     assert last.plan > 0 and last.run >= 1 and runs["lqr"]["last"].plan == 0

@@ -19,7 +19,7 @@ Each test states its tolerance in its docstring. Figures measured when the tests
 6. ``test_mass_matrix_closed_form``, ``test_forward_dynamics_closed_form``,
    ``test_energy_closed_form``: Tedrake's point-mass double pendulum (seed 003).
 
-Momentum convention (the models' default forcing, thesis (4.12a) f- = dt F(qbar, qdot, u_k), f+ = 0, and
+Momentum convention (the thesis rule these models use (physics_helpers), thesis (4.12a) f- = dt F(qbar, qdot, u_k), f+ = 0, and
 (4.36); the symmetric rule's convergence with forces is test_forcing.py's): the DEL
 applies at node k the impulse dt F_k - Dh_dyn(q_k)^T lambda_k, and the state's momentum
 p_k = D2 Ld(q_{k-1}, q_k) is the momentum *before* it. The continuous momentum at t_k is the

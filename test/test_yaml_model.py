@@ -116,17 +116,17 @@ def test_overrides_replace_top_level_keys(tmp_path):
 
 
 def test_forcing_key_and_its_variants(tmp_path):
-    """``forcing`` (thesis (4.12)): thesis by default; a file's choice reaches the model and its builder; a variant
-    inherits its base's choice and may change it; ``load_model(..., forcing=)`` overrides it."""
+    """``forcing`` (thesis (4.12)): symmetric by default; a file's choice reaches the model and its builder; a
+    variant inherits its base's choice and may change it; ``load_model(..., forcing=)`` overrides it."""
     p = write(tmp_path, STRUNG_PENDULUM, "nominal.yaml")
-    thesis = load_model(p)
-    assert thesis.forcing == "thesis"
-    sym = load_model(write(tmp_path, STRUNG_PENDULUM + "forcing: symmetric\n", "sym.yaml"))
-    assert sym.forcing == "symmetric" and sym.hash != thesis.hash
-    b = SystemBuilder.from_model(thesis)
-    assert b.forcing("symmetric").build().hash == load_model(p, forcing="symmetric").hash
-    assert load_model(write(tmp_path, "name: v\nbase: sym.yaml\n", "v.yaml")).forcing == "symmetric"
-    assert load_model(write(tmp_path, "name: w\nbase: sym.yaml\nforcing: thesis\n", "w.yaml")).forcing == "thesis"
+    sym = load_model(p)
+    assert sym.forcing == "symmetric"
+    thesis = load_model(write(tmp_path, STRUNG_PENDULUM + "forcing: thesis\n", "thesis.yaml"))
+    assert thesis.forcing == "thesis" and sym.hash != thesis.hash
+    b = SystemBuilder.from_model(sym)
+    assert b.forcing("thesis").build().hash == load_model(p, forcing="thesis").hash
+    assert load_model(write(tmp_path, "name: v\nbase: thesis.yaml\n", "v.yaml")).forcing == "thesis"
+    assert load_model(write(tmp_path, "name: w\nbase: thesis.yaml\nforcing: symmetric\n", "w.yaml")).forcing == "symmetric"
 
 
 def test_urdf_rename_and_extra_frames(tmp_path):

@@ -93,7 +93,8 @@ CENTRE_BOX = ((30.0, 80.0), (75.0, 120.0))
 AMPLITUDE = (35.0, 35.0)
 #: N: the string's tension floor of the optimized motion: the model file's 0.5 N and 0.2 N of margin (the stand-in's
 #: string is one-sided, and a slack string is not the model the calibration fits); the lowered pose it starts and
-#: ends at rest in holds the arm with 0.81 N, which bounds it
+#: ends at rest in holds the arm with 0.81 N, which bounds it. It is the floor itself: the optimizer's default
+#: ``tension_reserve`` on top of it (0.8 N) leaves the rest pose 0.01 N, and the optimum then fails its line search
 MIN_TENSION = 0.7
 #: fractions of the drives' range, speed and acceleration kept in reserve for the feedback
 MARGINS = {"range": 0.05, "speed": 0.3, "acceleration": 0.3}
@@ -198,7 +199,8 @@ def _nested(a: np.ndarray) -> tuple:
 def reserved_limits(model, min_tension: float = MIN_TENSION, margins: Optional[Mapping] = None):
     """The arm's limits less the reserve: its model file's drive limits shrunk by ``margins`` and the tension
     floor ``min_tension`` (:class:`~marionette_control.ocp.problem.ConstraintOptions`, the optimizer's rule)."""
-    options = ConstraintOptions(min_tension=min_tension, margins=dict(MARGINS if margins is None else margins))
+    options = ConstraintOptions(min_tension=min_tension, margins=dict(MARGINS if margins is None else margins),
+                                tension_reserve=0.0)
     return options.limits(model, load_limits(ModelSource.registered("marionette_arm")))
 
 
@@ -252,7 +254,7 @@ def spec_data(times: np.ndarray, angles: np.ndarray, max_iterations: int = 100, 
             "weights": {"state": {"default": 0.01, "shoulder": 100, "elbow": 100}, "input": {"default": 0.01}},
             "optimizer": {"schedule": [["quasi_newton", 4], ["newton", None]], "tolerance": 1e-6,
                           "max_iterations": int(max_iterations), "deadline": float(deadline)},
-            "constraints": {"min_tension": MIN_TENSION, "margins": dict(MARGINS)},
+            "constraints": {"min_tension": MIN_TENSION, "tension_reserve": 0.0, "margins": dict(MARGINS)},
             "tracking_gains": {"delay_steps": 1}}
 
 

@@ -20,9 +20,11 @@ and errors name the offending element.
 
 Forcing (``forcing=`` or :meth:`SystemBuilder.forcing`): how the impulse Δt·F(q̄, q̇, u_k) of the
 forces over a step (F at the midpoint of the midpoint discrete Lagrangian, thesis (4.8)) is split
-between the step's ends (thesis (4.12)): ``"thesis"`` (the default) f⁻ = Δt·F, f⁺ = 0, thesis
-(4.12a) and the reference implementation, whose configurations are first order in Δt with any
-force; ``"symmetric"`` f⁻ = f⁺ = ½Δt·F, second order (``docs/integrator_study.md``, "Forcing").
+between the step's ends (thesis (4.12)): ``"thesis"`` f⁻ = Δt·F, f⁺ = 0, thesis (4.12a) and the
+reference implementation, whose configurations are first order in Δt with any force; ``"symmetric"``
+(``DEFAULT_FORCING``, the default of a new model) f⁻ = f⁺ = ½Δt·F, second order at the same cost
+(``docs/integrator_study.md``, "Forcing discretization", has the measurements behind the choice). The
+seed reproductions of the model library keep ``"thesis"``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ import numpy as np
 from marionette_control import _core
 
 PRIMITIVES = ("tx", "ty", "tz", "rx", "ry", "rz")
-#: The forcing discretizations (module docstring); the first is the default.
+#: The forcing discretizations (module docstring).
 FORCING_RULES: tuple[str, ...] = tuple(_core.FORCING_RULES)
+#: A new model's forcing discretization (module docstring).
+DEFAULT_FORCING = "symmetric"
 
 
 def rotation_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -62,7 +66,7 @@ def _vector(value, size: int, what: str) -> np.ndarray:
 class SystemBuilder:
     """Collects a model description; ``build()`` validates it in the core."""
 
-    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8), forcing: str = FORCING_RULES[0]):
+    def __init__(self, name: str, gravity: Sequence[float] = (0.0, 0.0, -9.8), forcing: str = DEFAULT_FORCING):
         self._core = _core.ModelBuilder(name)
         self._core.set_gravity(_vector(gravity, 3, "gravity"))
         self.name = name

@@ -70,7 +70,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from marionette_control import _core
-from marionette_control.model.builder import FORCING_RULES, SystemBuilder, rotation_rpy
+from marionette_control.model.builder import DEFAULT_FORCING, SystemBuilder, rotation_rpy
 
 SUPPORTED_JOINTS = ("revolute", "continuous", "prismatic", "fixed")
 #: Relative size of an axis component off the coordinate axis that still counts as zero.
@@ -554,7 +554,7 @@ def _handle_friction(robot: UrdfRobot, friction: str) -> None:
 
 def load_urdf(source: str | os.PathLike, kinematic: Iterable[str] = (), rename: Mapping[str, str] | None = None,
               gravity: Sequence[float] = (0.0, 0.0, -9.81), name: str | None = None,
-              friction: str = "ignore", forcing: str = FORCING_RULES[0]) -> _core.Model:
+              friction: str = "ignore", forcing: str = DEFAULT_FORCING) -> _core.Model:
     """Builds the core model of a URDF (a path or URDF text); see the module docstring for the mapping and
     add_urdf for ``friction``. URDF says nothing about the integrator: ``forcing`` is the forcing
     discretization of the model (``builder.FORCING_RULES``; the joints' damping is a force)."""

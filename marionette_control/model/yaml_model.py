@@ -9,8 +9,8 @@ a worked example)::
     name: double_pendulum_on_a_string   # required; the model's name
     description: free text               # optional
     gravity: [0, 0, -9.81]               # optional, m/s^2 (default [0, 0, -9.81])
-    forcing: thesis                      # optional: the forcing discretization, thesis (default:
-                                         # f- = dt F, f+ = 0) or symmetric (f- = f+ = dt F / 2)
+    forcing: symmetric                   # optional: the forcing discretization, symmetric (default:
+                                         # f- = f+ = dt F / 2) or thesis (f- = dt F, f+ = 0)
     urdf:                                # optional: the tree (or part of it) from a URDF
       file: arm.urdf                     #   path relative to this file
       rename: {joint_a: config_a}        #   optional: URDF joint -> configuration name
@@ -78,7 +78,7 @@ import numpy as np
 import yaml
 
 from marionette_control import _core
-from marionette_control.model.builder import FORCING_RULES, PRIMITIVES, SystemBuilder, rotation_rpy
+from marionette_control.model.builder import DEFAULT_FORCING, FORCING_RULES, PRIMITIVES, SystemBuilder, rotation_rpy
 from marionette_control.model.limits import ActuatorLimits, from_description
 from marionette_control.resources import config_file
 from marionette_control.model.urdf import (FRICTION_OPTIONS, Inertial, UrdfError, UrdfRobot, add_urdf, inertia_problem,
@@ -450,7 +450,7 @@ def load_model_file(path: str | os.PathLike, builder: type = SystemBuilder, **ov
     if not isinstance(description, str):
         c.fail("description", "expected text")
     gravity = c.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3)
-    forcing = data.get("forcing", FORCING_RULES[0])
+    forcing = data.get("forcing", DEFAULT_FORCING)
     if forcing not in FORCING_RULES:
         c.fail("forcing", f"expected one of {', '.join(FORCING_RULES)}, got {forcing!r}")
     b = builder(name, gravity=gravity).forcing(forcing)

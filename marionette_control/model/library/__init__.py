@@ -43,8 +43,9 @@ def get(name: str, forcing: str | None = None, **params) -> _core.Model:
     """Builds the model registered as ``name`` with the factory's keyword parameters.
 
     ``forcing`` (one of ``builder.FORCING_RULES``) replaces the forcing discretization the model's
-    description chose (None: keep it; every registered model but a file that says otherwise uses
-    ``"thesis"``); a model with another rule has another identity (``Model.hash``).
+    description chose (None: keep it: the seed reproductions here use ``"thesis"``, the rule of the
+    seeds' vectors and of the reference implementation; the marionette arm's file says ``symmetric``);
+    a model with another rule has another identity (``Model.hash``).
     """
     try:
         entry = _REGISTRY[name]

@@ -27,7 +27,7 @@ DESCRIPTION = (
 def cart_pendulum(mass: float = 1.0, length: float = 1.0, gravity: float = 9.8, damping: float = 0.0,
                   kinematic_cart: bool = True, cart_mass: float = 1.0, pendulum_torque: bool = False):
     """Builds the pendulum on a cart (parameters in SI units; see the module docstring)."""
-    b = SystemBuilder("cart_pendulum", gravity=(0.0, 0.0, -gravity))
+    b = SystemBuilder("cart_pendulum", gravity=(0.0, 0.0, -gravity), forcing="thesis")
     if kinematic_cart:
         b.frame("cart", "world", "ty", config="cart", kinematic=True)
     else:

@@ -69,7 +69,7 @@ ARM = ("shoulder", "humerus", "elbow", "radius", "hand")
 
 def humanoid_marionette(damping: float = DAMPING, gravity: float = 9.8):
     """Builds the model (module docstring)."""
-    b = SystemBuilder("humanoid_marionette", gravity=(0.0, 0.0, -gravity))
+    b = SystemBuilder("humanoid_marionette", gravity=(0.0, 0.0, -gravity), forcing="thesis")
     _chain(b, "world", [("tx", "torso_tx", 0.0), ("ty", "torso_ty", 0.0), ("tz", "torso_tz", 0.0),
                         ("rz", "torso_rz", 0.0), ("ry", "torso_ry", 0.0), ("rx", "torso_rx", 0.0)], "pelvis")
     b.mass("pelvis", 10.0, (1.0, 1.0, 1.0))

@@ -18,7 +18,7 @@ DOUBLE_PENDULUM_DESCRIPTION = (
 
 def pendulum(mass: float = 1.0, length: float = 1.0, gravity: float = 9.8, damping: float = 0.0):
     """Seed 001 §II-A pendulum (its regression vectors, §II-A and §IV-A: test/test_derivatives.py)."""
-    b = SystemBuilder("pendulum", gravity=(0.0, 0.0, -gravity))
+    b = SystemBuilder("pendulum", gravity=(0.0, 0.0, -gravity), forcing="thesis")
     b.frame("pendulum", "world", "rx", config="theta")
     b.frame("bob", "pendulum", "tz", value=-length, mass=mass)
     b.config_force("theta", input="torque")
@@ -30,7 +30,7 @@ def pendulum(mass: float = 1.0, length: float = 1.0, gravity: float = 9.8, dampi
 def double_pendulum(m1: float = 1.0, m2: float = 1.0, l1: float = 1.0, l2: float = 1.0, gravity: float = 9.8,
                     torques: bool = True, damping: float = 0.0):
     """Double pendulum; with ``torques`` the inputs are 'torque1', 'torque2'."""
-    b = SystemBuilder("double_pendulum", gravity=(0.0, 0.0, -gravity))
+    b = SystemBuilder("double_pendulum", gravity=(0.0, 0.0, -gravity), forcing="thesis")
     b.frame("link1", "world", "rx", config="theta1")
     b.frame("mass1", "link1", "tz", value=-l1, mass=m1)
     b.frame("link2", "mass1", "rx", config="theta2")

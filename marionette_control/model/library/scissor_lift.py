@@ -93,7 +93,7 @@ def config_names(p: ScissorLift) -> list[str]:
 def build(p: ScissorLift):
     """The core model of ``p`` (module docstring)."""
     L, I = p.link_length, p.inertia
-    b = SystemBuilder("scissor_lift", gravity=(0.0, 0.0, -p.gravity))
+    b = SystemBuilder("scissor_lift", gravity=(0.0, 0.0, -p.gravity), forcing="thesis")
     for n in range(1, p.segments + 1):
         if n == 1:
             b.frame("a1", "world", "ry", config="a1")

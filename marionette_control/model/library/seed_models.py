@@ -65,7 +65,7 @@ def rigid_sphere(radius: float = 0.05, density: float = 27000.0, axis=SPHERE_AXI
     mass = density * 4.0 / 3.0 * np.pi * radius ** 3
     inertia = 0.4 * mass * radius ** 2
     C = axis_frame(axis)
-    b = SystemBuilder("rigid_sphere", gravity=(0.0, 0.0, 0.0))
+    b = SystemBuilder("rigid_sphere", gravity=(0.0, 0.0, 0.0), forcing="thesis")
     b.frame("px", "world", "tx", config="x")
     b.frame("py", "px", "ty", config="y")
     b.frame("centre", "py", "tz", config="z")
@@ -83,7 +83,7 @@ def rigid_sphere(radius: float = 0.05, density: float = 27000.0, axis=SPHERE_AXI
 def two_link_arm(m1: float = 0.5, m2: float = 0.5, L1: float = 2.0, L2: float = 0.5, c1: float = 0.2,
                  c2: float = 0.0):
     """Seed 004 §8.2's horizontal two-link arm (module docstring; Table 8.1's parameters by default)."""
-    b = SystemBuilder("two_link_arm", gravity=(0.0, 0.0, 0.0))
+    b = SystemBuilder("two_link_arm", gravity=(0.0, 0.0, 0.0), forcing="thesis")
     b.frame("link1", "world", "rz", config="theta1")
     b.frame("centre1", "link1", "tx", value=L1 / 2, mass=m1, inertia=(0.0, m1 * L1 ** 2 / 12, m1 * L1 ** 2 / 12))
     b.frame("elbow", "link1", "tx", value=L1)
