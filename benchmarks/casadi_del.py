@@ -2,7 +2,8 @@
 
 What a user would write instead of this package: the tree model's midpoint discrete Lagrangian (seed 002
 (3.2)) in CasADi symbols — placements as products of primitive transforms, L = kinetic − potential
-energy of every mass, the forcing f⁻ = Δt F (thesis (4.12a)) with joint damping and configuration
+energy of every mass, the forcing split between the step's ends as the model's rule says (thesis (4.12):
+f⁻ = Δt F, f⁺ = 0 for ``thesis``, f⁻ = f⁺ = ½Δt F for ``symmetric``) with joint damping and configuration
 forces, the holonomic constraints — and the forced constrained DEL equations (seed 002 (3.6)) with
 this package's pairing of λ_k with Dh(q_k) as equality constraints; the cost and the inequality rows of
 the same :class:`~marionette_control.ocp.problem.Problem` built from CasADi expressions; IPOPT with
@@ -50,17 +51,14 @@ class SymbolicModel:
     m: int
     dt: float
     placements: object      # q -> [g_0 (4x4), ...] (every frame)
-    D1: object              # (q0, q1, u_force) -> D1 Ld + dt F (dynamic rows)
-    D2: object              # (q0, q1) -> D2 Ld (dynamic rows)
+    D1: object              # (q0, q1, u_force) -> D1 Ld + f⁻ (dynamic rows)
+    D2: object              # (q0, q1, u_force) -> D2 Ld + f⁺ (dynamic rows): p_{k+1}
     h: object               # q -> h (m)
     Dh: object              # q -> Dh[:, dynamic] (m, nd)
 
 
 def symbolic_model(ca, model, dt: float, damping: dict, forces: dict) -> SymbolicModel:
     """``damping``: {configuration: c} (F = −c q̇); ``forces``: {configuration: force-input index}."""
-    if model.forcing != "thesis":
-        raise ValueError(f"the CasADi peer transcribes thesis (4.12a)'s forcing only; model '{model.name}' uses "
-                         f"the {model.forcing} rule")
     nq, nd, nu = model.nq, model.nd, model.nu
     q, v, u = ca.SX.sym("q", nq), ca.SX.sym("v", nq), ca.SX.sym("u", nu)
     G0 = np.asarray(model.placements(np.zeros(nq)))
@@ -94,8 +92,10 @@ def symbolic_model(ca, model, dt: float, damping: dict, forces: dict) -> Symboli
     Ff = ca.Function("F", [q, v, u], [F])
     q0, q1 = ca.SX.sym("q0", nq), ca.SX.sym("q1", nq)
     Ld = dt * Lf(0.5 * (q0 + q1), (q1 - q0) / dt)
-    d1 = ca.gradient(Ld, q0)[:nd] + dt * Ff(0.5 * (q0 + q1), (q1 - q0) / dt, u)[:nd]
-    d2 = ca.gradient(Ld, q1)[:nd]
+    fm, fp = model.forcing_weights                                   # f⁻ = fm Δt F, f⁺ = fp Δt F
+    impulse = dt * Ff(0.5 * (q0 + q1), (q1 - q0) / dt, u)[:nd]
+    d1 = ca.gradient(Ld, q0)[:nd] + fm * impulse
+    d2 = ca.gradient(Ld, q1)[:nd] + fp * impulse
     hs = []
     for name, kind, f1, f2, length in model.constraint_frames:
         if kind != "distance":
@@ -108,7 +108,7 @@ def symbolic_model(ca, model, dt: float, damping: dict, forces: dict) -> Symboli
     h = ca.vertcat(*hs) if hs else ca.SX.zeros(0)
     Dh = ca.jacobian(h, q)[:, :nd] if hs else ca.SX.zeros(0, nd)
     return SymbolicModel(nq, nd, nu, len(hs), dt, ca.Function("g", [q], G), ca.Function("D1", [q0, q1, u], [d1]),
-                         ca.Function("D2", [q0, q1], [d2]), ca.Function("h", [q], [h]),
+                         ca.Function("D2", [q0, q1, u], [d2]), ca.Function("h", [q], [h]),
                          ca.Function("Dh", [q], [Dh]))
 
 
@@ -132,7 +132,7 @@ def check_against_core(ca, sm: SymbolicModel, model, system, X, U, Lam, tol: flo
             row = p + np.asarray(sm.D1(Q[k], Q[k + 1], U[k, :sm.nu])).ravel()
             if sm.m:
                 row -= np.asarray(sm.Dh(Q[k])).T @ Lam[k]
-            p = np.asarray(sm.D2(Q[k], Q[k + 1])).ravel()
+            p = np.asarray(sm.D2(Q[k], Q[k + 1], U[k, :sm.nu])).ravel()
             worst = max(worst, float(np.abs(row - R[k, :nd]).max() / max(1.0, np.abs(p).max())))
     if worst > tol:
         raise RuntimeError(f"the CasADi transcription differs from the core's by {worst:.3g}: not the same problem")
@@ -165,7 +165,7 @@ def solve(ca, sm: SymbolicModel, problem, X0, U0, Lam0, ipopt: dict) -> PeerResu
     lam = ca.SX.sym("lam", m, N)
     Q = ca.horzcat(ca.DM(x0[:nq]), ca.vertcat(qd, U[nu:, :]))                     # (nq, N+1)
     D1 = sm.D1.map(N)(Q[:, :-1], Q[:, 1:], U[:nu, :])                              # (nd, N)
-    P = sm.D2.map(N)(Q[:, :-1], Q[:, 1:])                                          # p_1 .. p_N
+    P = sm.D2.map(N)(Q[:, :-1], Q[:, 1:], U[:nu, :])                               # p_1 .. p_N
     Pprev = ca.horzcat(ca.DM(x0[nq:nq + nd]), P[:, :-1])
     rows = Pprev + D1
     g = []

@@ -15,6 +15,10 @@ Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same 
   --quick); requested Newton iterations that fell back to quasi-Newton on an indefinite
   model are reported separately), the time to convergence and the cost after the first
   iteration (the same start and line search as trep, so it must agree).
+* ``humanoid.tracking.threads{1,2}``: the same solve with ``threads`` = 1 and 2 (the core's loops over the
+  steps split over two workspaces, issue 28), the two alternating in every round so that the shared
+  machine's load falls on both alike: seconds per accepted iteration (median over the rounds of a run's mean)
+  and the batch linearization and contracted second order of the 200 steps alone (medians over rounds).
   Both are solved by :func:`marionette_control.ocp.optimizer.solve`; the times are its solver's call alone
   (``Result.solve_time``: the tracking gains and the result record it adds afterwards are not timed).
 * ``humanoid.tv_lqr_1000`` / ``tv_lq_1000``: the 1000-step LQR of the projection gains
@@ -81,6 +85,46 @@ def iteration_seconds(history):
     for h in history:
         out.append((h, h.elapsed - prev))
         prev = h.elapsed
+    return out
+
+
+def _thread_figures(ctx: Context, N: int, problem, X0, U0) -> list[Figure]:
+    """``humanoid.tracking.threads{1,2}.*`` (module docstring): threads 1 and 2 alternating, first one then the
+    other, then the reverse."""
+    import dataclasses
+
+    from marionette_control.ocp.optimizer import solve
+
+    rounds, batch_rounds = (1, 3) if ctx.quick else (4, 12)
+    ctx.log(f"optimizer: humanoid tracking with threads 1 and 2, N = {N} ({rounds} rounds of solves, "
+            f"{batch_rounds} of batch loops)")
+    base, ds = problem.options, problem.system
+    Z = np.random.default_rng(0).standard_normal((N, ds.model.nx))
+    per_it = {1: [], 2: []}
+    loops = {(kind, th): [] for kind in ("linearize", "second_order") for th in (1, 2)}
+    for i in range(max(rounds, batch_rounds)):
+        for th in ((1, 2) if i % 2 == 0 else (2, 1)):
+            if i < rounds:
+                problem.options = dataclasses.replace(base, threads=th)
+                r = solve(problem, X0, U0).result
+                per_it[th].append(statistics.mean(s for h, s in iteration_seconds(r.history) if h.step_length > 0))
+            loops[("linearize", th)] += time_once(lambda: ds.linearize_trajectory(X0, U0, threads=th), 1, 0)
+            loops[("second_order", th)] += time_once(
+                lambda: ds.second_order_trajectory(X0, U0, Z, None, threads=th), 1, 0)
+    problem.options = base
+    out = []
+    for th in (1, 2):
+        times = per_it[th]
+        out.append(Figure(f"humanoid.tracking.threads{th}.iteration", statistics.median(times), "s", "optimizer", None,
+                          f"threads={th}: seconds per accepted iteration of the N = {N} tracking (mean over a run), "
+                          f"median of {len(times)} runs alternating with threads={3 - th} (min {min(times):.3g}, "
+                          f"max {max(times):.3g})"))
+        for kind in ("linearize", "second_order"):
+            ms = loops[(kind, th)]
+            out.append(Figure(f"humanoid.tracking.threads{th}.{kind}", median_ms(ms), "ms", "optimizer", None,
+                              f"threads={th}: the core's batch {kind.replace('_', ' ')} of the {N} steps, median of "
+                              f"{len(ms)} calls alternating with threads={3 - th} (min {1e3 * min(ms):.3g} ms, "
+                              f"max {1e3 * max(ms):.3g} ms)"))
     return out
 
 
@@ -152,6 +196,8 @@ def optimizer(ctx: Context) -> list[Figure]:
     if r.history:
         fig("humanoid.tracking.cost_after_first_iteration", r.history[0].cost, "cost",
             f"cost after the first quasi-Newton step (start {start_cost:.6f}), N = {N}")
+
+    figs += _thread_figures(ctx, N, problem, X0, U0)
 
     # -- 1000-step Riccati sweeps -----------------------------------------------------------------
     from benchmarks.core import humanoid_setup

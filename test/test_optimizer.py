@@ -375,6 +375,29 @@ def test_threads_give_the_one_thread_result():
     assert any(h.method == "newton" for h in runs[0].history)   # the second order was split too
 
 
+class _CountingOptimizer(ProjectionOptimizer):
+    """The optimizer with its calls of the core's projection counted (the count under test is kept elsewhere)."""
+
+    calls = 0
+
+    def project(self, x0, Xbar, Ubar, K):
+        self.calls += 1
+        return super().project(x0, Xbar, Ubar, K)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_result_counts_the_line_search_projections(restart):
+    """OptimizationResult.projections is the number of trial projections of the line searches: every call of
+    the projection, rejected and accepted (at least one per accepted step)."""
+    ds, cost, X0, U0 = swing_up()
+    opt = _CountingOptimizer(ds, cost, OptimizerOptions(max_iterations=8, armijo_restart=restart))
+    r = opt.optimize(X0, U0)
+    assert r.projections == opt.calls
+    assert r.projections > r.steps == 8      # the swing-up's first steps are short: some trials are rejected
+    again = opt.optimize(X0, U0)
+    assert again.projections == r.projections   # counted per optimization
+
+
 def test_max_iterations_zero_returns_the_start():
     ds, cost, X0, U0 = swing_up()
     r = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=0)).optimize(X0, U0)

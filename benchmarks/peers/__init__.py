@@ -43,7 +43,7 @@ PEERS = {
                            "trep 1.0.2's discrete optimizer trep.discopt (DOptimizer, dlqr) on the optimizer "
                            "group's problems; same venv as 'trep'", env="trep"),
     "crocoddyl": Peer("crocoddyl", HERE / "install_crocoddyl.sh", HERE / "crocoddyl_fddp.py",
-                      "Crocoddyl 3.2.1 (pin 4.0.0) FDDP on the dmocc group's pendulum swing-up and cart-pole, its own "
+                      "Crocoddyl 3.2.1 (pin 4.0.0) FDDP on the dmocc group's pendulum swing-up, cart-pole and two-link arm, its own "
                       "Pinocchio models and integrators"),
 }
 

@@ -24,8 +24,8 @@ derivatives (:mod:`.terms`, :mod:`.constraints`). An iteration
    step converges) and h(ξ_{i+1}) < h(ξ_i) + α λ Dh∘ζ. The search starts one step of the sequence
    above the previous iteration's accepted λ (λ₀ = min(1, λ_prev/β)), not at 1: on a stiff problem the
    steps far from the optimum are short for many iterations in a row and every trial above them is a
-   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``): the cart-pole's 138
-   projections in 36 iterations become 56 in the same 36, the two-link arm's 1571 in 137 become 284 in 144;
+   projection (N steps of the integrator) rejected. Measured (``docs/benchmarks.md``, issue 28): the cart-pole's
+   138 projections in 36 iterations become 56 in the same 36, the two-link arm's 1582 in 137 become 220 in 111;
    a step may still grow by one factor 1/β per iteration, and jumps straight to 1 when the Newton model is
    first used. ``armijo_restart`` restores λ₀ = 1 at every iteration.
 
@@ -277,7 +277,8 @@ class OptimizationResult:
     ``reason`` is one of "converged", "max_iterations", "deadline", "cancelled",
     "line_search_failed", "not_a_descent_direction". ``iterations`` counts the
     descent-direction evaluations (the final converged check included);
-    ``steps`` the accepted line-search steps. ``cost`` is h without the constraint
+    ``steps`` the accepted line-search steps; ``projections`` the line searches' trial projections
+    P(ξ + λζ) (each N steps of the integrator; the accepted ones included). ``cost`` is h without the constraint
     barriers; ``feasible`` whether (X, U) satisfies every inequality constraint within the
     feasibility tolerance (always True without constraints), ``violation`` its largest
     normalized violation.
@@ -293,6 +294,7 @@ class OptimizationResult:
     feasible: bool = True
     violation: float = 0.0
     Lam: Optional[np.ndarray] = None
+    projections: int = 0
 
     @property
     def iterations(self) -> int:
@@ -400,6 +402,7 @@ class ProjectionOptimizer:
         self._barriers = cost.barriers
         self._lam = cost.needs_lambda
         self._data = cost.create_data()
+        self._projections = 0   # the current optimization's line-search projections (OptimizationResult)
         threads = self.options.threads
         if threads is None:
             try:
@@ -633,6 +636,7 @@ class ProjectionOptimizer:
         """
         opt = self.options
         t_start = time.perf_counter()
+        self._projections = 0
         U = np.array(U, dtype=float)
         x0 = np.array(X[0], dtype=float)
         # Make sure the starting point is a feasible trajectory of this system.
@@ -759,7 +763,7 @@ class ProjectionOptimizer:
         return OptimizationResult(X=it.X, U=it.U, cost=float(it.cost), converged=converged, reason=reason,
                                   history=history, elapsed=time.perf_counter() - t_start,
                                   feasible=bool(it.violation <= tol_feasible), violation=float(it.violation),
-                                  Lam=it.Lam)
+                                  Lam=it.Lam, projections=self._projections)
 
     def _armijo(self, it: _Iterate, Z, V, K, slope, cost: Cost, feasible: bool, check_stop, first: int = 0):
         """Algorithm 3: λ = β^m, m = first, first + 1, ..., until P(ξ + λζ) exists and g decreases by at least
@@ -770,6 +774,7 @@ class ProjectionOptimizer:
             check_stop()
             lam = opt.armijo_beta ** m
             Xb = X + lam * Z
+            self._projections += 1
             try:
                 out = self.project(Xb[0], Xb, U + lam * V, K)
             except _core.StepError:
