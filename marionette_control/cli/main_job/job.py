@@ -1,7 +1,7 @@
 """Main job: the whole loop on the simulated marionette arm, closed loop against feed-forward only.
 
     python -m marionette_control.cli.main_job [--out DIR] [--motion wave] [--profile realistic|perfect]
-                                          [--plant FILE] [--push T [--push-force N] [--mpc]] [--calibrate]
+                                          [--plant FILE] [--seed N] [--push T [--push-force N] [--mpc]] [--calibrate]
                                           [--real-time-factor X] [--no-bag] [--timeout S]
 
 Starts the simulator, optimizer and controller as separate processes (the bringup's ``--sim`` node set),
@@ -198,8 +198,10 @@ class Processes:
 
 
 def start_processes(procs: Processes, profile: str, delay: int, real_time_factor: float, out: Path,
-                    record: bool, mpc: bool, plant: Optional[str] = None, model_file: Optional[str] = None) -> None:
-    """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` when given, optimizer
+                    record: bool, mpc: bool, plant: Optional[str] = None, model_file: Optional[str] = None,
+                    seed: Optional[int] = None) -> None:
+    """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` and its noise ``seed``
+    when given, optimizer
     saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
     with ``mpc`` the planner, planning for the re-planned controller), the feed-forward-only controller, with
     ``mpc`` the re-planned controller, and the bag recorder. ``model_file``: the model file of the optimizer, the
@@ -212,6 +214,7 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
                "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
     plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
+    plant_args += ["-p", f"{SIMULATOR}:seed:={seed}"] if seed is not None else []
     model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
         if model_file else []
     procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
@@ -540,7 +543,8 @@ def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: 
         say(f"starting simulator ({args.profile} profile{', plant ' + plant if plant else ''}, real-time "
             f"factor {args.real_time_factor:g}), optimizer and controllers"
             + (f" on {model_file}" if model_file else "") + " ...")
-        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, plant, model_file)
+        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, plant, model_file,
+                        args.seed)
         obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
         wait_for_joint_states(obs)
         reserve = CALIBRATION_RESERVE if args.calibrate else None
@@ -633,7 +637,8 @@ def run(args) -> dict:
     os.environ.update({k: env[k] for k in ISOLATION_VARIABLES})
     say(f"ROS graph: domain {env['ROS_DOMAIN_ID']}, discovery {env['ROS_AUTOMATIC_DISCOVERY_RANGE']}")
     model = library.get("marionette_arm")
-    hardware = HardwareProfile.named(args.profile, **({"plant_model_file": args.plant} if args.plant else {}))
+    overrides = {"plant_model_file": args.plant, "seed": args.seed}
+    hardware = HardwareProfile.named(args.profile, **{k: v for k, v in overrides.items() if v is not None})
     plant = load_plant(hardware, arm.load_description())
     limits = from_description(plant)
     delay = hardware.command_delay_steps
@@ -694,8 +699,12 @@ def main(argv=None) -> int:
                    "(docs/calibration.md)")
     p.add_argument("--plant", metavar="FILE", help="the simulator's plant model file (relative names under config/, "
                    "e.g. plants/damping_x3.yaml); default: the profile's")
+    p.add_argument("--seed", type=int, help="the simulator's noise seed (encoders, jitter; -1: from the operating system); "
+                   "default: the profile's")
     p.add_argument("--timeout", type=float, default=300.0, help="optimization timeout [s] (default 300)")
     args = p.parse_args(argv)
+    if args.seed is not None and args.seed < -1:
+        p.error(f"--seed must be an integer >= 0 (or -1: from the operating system), got {args.seed}")
     if args.push is not None and not args.push > 0:
         p.error(f"--push must be a time > 0 s into the motion, got {args.push}")
     if args.mpc and args.push is None:
