@@ -290,6 +290,12 @@ ADVERSARY = "adversary"  # frame_id of the adversary's joint states (the control
 #: perfect stand-in: the feedback's corrections, millimetres, up to 2 cm after a command that missed its cycle on a
 #: loaded machine ...
 FEED_FORWARD_TOLERANCE = 0.05
+#: ... and for RECOVERY_TICKS after a sample the controller never answered (a gap in the ticks' indices: the drives
+#: held still a step while the motion went on), the feedback's correction of the arm's lag: up to 0.107 m, measured
+#: offline (a loop of the core on the same stand-in, 1–8 samples skipped at each of E's first 40 ticks, while its
+#: carriage makes its fastest move; the correction peaks ~25 ticks after the gap, as the start blend fades the
+#: feedback in)
+RECOVERY_TOLERANCE, RECOVERY_TICKS = 0.12, 50
 #: ... and how far what another trajectory (or the absurd reading) would command must be from every command sent
 #: [m], so that the comparison tells them apart
 APART = 3 * FEED_FORWARD_TOLERANCE
@@ -502,12 +508,17 @@ def ticks_of(g, traj, since: int = 0) -> list:
 
 
 def assert_follows(ticks, traj) -> None:
-    """Every tick tracks ``traj`` (x_d(k) exactly) and commands its feed-forward u_d(k+d) within tolerance."""
+    """Every tick tracks ``traj`` (x_d(k) exactly) and commands its feed-forward u_d(k+d) within
+    FEED_FORWARD_TOLERANCE — RECOVERY_TOLERANCE within RECOVERY_TICKS after a gap in the ticks' indices."""
     assert ticks
-    for t in ticks:
+    gap_at = -RECOVERY_TICKS
+    for prev, t in zip([None, *ticks[:-1]], ticks):
         np.testing.assert_array_equal(t.desired, traj.X[min(t.tick, traj.N)])
+        if prev is not None and t.tick > prev.tick + 1:
+            gap_at = t.tick
+        bound = RECOVERY_TOLERANCE if t.tick - gap_at < RECOVERY_TICKS else FEED_FORWARD_TOLERANCE
         off = np.abs(np.array(t.command) - feed_forward(traj, t.tick + COMMAND_DELAY)).max()
-        assert off <= FEED_FORWARD_TOLERANCE, f"tick {t.tick}: command {list(t.command)} is {off:.4f} m off u_d"
+        assert off <= bound, f"tick {t.tick}: command {list(t.command)} is {off:.4f} m off u_d (bound {bound} m)"
 
 
 @pytest.mark.slow
