@@ -1141,3 +1141,25 @@ def test_start_finds_the_latched_trajectory_and_says_what_it_saw(arm, rig_env, n
     assert started.success and "started tracking from /marionette_optimizer/trajectory" in started.message, \
         started.message
     check_alive_then_stop(proc, log)
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_cleanup_amid_samples_and_watchdog_periods_leaves_the_node_running(arm, rig_env, node_processes, tmp_path,
+                                                                          executor):
+    """Configure and cleanup, ten times, each cleanup right after a burst of joint states and under a 1 ms watchdog
+    (the main job cleans its controllers up after every run): a sample or a watchdog period the executor took
+    before cleanup destroyed its subscription or timer finds no core and is dropped; the node keeps running and
+    exits cleanly (it died of an AttributeError in the watchdog before)."""
+    rig, env = rig_env
+    path = arm.traj1.save(tmp_path / "bump.npz")
+    proc, log = controller(node_processes, env, tmp_path, trajectory_file=str(path), watchdog_period=0.001,
+                           executor=executor)
+    rig.connect(log, configure=False)
+    for _ in range(10):
+        assert rig.transition(Transition.TRANSITION_CONFIGURE), log.read_text()
+        rig.until(lambda: rig.js_pub.get_subscription_count() > 0, 10.0, "the joint-state subscription")
+        for _ in range(20):
+            rig.send(measured(arm.traj1, 0), rig.now_ns())
+        assert rig.transition(Transition.TRANSITION_CLEANUP), log.read_text()
+    check_alive_then_stop(proc, log)

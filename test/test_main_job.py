@@ -37,11 +37,11 @@ N = 800  # the 8 s wave at dt = 0.01 s
 PUSH_T = 5.6
 
 
-def main_job(out: Path, *args, on_line=None) -> tuple[int, str]:
-    """Runs the main job to its end; (exit status, its output). ``on_line(line)`` sees each output line as it
-    comes (to act on an event of the run)."""
+def main_job(out: Path, *args, on_line=None, env=None) -> tuple[int, str]:
+    """Runs the main job to its end on its own graph (``env``: ros_env()'s); (exit status, its output).
+    ``on_line(line)`` sees each output line as it comes (to act on an event of the run)."""
     proc = subprocess.Popen([sys.executable, "-m", "marionette_control.cli.main_job", "--out", str(out), *args],
-                            env=ros_env(), stdout=subprocess.PIPE,
+                            env=env or ros_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
     try:
@@ -175,24 +175,59 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     assert executed["string_tension"]["string"]["lowest_N"] > 0.0, executed["string_tension"]
 
 
-def test_the_perfect_stand_in_tracks_exactly_through_a_start_up_stall(tmp_path):
+#: a process on the job's graph that, told to on its stdin, sends the simulator a burst of drive commands 3 cm
+#: from the trajectory's start (argv[1]): what the hold command of the run before does when it arrives late
+STRAY_COMMANDS = """
+import sys, time
+import rclpy
+from rclpy.node import Node
+from std_msgs.msg import Float64MultiArray
+from marionette_control.trajectory import Trajectory
+rclpy.init()
+node = Node("stray_commander")
+pub = node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
+sys.stdin.readline()
+u = Trajectory.load(sys.argv[1]).U[0]
+for _ in range(10):
+    pub.publish(Float64MultiArray(data=[float(u[0]) - 0.03, float(u[1])]))
+    time.sleep(0.02)
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+
+def test_the_perfect_stand_in_tracks_exactly_through_a_start_up_stall_and_a_late_command(tmp_path):
     """``--profile perfect`` (the nominal model, no delay, no noise) with the simulator and the controller paused
     (SIGSTOP) for 2 s once the joint states flow, before the optimization: the job goes on when they resume and
-    the simulator's time base re-anchors (counted). Every run tracks the optimized wave exactly (to 1e-3°) unless
-    the simulator's lock-step timed out (a command then acts a step late: counted); then within 0.1°."""
+    the simulator's time base re-anchors (counted). As the second run's reset begins, another process sends the
+    simulator drive commands 3 cm off the start (as the first run's hold does when it arrives late): the job sees
+    the arm move, says so and resets it again. Every run tracks the optimized wave exactly (to 1e-3°) unless the
+    simulator's lock-step timed out (a command then acts a step late: counted); then within 0.1°."""
     out = tmp_path / "perfect"
+    env = ros_env()
+    stray = subprocess.Popen([sys.executable, "-c", STRAY_COMMANDS, str(out / "trajectory.npz")], env=env,
+                             stdin=subprocess.PIPE, text=True, start_new_session=True)
     paused = []
 
-    def stall(line):
+    def act(line):
         if "joint states arriving" in line and not paused:
             pids = bringup_pids(out)
             paused.extend(pids[n] for n in ("marionette_simulator", "marionette_controller"))
             for pid in paused:
                 os.kill(pid, signal.SIGSTOP)
             threading.Timer(2.0, lambda: [os.kill(p, signal.SIGCONT) for p in paused]).start()
+        if "run 'open_loop'" in line and "resetting the arm" in line:
+            stray.stdin.write("go\n")
+            stray.stdin.flush()
 
-    code, text = main_job(out, "--profile", "perfect", "--no-bag", on_line=stall)
+    try:
+        code, text = main_job(out, "--profile", "perfect", "--no-bag", on_line=act, env=env)
+        assert stray.wait(30) == 0
+    finally:
+        stop_process_group(stray)
     assert paused and code == 0, text[-4000:]
+    assert re.search(r"the arm moved 0\.0[0-9]+ \(rad or m\) after the reset: a command still in flight from the "
+                     r"last run reached the simulator; resetting again \(1 of 3\)", text), text[-4000:]
     report = json.loads((out / "report.json").read_text())
     assert report["simulated_hardware"]["name"] == "perfect" and report["simulated_hardware"]["command_delay_steps"] == 0
     assert int(report["simulator"]["time_base_reanchors"]) >= 1

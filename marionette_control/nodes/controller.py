@@ -370,6 +370,8 @@ class ControllerNode(ManagedNode):
         if now == 0 and self._waiting_for_clock():
             return
         core = self.core
+        if core is None:  # a sample the executor had taken before cleanup destroyed the subscription
+            return
         res = core.on_serialized(data, now, self._parse_joint_state)
         if res.command is not None:
             self._send(res.command)
@@ -432,7 +434,10 @@ class ControllerNode(ManagedNode):
         self._track_pub.publish(m)
 
     def _on_watchdog(self) -> None:
-        res = self.core.on_watchdog(self._time.now_ns())
+        core = self.core
+        if core is None:  # a period the executor had taken before cleanup destroyed the timer
+            return
+        res = core.on_watchdog(self._time.now_ns())
         if res.command is not None:
             self._send(res.command)
         if res.new_fault:

@@ -286,6 +286,8 @@ class SimulatorNode(ManagedNode):
         return self.schedule.stamp_ns(self.k)
 
     def _on_tick(self) -> None:
+        if self.sim is None:  # a period the executor had taken before cleanup destroyed the timer
+            return
         now = self._pace_clock()
         if not self.schedule.anchored:   # the time base starts with the first tick, not at construction
             self.schedule.anchor(self.k, now)
@@ -357,6 +359,8 @@ class SimulatorNode(ManagedNode):
     # ---------------------------------------------------------------- commands and services
 
     def _on_command(self, msg) -> None:
+        if self.sim is None:  # a message the executor had taken before cleanup destroyed the subscription
+            return
         if not self.engaged:
             self.commands_refused += 1
             self.get_logger().warning(
@@ -396,6 +400,9 @@ class SimulatorNode(ManagedNode):
             self.get_logger().info(f"commands on {self.command_topic} resumed")
 
     def _on_reset(self, request, response):
+        if self.sim is None:  # a request the executor had taken before cleanup destroyed the service
+            response.success, response.message = False, f"refused: the simulator is {self.lifecycle_state}"
+            return response
         self.sim.reset()
         self.queue.clear()
         self.last_command_k = None
@@ -407,6 +414,9 @@ class SimulatorNode(ManagedNode):
         return response
 
     def _on_disturb(self, request, response):
+        if self.sim is None:  # as in _on_reset
+            response.success, response.message = False, f"refused: the simulator is {self.lifecycle_state}"
+            return response
         start_ns = request.start_time.sec * NANOSECONDS + request.start_time.nanosec
         start_time = None
         if start_ns:

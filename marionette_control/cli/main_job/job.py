@@ -136,6 +136,8 @@ REAL_TIME_FACTOR = 0.5
 MPC_REAL_TIME_FACTOR = 0.25
 LOCKSTEP_TIMEOUT = 1.0
 SETTLE_STEPS = 50    # simulator steps after a reset before a run starts (the controllers see the arm at rest)
+REST_TOLERANCE = 1e-4  # rad or m: how far a true position may move while the arm rests after a reset
+RESET_ATTEMPTS = 3
 HOLD_S = 0.5         # a run tracks this long past the trajectory's end (the final state held)
 STALL_S = 5.0        # s without a new tick while tracking: the job stops and says why
 READY_S = 30.0       # s for joint states to arrive and for a controller to take the trajectory
@@ -293,13 +295,35 @@ def make_ready(obs: Observer, controller: str) -> None:
             + ("" if silent is None or silent < 1.0 else f"; no joint state arrived here for {silent:.1f} s"))
 
 
-def reset_arm(obs: Observer) -> None:
+def reset_arm(obs: Observer) -> int:
+    """Resets the simulated arm to rest at its initial pose and waits SETTLE_STEPS of its steps; the index of the
+    first true state after the reset (:meth:`Observer.truth_moved`)."""
     res = obs.trigger(obs.reset, "simulator reset")
     if not res.success:
         raise MainJobError(f"{SIMULATOR} refused the reset: {res.message}")
     seen = len(obs.truth)
     if not obs.spin_until(lambda: len(obs.truth) >= seen + SETTLE_STEPS, READY_S):
         raise MainJobError(f"no true states from {SIMULATOR} after its reset; {obs.describe(SIMULATOR)}")
+    return seen
+
+
+def prepare(obs: Observer, controller: str) -> None:
+    """The arm reset to rest and ``controller`` ready with the trajectory (:func:`make_ready`). The controller of
+    the run before sent its hold command as it stopped; on a loaded machine that command can reach the simulator
+    after the reset and move the drives back to where that run ended (seen once: the carriage 3 cm from the next
+    run's start, which its controller then refused). An arm that moved while it should have rested was moved by
+    such a command: the reset is done again (at most RESET_ATTEMPTS times, each said)."""
+    since = reset_arm(obs)
+    make_ready(obs, controller)
+    for attempt in range(RESET_ATTEMPTS):
+        moved = obs.truth_moved(since)
+        if moved <= REST_TOLERANCE:
+            return
+        say(f"  the arm moved {moved:.4f} (rad or m) after the reset: a command still in flight from the last run "
+            f"reached the simulator; resetting again ({attempt + 1} of {RESET_ATTEMPTS})")
+        since = reset_arm(obs)
+    raise MainJobError(f"the arm does not rest after {RESET_ATTEMPTS + 1} resets (it moved {moved:.4f} rad or m): "
+                       f"something keeps commanding it; {obs.describe(SIMULATOR)}")
 
 
 def request_push(obs: Observer, stamp0_ns: int, push, dt: float) -> dict:
@@ -321,8 +345,7 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Op
     """One run (reset, start, track to N + hold, stop); its RunData. ``recorder``: a bag recorder started once the
     arm rests at the start (after the reset) and stopped when the run ends: the run's own bag."""
     say(f"run '{spec.name}' ({spec.controller}, feedback {'on' if spec.feedback else 'off'}): resetting the arm ...")
-    reset_arm(obs)
-    make_ready(obs, spec.controller)
+    prepare(obs, spec.controller)
     if recorder is not None:
         recorder.start()
         if not recorder.wait_recording():
@@ -341,7 +364,8 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Op
     lockstep_before = {k: obs.counter(SIMULATOR, f"lockstep_{k}") for k in ("waits", "timeouts")}
     res = obs.trigger(obs.start[spec.controller], f"{spec.controller} start")
     if not res.success:
-        raise MainJobError(f"{spec.controller} refused to start: {res.message}; {obs.describe(spec.controller)}")
+        raise MainJobError(f"{spec.controller} refused to start: {res.message}; {obs.describe(spec.controller)}; "
+                           f"{obs.describe(SIMULATOR)}")
     end = N + int(round(HOLD_S / dt))
     push, aborted = None, False
     started = last = (-1, time.monotonic())

@@ -149,6 +149,12 @@ class Observer:
                 return st
         return None
 
+    def truth_moved(self, since: int) -> float:
+        """The largest change of any true position [rad or m] over the true states received from the ``since``-th
+        on (message order), against the first of them; 0 without two."""
+        samples = [q for q, _ in list(self.truth.values())[since:]]
+        return float(np.max(np.abs(np.array(samples) - samples[0]))) if len(samples) > 1 else 0.0
+
     def describe(self, node: str) -> str:
         """What a node said last on /diagnostics, in one line (for error messages)."""
         st = self.status(node)
