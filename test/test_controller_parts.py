@@ -11,7 +11,7 @@ import pytest
 from marionette_control.tracking.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
 from marionette_control.lq.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
                                               gain_delay, integral_gains)
-from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.integral_action import SATURATION, AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.lq.riccati import tv_lq, tv_lqr
@@ -414,6 +414,29 @@ def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gain
     np.testing.assert_allclose(u, 0.5 * (last + hold), rtol=1e-12)
     with pytest.raises(ValueError, match=r"shape \(N, nU, nd\)"):
         AngleIntegral(np.zeros((3, 2)), 0.01, 2)
+
+
+def test_the_integral_is_held_after_a_saturated_command():
+    """Anti-windup (integral_action): after a command the limits moved by more than SATURATION the next tick's error
+    is not integrated; a command sent as the law asked (rounding aside) lets it integrate again; a run's start and a
+    switch's carry-over take the flag with z."""
+    part = AngleIntegral(np.zeros((3, 2, 2)), 0.01, nk=2)
+    q_ref, err = np.zeros(4), np.array([1e-3, -2e-3, 0.0, 0.0])
+    u_law = np.array([0.40, 0.60])
+    part.note_command(u_law, u_law + np.array([0.0, -1e-4]))  # the clamp took 0.1 mm off the winch
+    assert part.held
+    part.update(0, err, q_ref)
+    assert not part.z.any()
+    other = AngleIntegral(np.zeros((3, 2, 2)), 0.01, nk=2)
+    other.carry_over(part)
+    assert other.held
+    part.note_command(u_law, u_law + 1e-13)  # rounding of the clamp's ρ + (u − ρ): not a saturation
+    assert not part.held
+    part.update(1, err, q_ref)
+    np.testing.assert_allclose(part.z, 0.01 * err[:2], rtol=1e-12)
+    part.note_command(u_law, u_law - 2 * SATURATION)
+    part.reset()
+    assert not part.held and not part.z.any()
 
 
 def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_arm_exact():

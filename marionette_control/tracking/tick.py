@@ -6,7 +6,8 @@
 estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
                           the exact linearization, or the plain discrete Legendre transform)
 integral action           z, the integral of the measured angles' error, and its term −K_z z of the law
-                          (:mod:`.integral_action`; the gains' design record asks for it)
+                          (:mod:`.integral_action`; the gains' design record asks for it); held after a
+                          command the budget, the guard or the clamp moved (anti-windup)
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over the motion and the plans handed
                           over (:mod:`.law`, :mod:`.plan_switch`)
@@ -255,7 +256,8 @@ class Tracking:
         """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
         of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), its feedback faded in at a
         run's start, its drive accelerations within the budget of the plan's, kept at the strings' tension floor by
-        the guard and clamped to continue the command stream; finite: u and x̂_k are."""
+        the guard and clamped to continue the command stream (the integral held after a command they moved:
+        :mod:`.integral_action`, "Anti-windup"); finite: u and x̂_k are."""
         if self.kernel is not None:
             return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
         j = k + self.predictor.delay
@@ -267,12 +269,15 @@ class Tracking:
                 self.integral.apply(j, u, self.history.last)
         u_ff = self.law.feedforward(j)
         self.blend.apply(j, u, u_ff)
+        u_law = u.copy()
         stream = self.history.stream_state(j, self.system.dt)
         bounds = self.budget.bounds(j, self.law.feedforward, *stream)
         self.budget.apply(u, bounds)
         if self.guard is not None:
             self.guard.project(u, u_ff, x, *stream, bounds)
         self.limits.clamp(u, *stream)
+        if self.integral is not None:
+            self.integral.note_command(u_law, u)
         return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
 
     @property
