@@ -53,7 +53,7 @@ def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1)
 
 class Composed:
     """One tick by hand from the parts the core composes: estimator → predictor → law (with the integral of the
-    measured angle errors the gains' design record asks for, held after a saturated command) → the start blend → the
+    measured angle errors the gains' design record asks for, held while it would push into a saturation) → the start blend → the
     tension guard (``guard``: the node's core has one, from the model file's strings) → limits, the commands remembered in a
     CommandHistory (what the core must reproduce exactly, given the same samples)."""
 
@@ -78,7 +78,7 @@ class Composed:
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         x_pred = self.predictor.predict(k, x_hat, self.history)
         u = self.law.command(j, x_pred)
-        self.integral.update(k, q, self.law.reference(k))
+        self.integral.update(k, q, self.law.reference(k), j)
         self.integral.apply(j, u, self.history.last)
         self.blend.apply(j, u, self.law.feedforward(j))
         u_law = u.copy()

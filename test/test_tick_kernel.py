@@ -75,8 +75,8 @@ def remainder(traj: Trajectory, j: int) -> Trajectory:
 
 def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_at: int, switch_at=None, desc=None):
     """The fused and the reference core on one arm (realistic profile, ``delay`` steps, jitter); per cycle both
-    results, and per tick of the reference core its integral z after the tick (None without) and whether the next
-    tick's update is held (anti-windup). ``drops`` {tick
+    results, and per tick of the reference core its integral z after the tick (None without) and whether the tick's
+    error was left out (anti-windup). ``drops`` {tick
     after which: cycles whose samples are lost}; after tick ``switch_at`` (None: never) a switch to the remainder
     of ``traj`` from the next tick on; after tick ``plan_at`` a plan (:func:`plan_of`, from step plan_at + 20) of
     the motion tracked then. ``desc``: the arm's description (default: the model file's). Returns the cores, the
@@ -184,13 +184,13 @@ def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_
     assert np.abs(z[-1]).max() > 1e-4
     assert max(r.k for _, r, _, _ in integrals if r.k is not None) + delay > parts.tracking.N
     during = [zi for (_, r, zi, _) in integrals if plan.start <= r.k + delay < plan.end]
-    # the anti-windup held the integral after saturated commands (the guard's, the clamp's), alike in both: z agreed
-    # at every tick
+    # the anti-windup left out ticks that would have pushed into a saturation (the guard's, the clamp's), alike in
+    # both: z agreed at every tick
     assert any(held for _, _, _, held in integrals)
     assert len(during) > 30 and all(np.array_equal(zi, during[0]) for zi in during)
     if switch_at is not None:  # the switch's first tick continues the integral (z not reset)
         i = next(i for i, (_, r, _, _) in enumerate(integrals) if r.event.startswith("switched"))
-        (_, _, before, held), (q, r, after, _) = integrals[i - 1], integrals[i]
+        (_, _, before, _), (q, r, after, held) = integrals[i - 1], integrals[i]
         nd = fused.nd
         assert np.abs(before).max() > 1e-5
         np.testing.assert_allclose(after, before + (0.0 if held else DT) * (q[:nd] - r.x_ref[:nd]), rtol=0,

@@ -205,8 +205,8 @@ void bind_tick_kernel(py::module_& m) {
            "configuration index (into x) "
            "(marionette_control.tracking.tension_guard; None: no guard), and the acceleration budget's b dt^2 "
            "(marionette_control.tracking.acceleration_budget; inf: none), and the integral's anti-windup threshold: "
-           "the integral is held for a tick after a command sent farther than this from the law's "
-           "(marionette_control.tracking.integral_action.SATURATION; inf: never held).")
+           "a command sent farther than this from the law's is saturated, and the next tick's error is left out when "
+           "it would push further along the cut (marionette_control.tracking.integral_action.SATURATION; inf: never).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(
