@@ -1,6 +1,8 @@
-"""The figures of docs/tracking.md's "Tension guard", "Start", "Quiet commands" and "Plant family" sections.
+"""The figures of docs/tracking.md's "Tension guard", "Start", "Quiet commands", "Anti-windup" and "Plant family"
+sections.
 
     .venv/bin/python docs/tracking_safety.py [--motions wave,bow,figure_eight] [--seeds 0,1,2]
+    .venv/bin/python docs/tracking_safety.py --anti-windup wave,bow,reach_point,figure_eight,beckon,elbow_swings
 
 The motions are optimized with the arm's spec (``config/optimize/marionette_arm_wave.yaml`` with ``motion.name``)
 and tracked offline (``marionette_control.sim.offline_loop.run_loop``: the controller node's tick logic against
@@ -17,7 +19,16 @@ the stand-in) on the realistic profile, closed loop and feed-forward only:
   every seed;
 * the plant family: every motion on the realistic profile with the plant files of ``config/plants/``, three
   times the encoder noise and drives at 0.6 of their acceleration (``drive_acceleration``), seed 0: closed and
-  feed-forward-only RMS per joint, aborts, the lowest plant tension.
+  feed-forward-only RMS per joint, aborts, the lowest plant tension;
+* ``--anti-windup MOTIONS`` (only these tables): every motion and seed on the realistic profile with the integral's
+  anti-windup (the default) and integrating through saturation (``anti_windup: false``), against feed-forward
+  only, with the ticks whose commanded drive acceleration sits at the drives' limit; then the wave's robustness
+  with and without it, for the default gains and two faster designs (angle_integral 1e7, drive_acceleration
+  5e-3): runs aborted with 10 % of commands a cycle late over twelve seeds, and the recovery from
+  docs/tracking.md's four pushes (``docs/tracking_targets.py``'s scenarios).
+
+A motion drawn too fast for the drives (``elbow_swings``) is re-timed uniformly (precision 0.05, as
+``test/test_motion_library.py`` does).
 
 Every run is seeded, so the figures repeat exactly.
 """
@@ -37,7 +48,7 @@ from marionette_control.model.limits import from_description
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
-from marionette_control.sim.offline_loop import run_loop
+from marionette_control.sim.offline_loop import run_loop, scripted_push
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions
@@ -52,9 +63,15 @@ FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
           "drives' acceleration ×0.6": dict(drive_acceleration=0.6)}
 
 
+#: library motions drawn too fast for the drives: re-timed (docs/motions.md)
+TOO_FAST = {"elbow_swings"}
+
+
 def optimized(name: str):
-    spec = load_spec(config_file("optimize", "marionette_arm_wave.yaml"), {"motion.name": name})
-    return solve_spec(spec).trajectory
+    overrides = {"motion.name": name}
+    if name in TOO_FAST:
+        overrides.update({"retime.mode": "uniform", "retime.precision": 0.05})
+    return solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), overrides)).trajectory
 
 
 def unguarded_core(desc, options: ControllerOptions) -> ControllerCore:
@@ -70,7 +87,20 @@ def run(trajectory, profile, desc, limits, guard: bool = True, **options) -> dic
     if not guard:
         core = unguarded_core(desc, opts)
         core.load_trajectory(trajectory, "motion")
-    return run_loop(trajectory, profile, opts, desc, core=core).record(limits)
+    loop = run_loop(trajectory, profile, opts, desc, core=core)
+    record = loop.record(limits)
+    record["saturated_ticks"] = saturated_ticks(loop, limits)
+    return record
+
+
+def saturated_ticks(loop, limits) -> int:
+    """Ticks up to the motion's end whose command's drive acceleration sits at the drives' limit (within 1e-6 of it,
+    from the commands sent: ``LoopResult.acceleration_deviation`` plus the plan's)."""
+    nk = len(loop.drive_names)
+    rho = loop.commands[:, -nk:]
+    ok = np.flatnonzero((loop.k[2:] - loop.k[:-2] == 2) & (loop.k[2:] <= loop.N)) + 2
+    acc = np.abs(rho[ok] - 2.0 * rho[ok - 1] + rho[ok - 2]) / loop.dt ** 2
+    return int(np.count_nonzero(np.any(acc >= limits.max_acceleration * (1 - 1e-6), axis=1)))
 
 
 def rms(record: dict) -> str:
@@ -133,6 +163,51 @@ def quieter_estimate(trajectory, desc, limits, seeds) -> None:
               + " | ".join(str(a) for a in aborts) + " |", flush=True)
 
 
+def anti_windup(motions: dict, desc, limits, seeds) -> None:
+    print("| motion | seed | closed loop, anti-windup (default): RMS shoulder / elbow [°], lowest tension [N], "
+          "ticks at the acceleration limit | integrating through saturation | feed-forward only |")
+    print("|---|---|---|---|---|")
+    for name, trajectory in motions.items():
+        for seed in seeds:
+            profile = REALISTIC.replace(seed=seed)
+            cells = []
+            for kw in (dict(), dict(anti_windup=False)):
+                r = run(trajectory, profile, desc, limits, **kw)
+                state = (f"abort at {r['ticks'] * trajectory.dt:.1f} s ({rms(r)})" if r["aborted"] else rms(r))
+                cells.append(f"{state}, {r['tension_min_n']['motion']:.3f}, {r['saturated_ticks']}")
+            o = run(trajectory, profile, desc, limits, feedback=False)
+            print(f"| {name} | {seed} | {cells[0]} | {cells[1]} | {rms(o)} |", flush=True)
+
+
+#: designs of the robustness table: the default and two that reject the swings' damping error on the shoulder
+DESIGNS = {"default": GainDesign(), "angle_integral 1e7": GainDesign(angle_integral=1e7),
+           "drive_acceleration 5e-3": GainDesign(drive_acceleration=5e-3)}
+PUSHES = ((0.5, 5.6), (0.55, 5.6), (0.5, 3.0), (0.6, 5.6))
+
+
+def robustness(wave, desc) -> None:
+    print("| gains | anti-windup | 10 % late commands, 12 seeds: aborted, worst RMS of the others [°] | pushes (N at s): "
+          "seconds until back within 1° ('-': never), largest error [°] |")
+    print("|---|---|---|---|")
+    system = _core.DiscreteSystem(desc.model, wave.dt)
+    late = REALISTIC.replace(**LATE["10 % late"])
+    unbounded = {"path": {n: 0.0 for n in desc.model.config_names}}
+    for name, design in DESIGNS.items():
+        t = design_gains(system, wave.X, wave.U, design).attach(wave)
+        for aw in (True, False):
+            runs = [run_loop(t, late.replace(seed=s), ControllerOptions(anti_windup=aw), desc) for s in range(12)]
+            worst = max((v["rms_deg"] for r in runs if not r.aborted for v in r.summary().values()), default=np.nan)
+            cells = []
+            for force, at in PUSHES:
+                push = scripted_push(at, t.dt, force)
+                r = run_loop(t, REALISTIC, ControllerOptions(anti_windup=aw, tolerances=unbounded), desc, pushes=[push])
+                back = r.recovery_time(push.tick)
+                cells.append(f"{force:g} at {at:g}: {'-' if back is None else format(back, '.2f')} "
+                             f"({np.degrees(np.abs(r.angle_errors()[push.tick:]).max()):.1f})")
+            print(f"| {name} | {'on' if aw else 'off'} | {sum(r.aborted for r in runs)}, {worst:.2f} | "
+                  f"{'; '.join(cells)} |", flush=True)
+
+
 def plant_family(motions: dict, desc, limits) -> None:
     print("| motion | plant | closed loop RMS shoulder / elbow [°] | feed-forward only | lowest tension closed "
           "(feed-forward only) [N] | guard ticks |")
@@ -153,11 +228,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--motions", default="wave,bow,figure_eight")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--anti-windup", default="", metavar="MOTIONS",
+                    help="only the anti-windup table, of these motions (comma-separated)")
     args = ap.parse_args(argv)
     desc = arm.load_description()
     limits = from_description(desc)
-    motions = {name: optimized(name) for name in args.motions.split(",")}
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.anti_windup:
+        print("Anti-windup, the realistic profile:")
+        motions = {name: optimized(name) for name in args.anti_windup.split(",")}
+        anti_windup(motions, desc, limits, seeds)
+        print("\nRobustness, the wave:")
+        robustness(motions.get("wave") or optimized("wave"), desc)
+        return 0
+    motions = {name: optimized(name) for name in args.motions.split(",")}
     wave = motions.get("wave") or optimized("wave")
     print("Start and tension guard, the wave on the realistic profile:")
     start_and_guard(wave, desc, limits, seeds)

@@ -53,8 +53,8 @@ def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1)
 
 class Composed:
     """One tick by hand from the parts the core composes: estimator → predictor → law (with the integral of the
-    measured angle errors the gains' design record asks for) → the start blend → the tension guard (``guard``: the
-    node's core has one, from the model file's strings) → limits, the commands remembered in a
+    measured angle errors the gains' design record asks for, held while it would push into a saturation) → the start blend → the
+    tension guard (``guard``: the node's core has one, from the model file's strings) → limits, the commands remembered in a
     CommandHistory (what the core must reproduce exactly, given the same samples)."""
 
     def __init__(self, arm, traj, delay: int, estimator: str, guard: bool = False):
@@ -78,13 +78,15 @@ class Composed:
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         x_pred = self.predictor.predict(k, x_hat, self.history)
         u = self.law.command(j, x_pred)
-        self.integral.update(k, q, self.law.reference(k))
+        self.integral.update(k, q, self.law.reference(k), j)
         self.integral.apply(j, u, self.history.last)
         self.blend.apply(j, u, self.law.feedforward(j))
+        u_law = u.copy()
         stream = self.history.stream_state(j, self.ds.dt)
         if self.guard is not None:
             self.guard.project(u, self.law.feedforward(j), x_pred, *stream)
         self.limits.clamp(u, *stream)
+        self.integral.note_command(u_law, u)
         self.history.sent(k, u)
         return u, x_hat
 

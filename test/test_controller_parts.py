@@ -11,7 +11,7 @@ import pytest
 from marionette_control.tracking.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator, kalman_gains
 from marionette_control.lq.gains import (GAIN_DESIGN, TERMINAL_STEPS, GainDesign, check_gains, design_gains,
                                               gain_delay, integral_gains)
-from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.integral_action import SATURATION, AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.lq.riccati import tv_lq, tv_lqr
@@ -394,7 +394,7 @@ def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gain
     part = AngleIntegral(K_z, 0.01, nk=2, hand_over=0.02)
     q_ref = np.array([0.5, -0.2, 0.3, 0.9])
     for k in range(3):
-        part.update(k, q_ref + np.array([1e-3, -2e-3, 5.0, 5.0]), q_ref)  # the drives' entries are not integrated
+        part.update(k, q_ref + np.array([1e-3, -2e-3, 5.0, 5.0]), q_ref, k + 1)  # the drives' entries are not integrated
     np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
     u = np.ones(2)
     part.apply(1, u, None)
@@ -405,7 +405,7 @@ def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gain
         u = hold.copy()
         part.apply(j, u, last if j == 3 else u + 1.0)  # only the first command past the end is handed over from
         np.testing.assert_allclose(u, expected, rtol=1e-12)
-    part.update(4, q_ref + 1.0, q_ref)  # past N: the integral stays
+    part.update(4, q_ref + 1.0, q_ref, 5)  # past N: the integral stays
     np.testing.assert_allclose(part.z, [3e-5, -6e-5], rtol=1e-12)
     part.reset()
     assert not part.z.any()
@@ -414,6 +414,35 @@ def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gain
     np.testing.assert_allclose(u, 0.5 * (last + hold), rtol=1e-12)
     with pytest.raises(ValueError, match=r"shape \(N, nU, nd\)"):
         AngleIntegral(np.zeros((3, 2)), 0.01, 2)
+
+
+def test_the_integral_is_held_while_it_would_push_into_a_saturation():
+    """Anti-windup (integral_action): after a command the limits cut by more than SATURATION, a tick's error is left
+    out when its term −K_z(j) Δz would push the command further along the cut, and integrated when it would relieve
+    it; a command sent as the law asked (rounding aside) holds nothing; a run's start clears the cut, a switch's
+    carry-over keeps it."""
+    K_z = np.zeros((3, 2, 2))
+    K_z[:, 0, 0] = K_z[:, 1, 1] = 100.0  # the carriage answers the shoulder's integral, the winch the elbow's
+    part = AngleIntegral(K_z, 0.01, nk=2)
+    q_ref, u_law = np.zeros(4), np.array([0.40, 0.60])
+    part.note_command(u_law, u_law - np.array([0.0, 1e-4]))  # the clamp took 0.1 mm off the winch's command
+    np.testing.assert_allclose(part.cut, [0.0, 1e-4], rtol=1e-9)
+    part.update(0, np.array([0.0, -2e-3, 0.0, 0.0]), q_ref, 1)  # −K_z Δz = +2e-3 on the winch: further into the cut
+    assert part.held and not part.z.any()
+    other = AngleIntegral(K_z, 0.01, nk=2)
+    other.carry_over(part)
+    np.testing.assert_array_equal(other.cut, part.cut)
+    part.update(1, np.array([1e-3, 2e-3, 0.0, 0.0]), q_ref, 2)  # back out of it: integrated
+    assert not part.held
+    np.testing.assert_allclose(part.z, [1e-5, 2e-5], rtol=1e-12)
+    part.note_command(u_law, u_law + 1e-13)  # the clamp's rounding of ρ + (u − ρ): no saturation
+    assert not part.cut.any()
+    part.update(2, np.array([0.0, -2e-3, 0.0, 0.0]), q_ref, 2)
+    assert not part.held
+    np.testing.assert_allclose(part.z, [1e-5, 0.0], atol=1e-18)
+    part.note_command(u_law, u_law - 2 * SATURATION)
+    part.reset()
+    assert not part.cut.any() and not part.z.any()
 
 
 def test_integral_action_removes_the_plant_models_offset_and_leaves_a_perfect_arm_exact():

@@ -149,9 +149,10 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     stand-in, the LQR alone and with marionette_mpc re-planning; the report carries both recovery times, the
     planner's update times and the plans switched to and rejected.
 
-    Issue 14's evidence, asserted: the push acts where it was asked, the LQR alone does not come back within 1°
-    (the push is chosen so: the drives saturate and the path tolerance aborts it), while with re-planning the arm
-    is back within 1° (at least twice as fast, since the LQR never is), every command and drive inside its limits
+    Issue 14's evidence, asserted: the push acts where it was asked (the drives saturate), and with re-planning the
+    arm is back within 1° at least twice as fast as with the LQR alone (measured 2026-11-28: 0.28 s against 1.64 s;
+    before the integral's anti-windup the LQR alone never came back, the path tolerance aborted it: docs/main_job.md;
+    if it does not, twice as fast is half the time to the motion's end), every command and drive inside its limits
     and the string taut. Deterministic under the lock-step: the planner's deadline is the tick its plan is due
     at on the graph's clock (docs/mpc.md), so a loaded machine slows the run down instead of cutting updates short
     (docs/main_job.md: 0.31–0.34 s in every run measured)."""
@@ -159,15 +160,15 @@ def test_a_push_is_reported_for_the_lqr_alone_and_with_re_planning(realistic):
     push = report["push"]
     assert push["time_s"] == pytest.approx(PUSH_T) and push["tick"] == round(PUSH_T / 0.01)
     assert push["body"] == "forearm_inertial" and push["total_impulse"][1] > 0
-    assert report["push_recovery"]["lqr_s"] is None, report["push_recovery"]
+    lqr = report["push_recovery"]["lqr_s"]
     mpc = report["mpc"]
     # the planner keeps up with the 79 estimates due (every 0.1 s of ticks while a plan starts within the motion):
     # at a quarter of real time its deadline leaves it four times the wall time
     assert mpc["updates"] >= 0.9 * 79 and 0 < mpc["switched"] <= mpc["published"] <= mpc["updates"], mpc
     assert mpc["update_ms"]["median"] > 0 and mpc["update_ms"]["p99"] >= mpc["update_ms"]["median"]
     recovered = report["push_recovery"]["mpc_s"]
-    # the LQR alone is not back by the motion's end, 8 - PUSH_T s after the push: twice as fast is half of that
-    assert recovered is not None and 0.0 < recovered <= 0.5 * (8.0 - PUSH_T), report["push_recovery"]
+    assert recovered is not None and 0.0 < recovered <= 0.5 * (8.0 - PUSH_T if lqr is None else lqr), \
+        report["push_recovery"]
     assert not report["runs"]["push_mpc"]["aborted"]
     executed = report["constraint_margins"]["executed"]["push_mpc"]["motion"]
     for kind in ("commands", "drives"):

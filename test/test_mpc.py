@@ -4,7 +4,7 @@ The window of the problem, its cost-to-go terminal term and the warm start make 
 the window's optimum: re-optimizing the unperturbed motion converges at once to it. The prediction to
 a plan's first step is the controller's own (the perfect arm: to the integrator's tolerance). A push
 during the wave on the realistic stand-in, replayed in the offline loop: with re-planning the arm is
-back within 1° of the motion more than twice as fast as with the LQR alone, every command within the
+back within 1° of the motion about twice as fast as with the LQR alone or faster, every command within the
 drives' limits and the string taut. An update past its deadline hands over nothing, and the loop is
 then exactly the LQR loop.
 """
@@ -140,12 +140,14 @@ def _command_limits_hold(result, limits, dt):
 
 
 @pytest.mark.parametrize("force", [0.5, 0.6])
-def test_a_push_is_recovered_more_than_twice_as_fast_with_replanning(wave, force):
+def test_a_push_is_recovered_faster_with_replanning(wave, force):
     """The scripted push on the realistic stand-in (model error, delay, noise, drive dynamics): time from the push
     until the arm stays within 1° of the motion, LQR alone (without the path tolerance, which would abort it) vs
-    LQR with plans every 0.1 s over a 1 s horizon. 0.5 N: the LQR takes 1.46 s, the plans about 0.3 s; 0.6 N:
-    the LQR never brings the arm back (and lets the string go slack), the plans in about 0.35 s. With plans every
-    command is within the drives' limits and the string stays taut."""
+    LQR with plans every 0.1 s over a 1 s horizon. Measured 2026-11-28: 0.5 N: the LQR takes 0.55 s, the plans
+    0.28 s; 0.6 N: the LQR 0.94 s, the plans 0.28 s (asserted: at least 1.75× as fast). The LQR comes back from
+    0.6 N by its integral's anti-windup: integrating through the drives' saturation it never does (144° off, the
+    string slack; 0.5 N: 0.66 s). With plans every command is within the drives' limits and the string stays
+    taut."""
     problem, motion = wave
     push = scripted_push(5.6, motion.dt, force)
     profile = HardwareProfile.named("realistic")
@@ -154,8 +156,11 @@ def test_a_push_is_recovered_more_than_twice_as_fast_with_replanning(wave, force
                    mpc=RecedingHorizon(problem, motion, MPCOptions(horizon=1.0, deadline=None)))
     t_lqr, t_mpc = lqr.recovery_time(push.tick), mpc.recovery_time(push.tick)
     assert not mpc.aborted and t_mpc is not None and 0 < t_mpc < 0.6, t_mpc
-    assert t_lqr is None or t_lqr >= 2.0 * t_mpc, (t_lqr, t_mpc)
-    assert (t_lqr is None) == (force == 0.6), t_lqr
+    assert t_lqr is not None and t_lqr >= 1.75 * t_mpc, (t_lqr, t_mpc)
+    if force == 0.6:
+        wound = run_loop(motion, profile, ControllerOptions(tolerances=UNBOUNDED_PATH, anti_windup=False),
+                         pushes=[push])
+        assert wound.recovery_time(push.tick) is None
     # the push was felt: several degrees off the motion
     assert np.degrees(np.abs(mpc.angle_errors()[push.tick:]).max()) > 2.0
     _command_limits_hold(mpc, problem.hardware_limits, motion.dt)

@@ -75,7 +75,8 @@ def remainder(traj: Trajectory, j: int) -> Trajectory:
 
 def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_at: int, switch_at=None, desc=None):
     """The fused and the reference core on one arm (realistic profile, ``delay`` steps, jitter); per cycle both
-    results, and per tick of the reference core its integral z after the tick (None without). ``drops`` {tick
+    results, and per tick of the reference core its integral z after the tick (None without) and whether the tick's
+    error was left out (anti-windup). ``drops`` {tick
     after which: cycles whose samples are lost}; after tick ``switch_at`` (None: never) a switch to the remainder
     of ``traj`` from the next tick on; after tick ``plan_at`` a plan (:func:`plan_of`, from step plan_at + 20) of
     the motion tracked then. ``desc``: the arm's description (default: the model file's). Returns the cores, the
@@ -122,7 +123,8 @@ def closed_loop(traj: Trajectory, delay: int, feedback: bool, drops: dict, plan_
             send(a, b)
             if a.kind == "tick":
                 integral = parts.tracking.integral
-                integrals.append((q, b, None if integral is None else integral.z.copy()))
+                integrals.append((q, b, None if integral is None else integral.z.copy(),
+                                  integral is not None and integral.held))
                 if integral is not None:
                     np.testing.assert_allclose(fused.tracking.kernel.z, integral.z, rtol=0, atol=TOL)
             if started and a.kind == "tick":
@@ -172,7 +174,7 @@ def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_
     assert fused.status()[2] == parts.status()[2] or _same_status(fused, parts)
     # the integral action was on (the default design asks for it) and worked on the stand-in's offset; the loop
     # went past the end (hand-over) and through the plan's window (suspended: z did not move)
-    z = [z for _, _, z in integrals]
+    z = [z for _, _, z, _ in integrals]
     if feedback:  # the guard acted, on the same ticks
         assert fused.guarded_ticks > 0 and fused.guarded_ticks == parts.guarded_ticks
         assert dict(fused.status()[2])["tension_guard.ticks_total"] == str(fused.guarded_ticks)
@@ -180,15 +182,19 @@ def test_the_fused_tick_is_the_parts_over_a_closed_loop(delay, feedback, switch_
         assert all(zi is None for zi in z)
         return
     assert np.abs(z[-1]).max() > 1e-4
-    assert max(r.k for _, r, _ in integrals if r.k is not None) + delay > parts.tracking.N
-    during = [zi for (_, r, zi) in integrals if plan.start <= r.k + delay < plan.end]
+    assert max(r.k for _, r, _, _ in integrals if r.k is not None) + delay > parts.tracking.N
+    during = [zi for (_, r, zi, _) in integrals if plan.start <= r.k + delay < plan.end]
+    # the anti-windup left out ticks that would have pushed into a saturation (the guard's, the clamp's), alike in
+    # both: z agreed at every tick
+    assert any(held for _, _, _, held in integrals)
     assert len(during) > 30 and all(np.array_equal(zi, during[0]) for zi in during)
     if switch_at is not None:  # the switch's first tick continues the integral (z not reset)
-        i = next(i for i, (_, r, _) in enumerate(integrals) if r.event.startswith("switched"))
-        (_, _, before), (q, r, after) = integrals[i - 1], integrals[i]
+        i = next(i for i, (_, r, _, _) in enumerate(integrals) if r.event.startswith("switched"))
+        (_, _, before, _), (q, r, after, held) = integrals[i - 1], integrals[i]
         nd = fused.nd
         assert np.abs(before).max() > 1e-5
-        np.testing.assert_allclose(after, before + DT * (q[:nd] - r.x_ref[:nd]), rtol=0, atol=1e-15)
+        np.testing.assert_allclose(after, before + (0.0 if held else DT) * (q[:nd] - r.x_ref[:nd]), rtol=0,
+                                   atol=1e-15)
 
 
 def _same_status(fused, parts) -> bool:

@@ -142,7 +142,7 @@ void bind_tick_kernel(py::module_& m) {
                        const Arr& rate, const Arr& acceleration, int delay, const py::object& K_z,
                        int hand_over_steps, const py::object& tolerances, long start_steps,
                        const py::object& min_tension, const py::object& reserve, const py::object& string_index,
-                       const py::object& string_length, double budget_step) {
+                       const py::object& string_length, double budget_step, double saturation) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -167,6 +167,7 @@ void bind_tick_kernel(py::module_& m) {
              M.v_step = vec(rate, M.nk, "rate") * M.dt;
              if (!K_z.is_none()) M.Kz = rows(py::cast<Arr>(K_z), {N, M.nU, M.nd}, "K_z (the integral's gains)");
              M.hand_over_steps = hand_over_steps;
+             M.saturation = saturation;
              if (!tolerances.is_none()) M.tolerance = rows(py::cast<Arr>(tolerances), {3, M.nq}, "tolerances");
              M.start_steps = start_steps;
              M.budget_step = budget_step;
@@ -193,6 +194,7 @@ void bind_tick_kernel(py::module_& m) {
            py::arg("reserve") = py::none(), py::arg("string_index") = py::none(),
            py::arg("string_length") = py::none(),
            py::arg("budget_step") = std::numeric_limits<double>::infinity(),
+           py::arg("saturation") = std::numeric_limits<double>::infinity(),
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
@@ -202,7 +204,9 @@ void bind_tick_kernel(py::module_& m) {
            "minimum tension (S,) [N], the reserve [N], each string's constraint index (into lambda) and length "
            "configuration index (into x) "
            "(marionette_control.tracking.tension_guard; None: no guard), and the acceleration budget's b dt^2 "
-           "(marionette_control.tracking.acceleration_budget; inf: none).")
+           "(marionette_control.tracking.acceleration_budget; inf: none), and the integral's anti-windup threshold: "
+           "a command sent farther than this from the law's is saturated, and the next tick's error is left out when "
+           "it would push further along the cut (marionette_control.tracking.integral_action.SATURATION; inf: never).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(

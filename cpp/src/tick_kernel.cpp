@@ -74,7 +74,9 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
 
 TickData::TickData(const TickModel& M)
     : x(VecX::Zero(M.nx)), xa(VecX::Zero(M.nx)), xb(VecX::Zero(M.nx)), dx(VecX::Zero(M.nx)), dy(VecX::Zero(M.nd)),
-      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), end(VecX::Zero(M.nk)),
+      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), cut(VecX::Zero(M.nU)),
+      ulaw(VecX::Zero(M.nU)), dz(VecX::Zero(M.nd)),
+      end(VecX::Zero(M.nk)),
       lo(VecX::Zero(M.nU)), hi(VecX::Zero(M.nU)),
       y(VecX::Zero(M.nU)), yc(VecX::Zero(M.nU)), uf(VecX::Zero(M.nU)), breaks(VecX::Zero(2 * M.nU)), blo(VecX::Zero(M.nk)),
       bhi(VecX::Zero(M.nk)) {}
@@ -115,6 +117,7 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
                        "law; the feed-forward-only mode has none)");
   }
   if (M_.hand_over_steps < 1) throw ModelError("tick kernel: hand_over_steps must be >= 1");
+  if (!(M_.saturation > 0)) throw ModelError("tick kernel: the saturation threshold must be > 0 (+inf: never held)");
   if (M_.start_steps < 0) throw ModelError("tick kernel: start_steps must be >= 0");
   if (!(M_.budget_step > 0)) throw ModelError("tick kernel: the acceleration budget must be > 0 (+inf: none)");
   if (M_.start_input.size() != M_.nU) throw ModelError("tick kernel: start_input sized wrongly");
@@ -399,24 +402,42 @@ void TickKernel::law(long j, const double* x, double* u) {
 
 void TickKernel::reset_integral() {
   D_.z.setZero();
+  D_.cut.setZero();
+  D_.held = false;
   D_.have_end = false;
 }
 
 void TickKernel::carry_integral(const TickKernel& other) {
   if (other.M_.nd != M_.nd) throw ModelError("carry_integral: the kernels are for different models");
   D_.z = other.D_.z;
+  D_.cut = other.D_.cut;
+  D_.held = other.D_.held;
 }
 
 // integral_action.AngleIntegral.update and apply, suspended while the plan in effect covers j
-// (controller_core.Tracking.command): z += dt (q_dyn - x_ref,dyn) while k <= N; u -= K_z(j) z
+// (controller_core.Tracking.command): z += dt (q_dyn - x_ref,dyn) while k <= N, unless (j < N) its term
+// -K_z(j) dz would push further along the last command's cut (anti-windup); u -= K_z(j) z
 // for j < N; past the end the drives handed over from the last command sent to the law's hold.
 void TickKernel::integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u) {
   const long j = k + M_.delay, N = M_.motion.N;
   if (M_.Kz.rows() == 0 || (have_plan_ && plan_.start <= j && j < plan_.start + plan_.N)) return;
   TickData& D = D_;
   const int nd = M_.nd, nu = M_.nu, nk = M_.nk;
-  if (k <= N)
-    for (int i = 0; i < nd; ++i) D.z[i] += M_.dt * (q[i] - x_ref[i]);
+  D.held = false;
+  if (k <= N) {
+    for (int i = 0; i < nd; ++i) D.dz[i] = M_.dt * (q[i] - x_ref[i]);
+    if (j < N) {  // -(K_z(j) dz) . cut, without a temporary (a tick allocates nothing)
+      const double* Kz = M_.Kz.row(j).data();
+      double push = 0.0;
+      for (int r = 0; r < M_.nU; ++r) {
+        double s = 0.0;
+        for (int c = 0; c < nd; ++c) s += Kz[r * nd + c] * D.dz[c];
+        push -= s * D.cut[r];
+      }
+      D.held = push > 0.0;
+    }
+    if (!D.held) D.z += D.dz;
+  }
   if (j < N) {
     Eigen::Map<VecX>(u, M_.nU).noalias() -= Eigen::Map<const MatXR>(M_.Kz.row(j).data(), M_.nU, nd) * D.z;
     return;
@@ -447,11 +468,16 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
     const double* ff = feedforward(j);
     for (int i = 0; i < M_.nU; ++i) u[i] = ff[i] + w * (u[i] - ff[i]);
   }
+  D_.ulaw = Eigen::Map<const VecX>(u, M_.nU);
   h.stream_state(j, M_.dt, D_.rho.data(), D_.v.data());
   const bool bounded = budget(j, D_.rho.data(), D_.v.data(), u);
   D_.guarded = guard(feedforward(j), x, D_.rho.data(), D_.v.data(), u, bounded ? D_.blo.data() : nullptr,
                      bounded ? D_.bhi.data() : nullptr);
   clamp(u, D_.rho.data(), D_.v.data());
+  if (M_.Kz.rows() != 0) {  // integral_action.AngleIntegral.note_command: what the budget, guard and clamp cut
+    D_.cut = D_.ulaw - Eigen::Map<const VecX>(u, M_.nU);
+    if (!(D_.cut.cwiseAbs().maxCoeff() > M_.saturation)) D_.cut.setZero();
+  }
   bool finite = Eigen::Map<const VecX>(u, M_.nU).allFinite();
   if (x_hat != nullptr) finite = finite && Eigen::Map<const VecX>(x_hat, M_.nx).allFinite();
   return finite;

@@ -50,6 +50,8 @@ class ControllerOptions:
     start_blend : s over which the feedback is faded in at a run's start (:mod:`.start_blend`; 0: none)
     feedback_acceleration : m/s² (rad/s²) the feedback may move a drive's commanded acceleration from the plan's
         (:mod:`.acceleration_budget`; 0: unbounded)
+    anti_windup : the integral action is held for a tick after a command the budget, the guard or the clamp moved
+        (:mod:`.integral_action`, "Anti-windup"); False: it integrates through saturation
     """
 
     state_timeout: float = 0.05
@@ -67,6 +69,7 @@ class ControllerOptions:
     tension_reserve: float = 0.1
     start_blend: float = 0.5
     feedback_acceleration: float = 0.0
+    anti_windup: bool = True
 
     def __post_init__(self):
         validation.nonnegative(self.tension_reserve, "tension_reserve (N)")
@@ -140,6 +143,10 @@ PARAMS = [
               "commanded acceleration at most this far from the plan's [m/s^2, rad/s^2]: encoder noise through the "
               "estimate and the gains is bounded there (docs/tracking.md 'Quiet commands'); 0: unbounded",
               minimum=0.0, maximum=1000.0, read_only=True),
+    ParamSpec("anti_windup", ControllerOptions.anti_windup, "The integral action (angle_integral of the gains' design) "
+              "does not integrate a tick's error after a command the acceleration budget, the tension guard or the "
+              "drives' limits moved: while the drives cannot do what the law asks the integral would wind up "
+              "(docs/tracking.md 'Anti-windup'); false: it integrates through saturation", read_only=True),
     ParamSpec("feedback", ControllerOptions.feedback, "false: feed-forward only (u = u_d(k + command_delay_steps), "
               "the gains unused), to measure what the feedback adds; checks, limits and tolerances stay",
               read_only=True),
@@ -199,7 +206,7 @@ PARAMS = [
 #: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
 CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
                "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "tension_reserve", "start_blend",
-               "feedback_acceleration", "plausibility.limit_margin",
+               "feedback_acceleration", "anti_windup", "plausibility.limit_margin",
                "plausibility.velocity_factor", "plausibility.jump_margin", "plausibility.chain_tolerance",
                "constraints.goal_time"}
 
@@ -252,6 +259,7 @@ def controller_options(values: dict, desc: ModelDescription) -> ControllerOption
                                  float(v["estimator_noise.actuator"])),
             feedback=bool(v["feedback"]), tension_reserve=float(v["tension_reserve"]),
             start_blend=float(v["start_blend"]), feedback_acceleration=float(v["feedback_acceleration"]),
+            anti_windup=bool(v["anti_windup"]),
             plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (
                 "limit_margin", "velocity_factor", "jump_margin", "chain_tolerance"))),
             tolerances=tolerances, goal_time=float(v["constraints.goal_time"]))

@@ -9,7 +9,8 @@ For the Kalman estimator (the default) one tick k of the controller is, with d t
     u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.law,
                                                                          .plan_switch)
     z       += Δt (q_dyn,k − x_d,dyn(k));  u −= K_z(k+d) z               integral action (.integral_action;
-                                                                         past the end the hand-over)
+                                                                         past the end the hand-over; held
+                                                                         after a saturated command)
     u        = u_d + (1 − s(k+d))(u − u_d)                              a run's start: the feedback faded in
                                                                          (.start_blend)
     ρ        = clip(ρ, the budget around the plan's acceleration)       the feedback's acceleration budget
@@ -80,18 +81,19 @@ def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: Co
                 budget: Optional[AccelerationBudget] = None) -> "_core.TickKernel":
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
     L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay, ``integral``'s gains K_z
-    and hand-over (None: no integral action), the ``tolerances`` its tick checks x̂_k − x_d(k) against
+    and hand-over and anti-windup threshold (None: no integral action), the ``tolerances`` its tick checks x̂_k − x_d(k) against
     (None: none), the start ``blend``'s steps (None: none), the tension ``guard``'s strings, minimum tensions and
     reserve (None: none) and the acceleration ``budget`` (None: none), over ``system``."""
     tr = law.trajectory
-    K_z, steps = (None, 1) if integral is None else (integral.K_z, integral.hand_over_steps)
+    K_z, steps, saturation = ((None, 1, math.inf) if integral is None
+                              else (integral.K_z, integral.hand_over_steps, integral.saturation))
     bounds = None if tolerances is None else np.stack([tolerances.start, tolerances.path, tolerances.goal])
     strings = (None,) * 4 if guard is None else (np.asarray(guard.minimum), guard.reserve, guard.constraint_index,
                                                   guard.length_index)
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
                             limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps,
                             bounds, 0 if blend is None else blend.steps, *strings,
-                            math.inf if budget is None or not budget.active else budget.step)
+                            math.inf if budget is None or not budget.active else budget.step, saturation)
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

@@ -6,7 +6,9 @@
 estimator                 x̂_k from the measured configurations (:mod:`.estimation`: Kalman filter on
                           the exact linearization, or the plain discrete Legendre transform)
 integral action           z, the integral of the measured angles' error, and its term −K_z z of the law
-                          (:mod:`.integral_action`; the gains' design record asks for it)
+                          (:mod:`.integral_action`; the gains' design record asks for it); held while it
+                          would push further into what the budget, the guard or the clamp took off
+                          the last command (anti-windup)
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over the motion and the plans handed
                           over (:mod:`.law`, :mod:`.plan_switch`)
@@ -54,7 +56,7 @@ from marionette_control.lq.gains import integral_gains
 from marionette_control.tracking.acceleration_budget import AccelerationBudget
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.estimation import KalmanEstimator, LegendreEstimator
-from marionette_control.tracking.integral_action import AngleIntegral
+from marionette_control.tracking.integral_action import SATURATION, AngleIntegral
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.tracking.native_tick import make_kernel, set_plan
 from marionette_control.tracking.controller_options import ControllerOptions
@@ -155,7 +157,8 @@ class Tracking:
         else:
             estimator = LegendreEstimator(system)
         K_z = integral_gains(system, trajectory) if options.feedback else None
-        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, model.nk)
+        integral = None if K_z is None else AngleIntegral(K_z, trajectory.dt, model.nk,
+                                                          saturation=SATURATION if options.anti_windup else math.inf)
         blend = StartBlend(int(round(options.start_blend / trajectory.dt)) if options.feedback else 0)
         budget = AccelerationBudget(options.feedback_acceleration if options.feedback and options.feedback_acceleration
                                     else math.inf, model.nu, trajectory.dt)
@@ -255,7 +258,8 @@ class Tracking:
         """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
         of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), its feedback faded in at a
         run's start, its drive accelerations within the budget of the plan's, kept at the strings' tension floor by
-        the guard and clamped to continue the command stream; finite: u and x̂_k are."""
+        the guard and clamped to continue the command stream (the integral held while it would push further into
+        what they took off the last command: :mod:`.integral_action`, "Anti-windup"); finite: u and x̂_k are."""
         if self.kernel is not None:
             return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
         j = k + self.predictor.delay
@@ -263,16 +267,19 @@ class Tracking:
         if self.integral is not None:
             p = self.law.active
             if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
-                self.integral.update(k, q, x_ref)
+                self.integral.update(k, q, x_ref, j)
                 self.integral.apply(j, u, self.history.last)
         u_ff = self.law.feedforward(j)
         self.blend.apply(j, u, u_ff)
+        u_law = u.copy()
         stream = self.history.stream_state(j, self.system.dt)
         bounds = self.budget.bounds(j, self.law.feedforward, *stream)
         self.budget.apply(u, bounds)
         if self.guard is not None:
             self.guard.project(u, u_ff, x, *stream, bounds)
         self.limits.clamp(u, *stream)
+        if self.integral is not None:
+            self.integral.note_command(u_law, u)
         return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
 
     @property

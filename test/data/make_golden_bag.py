@@ -65,6 +65,11 @@ And again (issue 24, a controller that never commands a slack string and starts 
 in over a run's first 0.5 s (``start_blend``, tracking/start_blend.py) and a command whose predicted string tension
 falls below its floor is moved onto it (the tension guard, tracking/tension_guard.py), so the commands differ
 from the first one on.
+
+And again (issue 24, the elbow swings): the integral action leaves out a tick's error when its term would push the
+command further along what the drives' limits or the guard cut off the last one (anti-windup,
+tracking/integral_action.py); the run's first commands are clamped while the drives catch up with the plan, so the
+commands differ from the fourth one on (by up to 4.5 mm).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@
 //   x_k   = x^-_k + L(k) (q_dyn,k - x^-_dyn,k)                               measurement update
 //   x_{k+d} = f(...f(x_k, clamp(u_k))..., clamp(u_{k+d-1}))                  commands in flight
 //   u     = u_d(k+d) - K(k+d)(x_{k+d} - x_d(k+d))                            the law (plan or motion)
-//   z    += dt (q_dyn,k - x_d,dyn(k));  u -= K_z(k+d) z                      integral action (LQI)
+//   z    += dt (q_dyn,k - x_d,dyn(k));  u -= K_z(k+d) z                      integral action (LQI), held while it
+//                                                                            would push into a saturation (anti-windup)
 //   u     = u_d + (1 - s(k+d)) (u - u_d)                                     a run's start: the feedback faded in
 //   rho   = clip(rho, budget)                                                the drives' acceleration near the plan's
 //   u     = guard(u, x_{k+d})                                                the predicted string tension kept
@@ -97,6 +98,9 @@ struct TickModel {
   /// (marionette_control.tracking.integral_action).
   MatXR Kz;
   int hand_over_steps = 1;  ///< past the end, steps from the last command to the law's hold
+  /// Anti-windup (integral_action, "Anti-windup"): a command sent more than this from the law's (|u_law - u_sent|_inf)
+  /// is saturated, and the next tick's error is left out when it would push further along the cut (+inf: never).
+  double saturation = std::numeric_limits<double>::infinity();
   /// The start, path and goal tolerances of x_hat_k - x_d(k) (3, nq; 0: unchecked); no rows: none.
   MatXR tolerance;
   /// The start blend's steps n (marionette_control.tracking.start_blend; 0: none).
@@ -123,6 +127,10 @@ struct TickData {
   VecX u;          ///< an input in effect, clamped (nU)
   VecX rho, v;     ///< the drives' stream state (nk)
   VecX z;          ///< the integral of the measured angles' error (nd)
+  VecX cut;        ///< c = u_law - u_sent of the last command, 0 below the saturation threshold (nU)
+  bool held = false;  ///< the last tick's error was left out (anti-windup)
+  VecX ulaw;       ///< the law's command of the tick, before the budget, the guard and the clamp (nU)
+  VecX dz;         ///< the integral's increment of a tick (nd)
   VecX end;        ///< past the end: the drives' last command of the trajectory (nk), once have_end
   bool have_end = false;
   bool blending = false;  ///< a new run's start: the feedback faded in (start_steps)
@@ -157,7 +165,8 @@ class TickKernel {
   void set_plan(long start, long N, const double* X, const double* U, const double* K);
   void clear_plan() { have_plan_ = false; }
   bool has_plan() const { return have_plan_; }
-  /// A new run: z = 0, no hand-over begun. carry_integral: z continues `other`'s (a trajectory switch).
+  /// A new run: z = 0, no cut, no hand-over begun. carry_integral: z and the last command's cut continue `other`'s
+  /// (a trajectory switch).
   void reset_integral();
   void carry_integral(const TickKernel& other);
   /// A run begins: new_run, the feedback is faded in over start_steps; a switch's (false): no blend.
