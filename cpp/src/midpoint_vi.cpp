@@ -288,7 +288,9 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.Fw.setZero();
   s.Fw.topRows(n) = s.dq2;
   s.Fw.block(n, cq, nd, n) = s.S21.topRows(nd);
-  s.Fw.middleRows(n, nd).noalias() += s.S22.topRows(nd) * s.dq2;
+  // S22 dq2 from dq2's rows: the dynamic ones are Y's, the kinematic ones select rho2.
+  s.Fw.middleRows(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * s.Y.topRows(nd);
+  s.Fw.block(n, cr, nd, nk) += s.S22.block(0, nd, nd, nk);
   if (model.forcing_plus() != 0.0) s.Fw.block(n, cu, nd, nu).noalias() += (model.forcing_plus() * dt) * s.F.Fu.topRows(nd);
   s.Fw.block(n + nd, cr, nk, nk) = MatX::Identity(nk, nk) / dt;
   s.Fw.block(n + nd, cq + nd, nk, nk) = -MatX::Identity(nk, nk) / dt;
