@@ -33,7 +33,11 @@ Newton's model is indefinite far from the optimum (the adjoint is large there), 
 its second-order sweep. After a requested Newton iteration fell back to quasi-Newton, Newton is tried
 again only once |Dg∘ζ| has fallen below ``NEWTON_RETRY`` times its value at that failure (the iterations
 in between are quasi-Newton, recorded as falling back). Measured on the cart-pole: 32 second-order
-sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations.
+sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations. The sweep itself is formed
+from the last step backwards, chunk by chunk, with the LQ sweep of the tail checked in between
+(:meth:`ProjectionOptimizer._newton_terms`): Γ(k) depends on the steps k..N−1 alone, so an indefinite
+model is found where the whole sweep would find it, before the contractions of the earlier steps are
+formed (the humanoid tracking's two indefinite models fail at k = 186 and 161 of 200).
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
