@@ -547,8 +547,9 @@ class ProjectionOptimizer:
         sweep of the tail finds an indefinite Γ(k) there exactly as the sweep of the whole model does,
         and a check that raises saves the contractions of the steps before the tail. Measured on the
         humanoid tracking (thesis §6.7.3, N = 200): its indefinite Newton models fail at k = 186 and 161,
-        whose contractions are 25 and 50 steps instead of 200; a model that passes pays one sweep of the
-        tails, about one sweep more (``docs/benchmarks.md``, issue 28). The arrays are the ones a single
+        found after the contractions of 25 and 75 steps instead of 200; a model that passes pays the sweeps
+        of the tails (25 + 75 + 175 steps: 1.4 sweeps more, a few per cent of its contractions;
+        ``docs/benchmarks.md``, issue 28). The arrays are the ones a single
         call gives, number for number (the steps are independent given the trajectory)."""
         W = d.W
 
