@@ -19,6 +19,7 @@ from marionette_control.sim.offline_loop import Push, run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma
+from marionette_control.resources import config_file
 
 from arm_helpers import bump_trajectory
 
@@ -99,6 +100,22 @@ def test_command_line_tool(bump, tmp_path, capsys):
     assert track_offline.main([str(bump[0]), "--profile", "perfect", "--design", "dynamic_configuration=100"]) == 0
     assert track_offline.main([str(bump[0])]) == 2
     assert "designed for a command delay of 0 step(s)" in capsys.readouterr().err
+    # the controller's model file: a trajectory made for another model (here the damping x3 variant, the plant too:
+    # a calibrated model) runs with it and is refused without it; --model and -p model_file name the same parameter
+    variant = ma.load_description(config_file("plants", "damping_x3.yaml"))
+    other = bump_trajectory(DT, 300, model=variant.model, delay=1)[1].save(tmp_path / "variant.npz")
+    plant = ["--plant", "plants/damping_x3.yaml"]
+    assert track_offline.main([str(other), "--model", "plants/damping_x3.yaml", *plant, "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["model_file"] == str(variant.path)
+    assert "closed loop: 351 ticks" in capsys.readouterr().out
+    assert track_offline.main([str(other), "-p", "model_file=plants/damping_x3.yaml", *plant]) == 0
+    capsys.readouterr()
+    for args, message in ((["--model", "plants/damping_x3.yaml", "-p", "model_file=plants/damping_x3.yaml"],
+                           "--model and -p model_file=... both name the controller's model"),
+                          ([], "trajectory was made for model 'marionette_arm_damping_x3', not 'marionette_arm'"),
+                          (["--model", "plants/no_such.yaml"], "plants/no_such.yaml not found")):
+        assert track_offline.main([str(other), *args]) == 2
+        assert message in capsys.readouterr().err
     for bad, message in ((["--hardware", "bogus=1"], "unknown HardwareProfile field 'bogus'"),
                          (["-p", "nonsense=1"], "unknown controller parameter 'nonsense'"),
                          (["--design", "weight=1"], "unknown GainDesign field(s) weight"),

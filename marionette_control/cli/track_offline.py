@@ -1,12 +1,12 @@
 """marionette-track-offline: the controller in closed loop with the simulated arm, without a ROS graph.
 
-    marionette-track-offline TRAJ.npz [--profile realistic|perfect] [--plant FILE] [--hardware FIELD=VALUE ...]
-                             [-p PARAM=VALUE ...] [--design FIELD=VALUE ...] [--open-loop]
+    marionette-track-offline TRAJ.npz [--model FILE] [--profile realistic|perfect] [--plant FILE]
+                             [--hardware FIELD=VALUE ...] [-p PARAM=VALUE ...] [--design FIELD=VALUE ...] [--open-loop]
                              [--json PATH] [--csv PATH]
     python -m marionette_control.cli.track_offline ...     (same)
 
 Runs :func:`marionette_control.sim.offline_loop.run_loop`: the controller node's tick logic
-(built from ``config/marionette_arm.yaml`` and the controller parameters) against the hardware
+(built from its model file, ``config/marionette_arm.yaml`` unless ``--model``, and the controller parameters) against the hardware
 stand-in's :class:`~marionette_control.sim.simulator.SimulatedArm` with a hardware
 profile, cycle by cycle as ros2_control runs them, and prints the RMS and largest error of the
 arm's true angles against the trajectory (degrees), the plant string's lowest tension (during the motion, after it
@@ -14,6 +14,9 @@ and over its first 0.1 s) and time slack (the realistic profile's string is one-
 push, ``docs/simulator.md``), the ticks whose command the tension guard moved, and the RMS of the commanded drive
 accelerations' deviation from the plan's (``LoopResult.record``).
 
+* ``--model FILE`` is the controller's model file (its ``model_file`` parameter: ``-p model_file=FILE``; an absolute
+  path or a name under ``config/``), e.g. the calibrated variant ``marionette-calibrate -o`` writes, whose
+  re-optimized trajectory is made for it. The trajectory must be made for the controller's model.
 * ``--plant FILE`` simulates this plant model (``--hardware plant_model_file=FILE``; relative names under
   ``config/``, e.g. the plant family's ``plants/damping_x3.yaml``).
 * ``--hardware FIELD=VALUE`` changes a field of the profile (``HardwareProfile``: e.g.
@@ -28,7 +31,7 @@ accelerations' deviation from the plan's (``LoopResult.record``).
   optimizer. Without it the file's gains are used (and refused when designed for another delay).
 * ``--open-loop`` also runs feed-forward only (the same commands without the gains) and prints the
   ratio of the open- to the closed-loop RMS on the joint where open loop errs most.
-* ``--json PATH`` writes the profile, the controller parameters and per run (``closed_loop``, ``open_loop``)
+* ``--json PATH`` writes the controller's model file, the profile, the controller parameters and per run (``closed_loop``, ``open_loop``)
   ``LoopResult.record``: ``errors`` ({joint: {rms_deg, max_deg}}), ``aborted``, ``abort_reason``, ``ticks``,
   ``tension_min_n`` and ``slack_s`` during the motion and after it, and the executed worst ``margins``
   (range, speed, acceleration per drive of the commands and of the drives' true motion, and the string's
@@ -50,6 +53,7 @@ from marionette_control import _core
 from marionette_control.lq.gains import GainDesign, check_gains, design_gains
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
+from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import LoopResult, run_loop
 from marionette_control.sim.plant import load_plant
 from marionette_control.sim.profile import PROFILES, HardwareProfile
@@ -129,7 +133,9 @@ def format_result(title: str, result: LoopResult, record: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="marionette-track-offline", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("trajectory", help="trajectory file (.npz) of config/marionette_arm.yaml's model")
+    ap.add_argument("trajectory", help="trajectory file (.npz) made for the controller's model (--model)")
+    ap.add_argument("--model", metavar="FILE", help="the controller's model file (-p model_file=FILE; absolute or "
+                    "under config/, e.g. a calibrated variant; default marionette_arm.yaml)")
     ap.add_argument("--profile", default="realistic", choices=sorted(PROFILES), help="hardware profile")
     ap.add_argument("--plant", metavar="FILE", help="plant model file (--hardware plant_model_file=FILE; relative "
                     "names under config/, e.g. plants/damping_x3.yaml)")
@@ -141,7 +147,12 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", metavar="PATH", help="write k, true and estimated states, commands per tick")
     args = ap.parse_args(argv)
     try:
-        desc = arm.load_description()
+        params = _assignments(args.param, "-p")
+        if args.model is not None:
+            if "model_file" in params:
+                raise ValueError("--model and -p model_file=... both name the controller's model; give one")
+            params["model_file"] = args.model
+        desc = arm.load_description(config_file(params.get("model_file") or "marionette_arm.yaml"))
         traj = Trajectory.load(args.trajectory, desc.model)
         hardware = _assignments(args.hardware, "--hardware")
         if args.plant is not None:
@@ -150,7 +161,7 @@ def main(argv=None) -> int:
             hardware["plant_model_file"] = args.plant
         profile = build_profile(args.profile, hardware)
         load_plant(profile, desc)   # a plant file that cannot be the arm: a bad argument
-        values = controller_values(_assignments(args.param, "-p"), desc, profile)
+        values = controller_values(params, desc, profile)
         options = controller_options(values, desc)
         design_changes = _assignments(args.design, "--design")
         if design_changes:
@@ -173,7 +184,8 @@ def main(argv=None) -> int:
         return 1
     print(f"profile {profile.name}: " + ", ".join(f"{k}={v}" for k, v in profile.as_dict().items() if k != "name"))
     limits = from_description(desc)
-    report = {"profile": profile.as_dict(), "controller": values, "closed_loop": closed.record(limits)}
+    report = {"model_file": str(desc.path), "profile": profile.as_dict(), "controller": values,
+              "closed_loop": closed.record(limits)}
     print(format_result("closed loop", closed, report["closed_loop"]))
     if opened is not None:
         report["open_loop"] = opened.record(limits)

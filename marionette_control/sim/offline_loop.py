@@ -229,7 +229,7 @@ class LoopResult:
 def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional[ControllerOptions] = None,
              desc=None, settle_cycles: int = 20, hold_cycles: int = 50, core: Optional[ControllerCore] = None,
              q0: Optional[np.ndarray] = None, pushes: Sequence[Push] = (),
-             mpc: Optional[RecedingHorizon] = None) -> LoopResult:
+             mpc: Optional[RecedingHorizon] = None, observers: Sequence = ()) -> LoopResult:
     """Tracks ``trajectory`` on the simulated arm of ``profile`` with the controller of ``options``.
 
     desc : the nominal model description (default: ``config/marionette_arm.yaml``); the controller and the
@@ -239,6 +239,8 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     pushes : scripted disturbances (module docstring).
     mpc : re-plan with this receding horizon (its motion must be ``trajectory``; module docstring); the plans'
         switch tolerance is ``options.switch_tolerance``.
+    observers : callables given every joint state the controller receives, q (nq,) in model order, before its
+        tick (e.g. an estimator of the plant's parameters from the run's own data, ``study/plant_model.py``).
     Raises RuntimeError when the controller refuses to start (the message says why).
     """
     desc = desc if desc is not None else arm.load_description()
@@ -275,6 +277,8 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         while in_transit and in_transit[0][0] <= cycles:
             core.offer_plan(in_transit.pop(0)[1])
         q = sim.measure()
+        for observe in observers:
+            observe(q)
         x_true = sim.true_state()
         res = core.on_joint_state(q, stamp, stamp)
         if res.kind == "tick":
