@@ -114,23 +114,41 @@ void store_next_state(const Model& model, const VIOptions& opt, const StepData& 
   Eigen::Map<VecX>(x + z.n + z.nd, z.nk) = (s.rho2 - s.q1.tail(z.nk)) / opt.dt;
 }
 
-void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
-  const Layout z(model);
-  const int nd = z.nd, m = z.m;
+namespace {
+
+/// Evaluates L to `order`, F to `order_f` at the midpoint and h(q2) to `order_h2` at the step's current q2, and the
+/// residual of (4.36) G = [p1 + (dt/2) Lq - Lv + w- dt F - Dh_dyn(q1)^T lambda (dynamic rows); h(q2)] into s.r, its
+/// max-norm into s.residual. Needs h(q1) to order >= 1.
+void evaluate_step(const Model& model, const VIOptions& opt, StepData& s, int order, int order_f, int order_h2) {
+  const int nd = model.nd, m = model.nc();
   const double dt = opt.dt;
-  const double wm = model.forcing_minus(), wp = model.forcing_plus();
-  s.solved = false;
-  s.have_first = false;
-  s.iterations = 0;
-  s.residual = 0.0;
-  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite())
-    fail(s, step, StepFailure::NON_FINITE, "the step inputs (q, p, u, rho) contain NaN or inf");
-  s.q2.tail(z.nk) = s.rho2;
-  if (!s.q2.allFinite() || !s.lambda.allFinite()) {
-    s.q2.head(nd) = s.q1.head(nd);
-    s.lambda.setZero();
+  s.qbar = 0.5 * (s.q1 + s.q2);
+  s.qdot = (s.q2 - s.q1) / dt;
+  compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), order, s.L);
+  compute_forces(model, s.mid, s.qdot.data(), s.u.data(), order_f, s.F);
+  compute_constraints(model, s.at2, s.q2.data(), order_h2, s.h2);
+  s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (model.forcing_minus() * dt) * s.F.F.head(nd);
+  if (m > 0) {
+    s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
+    s.r.tail(m) = s.h2.h;
   }
-  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
+}
+
+/// p2 = [D_2 L_d + f+]_dyn of the last evaluation (at the solution): the step is solved.
+void finish_step(const Model& model, const VIOptions& opt, StepData& s) {
+  const int nd = model.nd;
+  s.p2 = (0.5 * opt.dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
+  if (model.forcing_plus() != 0.0) s.p2.noalias() += (model.forcing_plus() * opt.dt) * s.F.F.head(nd);
+  s.solved = true;
+}
+
+/// Newton's iterations of midpoint_step from the current q2 and lambda; `evaluated`: the first evaluation
+/// (evaluate_step to newton_order, F to 1, h(q2) to >= 1) is already in s.
+void newton_solve(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order, bool evaluated) {
+  const int nd = model.nd, m = model.nc();
+  const double dt = opt.dt;
+  const double wm = model.forcing_minus();
   // Newton with the Jacobian kept while it converges fast (chord steps): a residual needs only
   // first derivatives of L; the Newton matrix (second derivatives) is rebuilt when the residual
   // did not drop by at least kChordRate since the last step.
@@ -140,19 +158,9 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
   int polished = 0;
   double last_residual = 0.0;
   for (;;) {
-    s.qbar = 0.5 * (s.q1 + s.q2);
-    s.qdot = (s.q2 - s.q1) / dt;
     const bool reuse = have_jacobian;
-    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : newton_order, s.L);
-    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), reuse ? 0 : 1, s.F);
-    compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
-    // G1 = p1 + (dt/2) Lq - Lv + w- dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
-    s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (wm * dt) * s.F.F.head(nd);
-    if (m > 0) {
-      s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
-      s.r.tail(m) = s.h2.h;
-    }
-    s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
+    if (!evaluated) evaluate_step(model, opt, s, reuse ? 1 : newton_order, reuse ? 0 : 1, 1);
+    evaluated = false;
     if (!std::isfinite(s.residual))
       fail(s, step, StepFailure::NON_FINITE, "the DEL residual became NaN or inf (the step diverged)");
     // Converged. Chord steps converge linearly: polish until the residual is also well below the
@@ -181,15 +189,32 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     if (m > 0) s.lambda -= s.dy.tail(m);
     ++s.iterations;
   }
-  s.p2 = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
-  if (wp != 0.0) s.p2.noalias() += (wp * dt) * s.F.F.head(nd);  // F of the last evaluation: at the solution
-  s.solved = true;
+  finish_step(model, opt, s);  // F of the last evaluation: at the solution
+}
+
+}  // namespace
+
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
+  const Layout z(model);
+  const int nd = z.nd;
+  s.solved = false;
+  s.have_first = false;
+  s.iterations = 0;
+  s.residual = 0.0;
+  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite())
+    fail(s, step, StepFailure::NON_FINITE, "the step inputs (q, p, u, rho) contain NaN or inf");
+  s.q2.tail(z.nk) = s.rho2;
+  if (!s.q2.allFinite() || !s.lambda.allFinite()) {
+    s.q2.head(nd) = s.q1.head(nd);
+    s.lambda.setZero();
+  }
+  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  newton_solve(model, opt, s, step, newton_order, false);
 }
 
 void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step, int order) {
   const Layout z(model);
   const int nd = z.nd, m = z.m;
-  const double dt = opt.dt;
   const int newton_order = std::max(order, 2);
   s.q2.tail(z.nk) = s.rho2;
   if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite() || !s.q2.allFinite())
@@ -197,36 +222,27 @@ void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepDat
   s.solved = false;
   s.have_first = false;
   s.iterations = 0;
-  s.qbar = 0.5 * (s.q1 + s.q2);
-  s.qdot = (s.q2 - s.q1) / dt;
   // The orders midpoint_step's evaluations and the derivatives' caches have: F one below L (its
-  // derivatives read the velocities one order up), h(q1) as L, h(q2) one below.
-  compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), order, s.L);
-  compute_forces(model, s.mid, s.qdot.data(), s.u.data(), std::min(order - 1, 1), s.F);
+  // derivatives read the velocities one order up), h(q1) as L, h(q2) one below. The residual first
+  // without the multipliers, which enter it linearly.
   compute_constraints(model, s.at1, s.q1.data(), order, s.h1);
-  compute_constraints(model, s.at2, s.q2.data(), std::max(order - 1, 0), s.h2);
-  // G1 = p1 + (dt/2) Lq - Lv + w- dt F - Dh1^T lambda (dynamic rows), G2 = h(q2), as in midpoint_step.
-  s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (model.forcing_minus() * dt) * s.F.F.head(nd);
-  bool full_rank = true;
+  s.lambda.setZero();
+  evaluate_step(model, opt, s, order, std::min(order - 1, 1), std::max(order - 1, 0));
   if (m > 0) {
     const auto Dh = s.h1.Dh.leftCols(nd);
     s.gram_m.noalias() = Dh * Dh.transpose();
     s.gram.compute(s.gram_m);
-    full_rank = s.gram.info() == Eigen::Success;
-    if (full_rank) {
+    if (s.gram.info() == Eigen::Success) {  // else lambda = 0: Newton finds it (or diagnoses the singularity)
       s.lambda.noalias() = Dh * s.r.head(nd);
       s.gram.solveInPlace(s.lambda);
       s.r.head(nd).noalias() -= Dh.transpose() * s.lambda;
-    } else {
-      s.lambda.setZero();
+      s.residual = s.r.cwiseAbs().maxCoeff();
     }
-    s.r.tail(m) = s.h2.h;
   }
-  s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
-  if (!full_rank || !(s.residual <= opt.tolerance)) return midpoint_step(model, opt, s, step, newton_order);
-  s.p2 = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
-  if (model.forcing_plus() != 0.0) s.p2.noalias() += (model.forcing_plus() * dt) * s.F.F.head(nd);
-  s.solved = true;
+  if (s.residual <= opt.tolerance) return finish_step(model, opt, s);
+  // q2 is not the solution: Newton from it, its first evaluation the one above when it has Newton's orders.
+  if (order >= 2) return newton_solve(model, opt, s, step, newton_order, true);
+  midpoint_step(model, opt, s, step, newton_order);
 }
 
 void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
