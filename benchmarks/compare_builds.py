@@ -1,6 +1,7 @@
 """Before/after in the same run: one scenario timed on two source trees, alternating.
 
-``python -m benchmarks.compare_builds BASE [--base-label REV] [--rounds 7] [--repeats 15] [--out FILE]``
+``python -m benchmarks.compare_builds BASE [--base-label REV] [--rounds 7] [--repeats 15] [--scenarios NAME...]
+[--out FILE]``
 
 ``BASE`` is another source tree of this package with its core built in place, e.g. the commit
 before a change::
@@ -15,7 +16,10 @@ that a change that alters them shows):
 * ``swing_up``: seed 001 §VIII-A, 4 quasi-Newton then Newton (benchmarks/optimizer.py);
 * ``wave.unconstrained`` / ``wave.constrained``: ``config/optimize/marionette_arm_wave.yaml``
   without and with the model file's limits (benchmarks/constraints.py), from its initial
-  trajectory.
+  trajectory;
+* ``humanoid.tracking`` / ``humanoid.tracking_1000`` (not run unless named in ``--scenarios``): thesis
+  §6.7.3's tracking of the humanoid marionette's string walk, N = 200 and 1000 (benchmarks/optimizer.py),
+  ``--repeats`` / 5 and one timed run per process (at least one).
 
 Writes JSON like ``benchmarks.run`` (machine, both trees' git revisions, per-round medians,
 the median over the rounds, base / this) to ``--out`` or ``out/benchmarks/<UTC>-compare.json``.
@@ -35,19 +39,21 @@ from pathlib import Path
 
 from benchmarks.run import ROOT, machine_info
 
-SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained")
+SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained", "humanoid.tracking", "humanoid.tracking_1000")
+DEFAULT_SCENARIOS = SCENARIOS[:3]
 
-# Runs in the tree given as argv[1]: {scenario: [median seconds, iterations, cost]}.
+# Runs in the tree given as argv[1] the scenarios named in argv[3] (comma-separated):
+# {scenario: [median seconds, iterations, cost]}.
 _CHILD = r'''
 import json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
-repeats = int(sys.argv[2])
+repeats, wanted = int(sys.argv[2]), sys.argv[3].split(",")
 from marionette_control.ocp.projection import OptimizerOptions, ProjectionOptimizer
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import build_problem, initial_trajectory
-from benchmarks.optimizer import swing_up_problem
+from benchmarks.optimizer import humanoid_tracking_problem, swing_up_problem
 
-def timed(opt, X0, U0):
+def timed(opt, X0, U0, repeats=repeats):
     r = opt.optimize(X0, U0)
     ts = []
     for _ in range(repeats):
@@ -55,15 +61,21 @@ def timed(opt, X0, U0):
     return [statistics.median(ts), r.iterations, r.cost]
 
 out = {}
-p, X0, U0 = swing_up_problem()
-out["swing_up"] = timed(ProjectionOptimizer(p.system, p.cost, OptimizerOptions(
-    schedule=(("quasi_newton", 4), ("newton", None)), max_iterations=3000)), X0, U0)
+if "swing_up" in wanted:
+    p, X0, U0 = swing_up_problem()
+    out["swing_up"] = timed(ProjectionOptimizer(p.system, p.cost, OptimizerOptions(
+        schedule=(("quasi_newton", 4), ("newton", None)), max_iterations=3000)), X0, U0)
 wave = sys.argv[1] + "/config/optimize/marionette_arm_wave.yaml"
 for name, over in (("wave.unconstrained", {"constraints.enabled": False}), ("wave.constrained", {})):
-    spec = load_spec(wave, over)
-    p = build_problem(spec)
-    X0, U0, _ = initial_trajectory(spec, p)
-    out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0)
+    if name in wanted:
+        spec = load_spec(wave, over)
+        p = build_problem(spec)
+        X0, U0, _ = initial_trajectory(spec, p)
+        out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0)
+for name, N, reps in (("humanoid.tracking", 200, max(1, repeats // 5)), ("humanoid.tracking_1000", 1000, 1)):
+    if name in wanted:
+        p, X0, U0 = humanoid_tracking_problem(N, OptimizerOptions(max_iterations=40))
+        out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0, reps)
 print(json.dumps(out))
 '''
 
@@ -79,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7, help="alternating process pairs (default 7)")
     ap.add_argument("--repeats", type=int, default=15, help="timed runs per scenario and process (default 15)")
     ap.add_argument("--base-label", default="", help="what BASE is (e.g. the commit it was exported from)")
+    ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(DEFAULT_SCENARIOS), metavar="NAME",
+                    help=f"scenarios to time (of: {', '.join(SCENARIOS)}; default: {', '.join(DEFAULT_SCENARIOS)})")
     ap.add_argument("--out", type=Path, help="JSON file (default out/benchmarks/<UTC>-compare.json)")
     a = ap.parse_args(argv)
+    scenarios = list(dict.fromkeys(a.scenarios))
     trees = {"base": a.base.resolve(), "this": ROOT}
     if not list((trees["base"] / "marionette_control").glob("_core*.so")):
         ap.error(f"{trees['base']}: no built core in marionette_control/ (build it in place first)")
@@ -88,17 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     rounds = {k: [] for k in trees}
     for i in range(a.rounds):
         for k, tree in trees.items():
-            res = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(a.repeats)], capture_output=True,
-                                 text=True, cwd="/tmp")
+            res = subprocess.run([sys.executable, "-c", _CHILD, str(tree), str(a.repeats), ",".join(scenarios)],
+                                 capture_output=True, text=True, cwd="/tmp")
             if res.returncode != 0:
                 print(res.stderr, file=sys.stderr)
                 return 1
             rounds[k].append(json.loads(res.stdout.splitlines()[-1]))
         print(f"round {i + 1}/{a.rounds}: " + "; ".join(
-            f"{s} {rounds['base'][-1][s][0] * 1e3:.1f} / {rounds['this'][-1][s][0] * 1e3:.1f} ms" for s in SCENARIOS),
+            f"{s} {rounds['base'][-1][s][0] * 1e3:.1f} / {rounds['this'][-1][s][0] * 1e3:.1f} ms" for s in scenarios),
             file=sys.stderr)
     summary = {}
-    for s in SCENARIOS:
+    for s in scenarios:
         med = {k: statistics.median(r[s][0] for r in rounds[k]) for k in trees}
         summary[s] = {"base_s": med["base"], "this_s": med["this"], "base_over_this": med["base"] / med["this"],
                       "base_range_s": [min(r[s][0] for r in rounds["base"]), max(r[s][0] for r in rounds["base"])],
@@ -112,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     # trees by revision only: where they sat on the measuring machine says nothing to a reader of the record
     doc = {"machine": machine, "trees": {k: {"git_commit": _git_revision(v)} for k, v in trees.items()},
            "base_label": a.base_label,
-           "options": {"rounds": a.rounds, "repeats": a.repeats}, "summary": summary, "rounds": rounds}
+           "options": {"rounds": a.rounds, "repeats": a.repeats, "scenarios": scenarios}, "summary": summary,
+           "rounds": rounds}
     out = a.out or ROOT / "out" / "benchmarks" / (_dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
                                                   + "-compare.json")
     out.parent.mkdir(parents=True, exist_ok=True)

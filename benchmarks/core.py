@@ -126,7 +126,7 @@ def core(ctx: Context) -> list[Figure]:
     fig("humanoid.vi_step.from_simulate", median_ms(t_sim, steps), "ms",
         f"ds.simulate total / {steps}; " + whole.format(repeats))
     fig("humanoid.first_order.from_linearize_trajectory", median_ms(t_lin, steps), "ms",
-        f"ds.linearize_trajectory total / {steps} (solves each step from the guess X[k+1]); " + whole.format(repeats))
+        f"ds.linearize_trajectory total / {steps} (each step at its solution X[k+1]); " + whole.format(repeats))
     fig("humanoid.second_order_contracted.from_second_order_trajectory", median_ms(t_so, steps), "ms",
         f"ds.second_order_trajectory total / {steps}; " + whole.format(so_repeats))
     fig("humanoid.first_order_constraint_forces.from_linearize_trajectory", median_ms(t_lin_cf, steps), "ms",
@@ -139,7 +139,7 @@ def core(ctx: Context) -> list[Figure]:
     fig("humanoid.second_order_contracted_lambda.overhead", median_ratio(t_so_w, t_so), "x",
         "second_order_trajectory with W / without: median of the ratios of interleaved calls")
     fig("humanoid.constraint_forces.from_constraint_forces_trajectory", median_ms(t_cf, steps), "ms",
-        f"ds.constraint_forces_trajectory(X, U) total / {steps} (solves each step from the guess X[k+1]); "
+        f"ds.constraint_forces_trajectory(X, U) total / {steps} (each step at its solution X[k+1]); "
         + whole.format(repeats))
     fig(f"humanoid.simulate_{steps}", median_ms(t_sim), "ms", f"ds.simulate, {steps} steps; " + whole.format(repeats))
     fig(f"humanoid.linearize_{steps}", median_ms(t_lin), "ms",

@@ -21,6 +21,8 @@ Scenarios (benchmarks/peers/trep_optimizer.py measures trep.discopt on the same 
   and the batch linearization and contracted second order of the 200 steps alone (medians over rounds).
   Both are solved by :func:`marionette_control.ocp.optimizer.solve`; the times are its solver's call alone
   (``Result.solve_time``: the tracking gains and the result record it adds afterwards are not timed).
+* ``humanoid.tracking_1000.{time_to_convergence,iteration}``: the same tracking at N = 1000 (the thesis's
+  3D-marionette tracking, §6.7.3, issue 28), one run (not with --quick).
 * ``humanoid.tv_lqr_1000`` / ``tv_lq_1000``: the 1000-step LQR of the projection gains
   (Q = R = I) and the LQ of a descent direction on the walk's linearization (80 states,
   18 inputs), as a caller makes them (validation and output allocation included),
@@ -128,6 +130,25 @@ def _thread_figures(ctx: Context, N: int, problem, X0, U0) -> list[Figure]:
     return out
 
 
+def _tracking_1000(ctx: Context) -> list[Figure]:
+    """``humanoid.tracking_1000.*``: the §6.7.3 tracking (module docstring) at N = 1000 (10 s of the walk), one
+    run: the time to convergence (the solver's call alone) and the mean seconds per accepted iteration."""
+    from marionette_control.ocp.optimizer import solve
+    from marionette_control.ocp.projection import OptimizerOptions
+
+    N = 1000
+    ctx.log(f"optimizer: humanoid tracking, N = {N}, 4 quasi-Newton then Newton to convergence (one run)")
+    problem, X0, U0 = humanoid_tracking_problem(N, OptimizerOptions(max_iterations=40))
+    res = solve(problem, X0, U0)
+    r = res.result
+    note = (f"N = {N} steps of 0.01 s: {r.reason} after {r.steps} steps ({[h.method[0] for h in r.history]}), cost "
+            f"{r.cost:.8f} (start {res.initial_cost:.6f}), {r.projections} line-search projections; one run")
+    per = [s for h, s in iteration_seconds(r.history) if h.step_length > 0]
+    return [Figure("humanoid.tracking_1000.time_to_convergence", res.solve_time, "s", "optimizer", None, note),
+            Figure("humanoid.tracking_1000.iteration", statistics.mean(per), "s", "optimizer", None,
+                   f"mean seconds per accepted iteration of the same run; {note}")]
+
+
 @benchmark_group("optimizer", "projection-operator optimizer (pendulum swing-up, humanoid tracking) and Riccati sweeps")
 def optimizer(ctx: Context) -> list[Figure]:
     from marionette_control.lq import riccati as ric
@@ -191,13 +212,15 @@ def optimizer(ctx: Context) -> list[Figure]:
                 f"one {what[kind]} of the §6.7.3-style tracking, N = {N} steps of 0.01 s; mean over the "
                 f"{count} iterations of a run, median of {runs} runs")
     fig("humanoid.tracking.time_to_convergence", total, "s",
-        f"N = {N}: {r.reason} after {r.steps} steps ({[h.method[0] for h in r.history]}), cost {r.cost:.8f}; "
-        f"median of {runs} runs")
+        f"N = {N}: {r.reason} after {r.steps} steps ({[h.method[0] for h in r.history]}), cost {r.cost:.8f}, "
+        f"{r.projections} line-search projections; median of {runs} runs")
     if r.history:
         fig("humanoid.tracking.cost_after_first_iteration", r.history[0].cost, "cost",
             f"cost after the first quasi-Newton step (start {start_cost:.6f}), N = {N}")
 
     figs += _thread_figures(ctx, N, problem, X0, U0)
+    if not ctx.quick:
+        figs += _tracking_1000(ctx)
 
     # -- 1000-step Riccati sweeps -----------------------------------------------------------------
     from benchmarks.core import humanoid_setup

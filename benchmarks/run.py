@@ -75,6 +75,9 @@ def machine_info() -> dict:
         "git_dirty": bool(status) if status is not None else None,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "loadavg_before": list(os.getloadavg()),
+        # OpenBLAS's threads (numpy's and scipy's libraries each) idle-spin after a threaded call: on the
+        # 2-core machines they take a core from the work (docs/benchmarks.md, issue 28).
+        "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS"),
     }
 
 

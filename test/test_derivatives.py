@@ -49,6 +49,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from marionette_control import _core
 from marionette_control.model import SystemBuilder, library
+from marionette_control.model.library import humanoid_marionette as hm
 from random_trees import EPS, assert_close, central_fd, richardson_fd, second_difference, step_fn, systems
 
 SETTINGS = settings(max_examples=150, deadline=None,
@@ -302,6 +303,32 @@ def test_batch_entry_points_equal_per_step(case):
     if model.nc:
         assert_close(sys.constraint_forces_trajectory(X, U), sys.constraint_forces_trajectory(X, U, threads=threads),
                      1e-12, f"constraint forces with threads={threads}")
+
+
+def test_batch_loops_solve_where_the_next_state_is_not_the_solution():
+    """The batch loops take X[k+1] as step k's solution when it solves the step (the multipliers from the DEL
+    residual, one evaluation) and solve by Newton from it otherwise: on the humanoid marionette (6 strings:
+    the multipliers' least squares) with X[5] moved off the trajectory, steps 4 (X[5] is not its solution) and
+    5 (starts off the trajectory, X[6] is not its solution) and every other step equal the per-step entry
+    points, which solve from q_{k+1} = q_k, to their Newton tolerance."""
+    m = library.get("humanoid_marionette")
+    sys = _core.DiscreteSystem(m, 0.01)
+    q0 = hm.initial_configuration(m)
+    U = hm.string_walk_inputs(m, q0, 0.01, 8)
+    X, _ = sys.simulate(sys.state_from_configs(q0, q0), U)
+    X[5, :m.nd] += 1e-3
+    A, B, Lam, Lam_x, Lam_u = sys.linearize_trajectory(X, U, constraint_forces=True)
+    Z = np.random.default_rng(3).normal(size=(len(U), m.nx))
+    xx, xu, uu = sys.second_order_trajectory(X, U, Z)
+    assert_close(sys.constraint_forces_trajectory(X, U), Lam, 1e-12, "constraint_forces_trajectory vs linearize's")
+    for k in range(len(U)):
+        _, Ak, Bk, lam, lam_x, lam_u = sys.linearize(X[k], U[k], constraint_forces=True)
+        for exact, check, what in ((Ak, A[k], "A"), (Bk, B[k], "B"), (lam, Lam[k], "Lam"), (lam_x, Lam_x[k], "Lam_x"),
+                                   (lam_u, Lam_u[k], "Lam_u")):
+            assert_close(exact, check, 1e-9, f"{what}[{k}]")
+        for exact, check, what in zip(sys.second_order_contracted(X[k], U[k], Z[k]), (xx[k], xu[k], uu[k]),
+                                      ("xx", "xu", "uu")):
+            assert_close(exact, check, 1e-9, f"{what}[{k}]")
 
 
 def test_threaded_batch_raises_the_earliest_failing_step():

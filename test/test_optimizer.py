@@ -276,6 +276,35 @@ def test_newton_falls_back_to_quasi_newton_on_indefinite_model():
     assert rec.step_length > 0 and rec.cost < r5.cost
 
 
+def test_newton_model_is_formed_from_the_end_and_stops_at_an_indefinite_tail():
+    """The Newton model formed in chunks from the last step backwards (tail checks between them) is the
+    one-call model number for number; on the swing-up's indefinite model (Γ(k) fails at k = 81 of 100, as
+    above) the direction falls back to quasi-Newton after forming the contractions of the steps from the
+    failing chunk on only (84..99, then 52..83), with the same direction as quasi-Newton asked for."""
+    ds, cost, X0, U0 = swing_up()
+    r5 = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=5)).optimize(X0, U0)
+    X, U = r5.X, r5.U
+    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(schedule=(("newton", None),)))
+    A, B, K = _gains(opt, X, U)
+    whole = opt.quadratic_model("newton", X, U, A, B, K)
+    tails = []
+    chunked = opt.quadratic_model("newton", X, U, A, B, K, tail_check=lambda k0, Q, S, R: tails.append(k0))
+    assert tails == [84, 52]
+    for a, b in ((whole.Q, chunked.Q), (whole.S, chunked.S), (whole.R, chunked.R), (whole.Qf, chunked.Qf)):
+        assert np.array_equal(a, b)
+    lx, lu = opt.gradients(X, U)
+    with pytest.raises(ric.IndefiniteGammaError) as failed:
+        ric.tv_lq(A, B, whole.Q, whole.S, whole.R, lx[:-1], lu, whole.Qf, lx[-1])
+    assert 52 <= failed.value.step < 84
+    formed = []
+    second_order = opt.second_order
+    opt.second_order = lambda X_, U_, Z_, W_=None: formed.append(U_.shape[0]) or second_order(X_, U_, Z_, W_)
+    Z, V, slope, method = opt.descent_direction("newton", X, U, A, B, K)
+    assert method == "quasi_newton" and formed == [16, 32]
+    Zq, Vq, slope_q, _ = opt.descent_direction("quasi_newton", X, U, A, B, K)
+    assert np.array_equal(Z, Zq) and np.array_equal(V, Vq) and slope == slope_q
+
+
 # ----------------------------------------------------------- optimized x(0) (§6.3.2.1)
 
 

@@ -274,7 +274,8 @@ void bind_discrete_system(py::module_& m) {
           },
           py::arg("X"), py::arg("U"), py::arg("threads") = 1,
           "Lam (N, m): lambda_k of every step k of (X (N+1, nx), U (N, nU)), each solved from (X[k], U[k]) "
-          "(Newton guess X[k+1]); the same solves as linearize_trajectory. " MC_THREADS_DOC "\n"
+          "(at X[k+1] when it solves the step, by Newton from it otherwise); the same solves as "
+          "linearize_trajectory. " MC_THREADS_DOC "\n"
           MC_LAMBDA_CONVENTION)
       .def(
           "linearize_trajectory",
@@ -298,8 +299,8 @@ void bind_discrete_system(py::module_& m) {
             return py::make_tuple(A, B, *Lam, *Lam_x, *Lam_u);
           },
           py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false, py::arg("threads") = 1,
-          "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (Newton guess "
-          "X[k+1]). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
+          "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (at X[k+1] when "
+          "it solves the step, by Newton from it otherwise). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
           "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize). " MC_THREADS_DOC)
       .def(
           "second_order_trajectory",

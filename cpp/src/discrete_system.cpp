@@ -23,11 +23,18 @@ DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions opt
   beta_.setZero(z_.n);
 }
 
-void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index, int newton_order) {
+void DiscreteSystem::solve_at(const double* x, const double* u, const double* guess, long index) {
   load_step(*model_, s_, x, u);
   if (guess) s_.q2 = Eigen::Map<const VecX>(guess, z_.n);
   else s_.q2 = s_.q1;
-  midpoint_step(*model_, opt_, s_, index, newton_order);
+  midpoint_step(*model_, opt_, s_, index);
+}
+
+void DiscreteSystem::solve_on_trajectory(const double* x, const double* u, const double* x_next, long index,
+                                         int order) {
+  load_step(*model_, s_, x, u);
+  s_.q2 = Eigen::Map<const VecX>(x_next, z_.n);
+  midpoint_step_at_solution(*model_, opt_, s_, index, order);
 }
 
 void DiscreteSystem::store_lambda(double* out) const {
@@ -142,9 +149,9 @@ void DiscreteSystem::for_chunks(int N, int threads, const Work& work) {
 void DiscreteSystem::constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads) {
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
   for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
-    ds.s_.lambda.setZero();
     for (int k = k0; k < k1; ++k) {
-      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
+                             X + static_cast<long>(k + 1) * nx, k, 1);
       ds.store_lambda(Lam + static_cast<long>(k) * m);
     }
   });
@@ -155,9 +162,9 @@ void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int 
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
   for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
     StepData& s = ds.s_;
-    s.lambda.setZero();
     for (int k = k0; k < k1; ++k) {
-      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k);
+      ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
+                             X + static_cast<long>(k + 1) * nx, k, 2);
       step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
       RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = ds.A_;
       RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = ds.B_;
@@ -174,10 +181,9 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
   const int nx = z_.nx, nU = z_.nU, m = z_.m;
   for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
     StepData& s = ds.s_;
-    s.lambda.setZero();
     for (int k = k0; k < k1; ++k) {
-      ds.solve_at(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU, X + static_cast<long>(k + 1) * nx, k,
-                  3);
+      ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
+                             X + static_cast<long>(k + 1) * nx, k, 3);
       step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
       step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
                              ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);

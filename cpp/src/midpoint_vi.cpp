@@ -3,6 +3,7 @@
 
 #include "marionette/del_equations.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -87,6 +88,8 @@ StepData::StepData(const Model& model)
   kkt.setZero(ny, ny);
   lu = Eigen::PartialPivLU<MatX>(ny);
   lu_t = Eigen::PartialPivLU<MatX>(ny);
+  gram = Eigen::LLT<MatX>(z.m);
+  gram_m.setZero(z.m, z.m);
   S11.setZero(z.n, z.n); scratch.setZero(z.n, z.n); S12.setZero(z.n, z.n); S22.setZero(z.n, z.n); S21.setZero(z.n, z.n);
   Gw.setZero(ny, z.nw); Y.setZero(ny, z.nw); dq2.setZero(z.n, z.nw); Fw.setZero(z.nx, z.nw);
   const int nN = 2 * z.n + z.nu + z.m;
@@ -111,23 +114,41 @@ void store_next_state(const Model& model, const VIOptions& opt, const StepData& 
   Eigen::Map<VecX>(x + z.n + z.nd, z.nk) = (s.rho2 - s.q1.tail(z.nk)) / opt.dt;
 }
 
-void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
-  const Layout z(model);
-  const int nd = z.nd, m = z.m;
+namespace {
+
+/// Evaluates L to `order`, F to `order_f` at the midpoint and h(q2) to `order_h2` at the step's current q2, and the
+/// residual of (4.36) G = [p1 + (dt/2) Lq - Lv + w- dt F - Dh_dyn(q1)^T lambda (dynamic rows); h(q2)] into s.r, its
+/// max-norm into s.residual. Needs h(q1) to order >= 1.
+void evaluate_step(const Model& model, const VIOptions& opt, StepData& s, int order, int order_f, int order_h2) {
+  const int nd = model.nd, m = model.nc();
   const double dt = opt.dt;
-  const double wm = model.forcing_minus(), wp = model.forcing_plus();
-  s.solved = false;
-  s.have_first = false;
-  s.iterations = 0;
-  s.residual = 0.0;
-  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite())
-    fail(s, step, StepFailure::NON_FINITE, "the step inputs (q, p, u, rho) contain NaN or inf");
-  s.q2.tail(z.nk) = s.rho2;
-  if (!s.q2.allFinite() || !s.lambda.allFinite()) {
-    s.q2.head(nd) = s.q1.head(nd);
-    s.lambda.setZero();
+  s.qbar = 0.5 * (s.q1 + s.q2);
+  s.qdot = (s.q2 - s.q1) / dt;
+  compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), order, s.L);
+  compute_forces(model, s.mid, s.qdot.data(), s.u.data(), order_f, s.F);
+  compute_constraints(model, s.at2, s.q2.data(), order_h2, s.h2);
+  s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (model.forcing_minus() * dt) * s.F.F.head(nd);
+  if (m > 0) {
+    s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
+    s.r.tail(m) = s.h2.h;
   }
-  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
+}
+
+/// p2 = [D_2 L_d + f+]_dyn of the last evaluation (at the solution): the step is solved.
+void finish_step(const Model& model, const VIOptions& opt, StepData& s) {
+  const int nd = model.nd;
+  s.p2 = (0.5 * opt.dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
+  if (model.forcing_plus() != 0.0) s.p2.noalias() += (model.forcing_plus() * opt.dt) * s.F.F.head(nd);
+  s.solved = true;
+}
+
+/// Newton's iterations of midpoint_step from the current q2 and lambda; `evaluated`: the first evaluation
+/// (evaluate_step to newton_order, F to 1, h(q2) to >= 1) is already in s.
+void newton_solve(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order, bool evaluated) {
+  const int nd = model.nd, m = model.nc();
+  const double dt = opt.dt;
+  const double wm = model.forcing_minus();
   // Newton with the Jacobian kept while it converges fast (chord steps): a residual needs only
   // first derivatives of L; the Newton matrix (second derivatives) is rebuilt when the residual
   // did not drop by at least kChordRate since the last step.
@@ -137,19 +158,9 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
   int polished = 0;
   double last_residual = 0.0;
   for (;;) {
-    s.qbar = 0.5 * (s.q1 + s.q2);
-    s.qdot = (s.q2 - s.q1) / dt;
     const bool reuse = have_jacobian;
-    compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), reuse ? 1 : newton_order, s.L);
-    compute_forces(model, s.mid, s.qdot.data(), s.u.data(), reuse ? 0 : 1, s.F);
-    compute_constraints(model, s.at2, s.q2.data(), 1, s.h2);
-    // G1 = p1 + (dt/2) Lq - Lv + w- dt F - Dh1^T lambda (dynamic rows), G2 = h(q2)
-    s.r.head(nd) = s.p1 + (0.5 * dt) * s.L.Lq.head(nd) - s.L.Lv.head(nd) + (wm * dt) * s.F.F.head(nd);
-    if (m > 0) {
-      s.r.head(nd).noalias() -= s.h1.Dh.leftCols(nd).transpose() * s.lambda;
-      s.r.tail(m) = s.h2.h;
-    }
-    s.residual = s.r.size() ? s.r.cwiseAbs().maxCoeff() : 0.0;
+    if (!evaluated) evaluate_step(model, opt, s, reuse ? 1 : newton_order, reuse ? 0 : 1, 1);
+    evaluated = false;
     if (!std::isfinite(s.residual))
       fail(s, step, StepFailure::NON_FINITE, "the DEL residual became NaN or inf (the step diverged)");
     // Converged. Chord steps converge linearly: polish until the residual is also well below the
@@ -178,9 +189,60 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     if (m > 0) s.lambda -= s.dy.tail(m);
     ++s.iterations;
   }
-  s.p2 = (0.5 * dt) * s.L.Lq.head(nd) + s.L.Lv.head(nd);
-  if (wp != 0.0) s.p2.noalias() += (wp * dt) * s.F.F.head(nd);  // F of the last evaluation: at the solution
-  s.solved = true;
+  finish_step(model, opt, s);  // F of the last evaluation: at the solution
+}
+
+}  // namespace
+
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
+  const Layout z(model);
+  const int nd = z.nd;
+  s.solved = false;
+  s.have_first = false;
+  s.iterations = 0;
+  s.residual = 0.0;
+  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite())
+    fail(s, step, StepFailure::NON_FINITE, "the step inputs (q, p, u, rho) contain NaN or inf");
+  s.q2.tail(z.nk) = s.rho2;
+  if (!s.q2.allFinite() || !s.lambda.allFinite()) {
+    s.q2.head(nd) = s.q1.head(nd);
+    s.lambda.setZero();
+  }
+  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  newton_solve(model, opt, s, step, newton_order, false);
+}
+
+void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step, int order) {
+  const Layout z(model);
+  const int nd = z.nd, m = z.m;
+  const int newton_order = std::max(order, 2);
+  s.q2.tail(z.nk) = s.rho2;
+  if (!s.q1.allFinite() || !s.p1.allFinite() || !s.u.allFinite() || !s.rho2.allFinite() || !s.q2.allFinite())
+    return midpoint_step(model, opt, s, step, newton_order);  // its errors name what is wrong
+  s.solved = false;
+  s.have_first = false;
+  s.iterations = 0;
+  // The orders midpoint_step's evaluations and the derivatives' caches have: F one below L (its
+  // derivatives read the velocities one order up), h(q1) as L, h(q2) one below. The residual first
+  // without the multipliers, which enter it linearly.
+  compute_constraints(model, s.at1, s.q1.data(), order, s.h1);
+  s.lambda.setZero();
+  evaluate_step(model, opt, s, order, std::min(order - 1, 1), std::max(order - 1, 0));
+  if (m > 0) {
+    const auto Dh = s.h1.Dh.leftCols(nd);
+    s.gram_m.noalias() = Dh * Dh.transpose();
+    s.gram.compute(s.gram_m);
+    if (s.gram.info() == Eigen::Success) {  // else lambda = 0: Newton finds it (or diagnoses the singularity)
+      s.lambda.noalias() = Dh * s.r.head(nd);
+      s.gram.solveInPlace(s.lambda);
+      s.r.head(nd).noalias() -= Dh.transpose() * s.lambda;
+      s.residual = s.r.cwiseAbs().maxCoeff();
+    }
+  }
+  if (s.residual <= opt.tolerance) return finish_step(model, opt, s);
+  // q2 is not the solution: Newton from it, its first evaluation the one above when it has Newton's orders.
+  if (order >= 2) return newton_solve(model, opt, s, step, newton_order, true);
+  midpoint_step(model, opt, s, step, newton_order);
 }
 
 void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, const double* q1, const double* q2,
@@ -213,7 +275,7 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
     compute_lagrangian(model, s.mid, s.qbar.data(), s.qdot.data(), 2, s.L);
     compute_forces(model, s.mid, s.qdot.data(), s.u.data(), 1, s.F);
   }
-  compute_constraints(model, s.at1, s.q1.data(), 2, s.h1);
+  if (s.h1.order < 2) compute_constraints(model, s.at1, s.q1.data(), 2, s.h1);  // this step's: every solve sets it
   interval_jacobian_blocks(model, opt, s);  // S11, S12, S21, S22 and Hz = sum lambda_i D2h_i(q1)
 
   factorize_newton_matrix(model, s, -1);  // at the solution
@@ -242,7 +304,9 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
   s.Fw.setZero();
   s.Fw.topRows(n) = s.dq2;
   s.Fw.block(n, cq, nd, n) = s.S21.topRows(nd);
-  s.Fw.middleRows(n, nd).noalias() += s.S22.topRows(nd) * s.dq2;
+  // S22 dq2 from dq2's rows: the dynamic ones are Y's, the kinematic ones select rho2.
+  s.Fw.middleRows(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * s.Y.topRows(nd);
+  s.Fw.block(n, cr, nd, nk) += s.S22.block(0, nd, nd, nk);
   if (model.forcing_plus() != 0.0) s.Fw.block(n, cu, nd, nu).noalias() += (model.forcing_plus() * dt) * s.F.Fu.topRows(nd);
   s.Fw.block(n + nd, cr, nk, nk) = MatX::Identity(nk, nk) / dt;
   s.Fw.block(n + nd, cq + nd, nk, nk) = -MatX::Identity(nk, nk) / dt;
@@ -273,6 +337,37 @@ void build_D(const Layout& z, StepData& s) {
   s.D.middleRows(n, n) = s.dq2;
   s.D.block(2 * n, n + nd, nu, nu).setIdentity();
   if (m > 0) s.D.bottomRows(m) = s.Y.bottomRows(m);
+}
+
+/// Psi's index of D's unit row on column j of w = (q1 | p1 | u | rho2) (build_D): q1 itself, u itself,
+/// rho2 the kinematic rows of q2; -1 for the columns of p1, on which only Y's rows depend.
+inline int unit_row(const Layout& z, int j) {
+  if (j < z.n) return j;
+  if (j < z.n + z.nd) return -1;
+  if (j < z.n + z.nd + z.nu) return 2 * z.n + (j - z.n - z.nd);
+  return z.n + z.nd + (j - z.n - z.nd - z.nu);
+}
+
+/// s.Hw = D^T Psi D (nw, nw) with D of build_D, from D's structure: every row of D is a unit row (one
+/// column of w: E below) except the dynamic rows of q2 and the lambda rows, which are Y's (nd + m rows).
+/// So Psi D = Psi E + Psi_{:,y} Y and D^T (Psi D) = E^T (Psi D) + Y^T (Psi D)_{y,:}: column and row
+/// gathers and products nd + m deep, instead of two products over all 2n + nu + m rows of D.
+void weighted_hessian_through_D(const Layout& z, StepData& s) {
+  const int n = z.n, nd = z.nd, m = z.m, nw = z.nw, lam = 2 * z.n + z.nu;
+  for (int j = 0; j < nw; ++j) {
+    const int e = unit_row(z, j);
+    if (e >= 0) s.HD.col(j) = s.Psi.col(e);
+    else s.HD.col(j).setZero();
+  }
+  s.HD.noalias() += s.Psi.middleCols(n, nd) * s.Y.topRows(nd);
+  if (m > 0) s.HD.noalias() += s.Psi.middleCols(lam, m) * s.Y.bottomRows(m);
+  for (int j = 0; j < nw; ++j) {
+    const int e = unit_row(z, j);
+    if (e >= 0) s.Hw.row(j) = s.HD.row(e);
+    else s.Hw.row(j).setZero();
+  }
+  s.Hw.noalias() += s.Y.topRows(nd).transpose() * s.HD.middleRows(n, nd);
+  if (m > 0) s.Hw.noalias() += s.Y.bottomRows(m).transpose() * s.HD.middleRows(lam, m);
 }
 
 /// Second-order caches at the solved step (midpoint to order 3, h at q1 to 3, at q2 to 2).
@@ -311,9 +406,7 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
   // Psi = Hessian of z_p^T P + mu^T G over N = (q1, q2, u, lambda): the DEL interval's weighted
   // Hessian with the weights mu_dyn on G1, z_p on P = D_2 L_d and mu_h on G2 = h(q2).
   interval_weighted_hessian(model, opt, s, s.cvec, s.evec, s.mu.data() + nd, s.Psi);
-  build_D(z, s);
-  s.HD.noalias() = s.Psi * s.D;
-  s.Hw.noalias() = s.D.transpose() * s.HD;
+  weighted_hessian_through_D(z, s);
   // Map w = (q1, p1, u, rho2) onto (x = (q1, p1, v1), u = (u, rho2)).
   const int nqp = n + nd;
   xx.setZero();

@@ -33,7 +33,11 @@ Newton's model is indefinite far from the optimum (the adjoint is large there), 
 its second-order sweep. After a requested Newton iteration fell back to quasi-Newton, Newton is tried
 again only once |Dg∘ζ| has fallen below ``NEWTON_RETRY`` times its value at that failure (the iterations
 in between are quasi-Newton, recorded as falling back). Measured on the cart-pole: 32 second-order
-sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations.
+sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations. The sweep itself is formed
+from the last step backwards, chunk by chunk, with the LQ sweep of the tail checked in between
+(:meth:`ProjectionOptimizer._newton_terms`): Γ(k) depends on the steps k..N−1 alone, so an indefinite
+model is found where the whole sweep would find it, before the contractions of the earlier steps are
+formed (the humanoid tracking's two indefinite models fail at k = 186 and 161 of 200).
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
@@ -98,6 +102,8 @@ from marionette_control.validation import InvalidOption
 METHODS = ("steepest", "quasi_newton", "newton")
 #: Newton is tried again after an indefinite model once |Dg∘ζ| is below this fraction of its value then.
 NEWTON_RETRY = 0.5
+#: Steps of the Newton model's last chunk, the first one formed and checked (:meth:`ProjectionOptimizer._newton_terms`).
+NEWTON_TAIL_STEPS = 16
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
 
@@ -500,14 +506,18 @@ class ProjectionOptimizer:
         return _core._closed_loop_adjoint(A, B, K, lx[:-1], lu, lx[-1])
 
     def quadratic_model(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
-                        cost: Optional[Cost] = None, data=None) -> QuadraticModel:
+                        cost: Optional[Cost] = None, data=None,
+                        tail_check: Optional[Callable] = None) -> QuadraticModel:
         """The model q of ``method`` at ξ = (X, U) (thesis §6.5.2-6.5.4) on ``cost`` (default: the
         optimizer's); ``data``: the cost's derivatives at ``point`` when already computed (exact for
         Newton; for quasi-Newton they are recomputed in Gauss-Newton form unless every term's two
         forms agree).
 
         Newton: Q = ℓ_xx + z(k+1)ᵀf_xx + w(k)ᵀλ_xx, S = ℓ_xu + ..., R = ℓ_uu + ..., Q(N) = D²m
-        with the adjoint of Prop. 7 (only the contractions are formed, by the core).
+        with the adjoint of Prop. 7 (only the contractions are formed, by the core). With
+        ``tail_check(k0, Q, S, R)`` (the model's per-step arrays of steps k0..N−1) the contractions
+        are formed from the last step backwards, chunk by chunk (:meth:`_newton_terms`), and
+        ``tail_check`` may stop the construction by raising (an indefinite model, :meth:`_direction`).
         """
         nx, nU = X.shape[1], U.shape[1]
         if method == "steepest":
@@ -523,12 +533,46 @@ class ProjectionOptimizer:
         if method == "quasi_newton":
             return QuadraticModel(method, d.Lxx, d.Lxu, d.Luu, d.Lxx_N)
         z = self.adjoint(X, U, A, B, K, d.lx, d.lu)
-        fxx, fxu, fuu = self.second_order(X, U, z[1:], d.W)
-        fxx += d.Lxx
-        if d.Lxu is not None:
-            fxu += d.Lxu
-        fuu += d.Luu
-        return QuadraticModel(method, fxx, fxu, fuu, d.Lxx_N)
+        return QuadraticModel(method, *self._newton_terms(X, U, z[1:], d, tail_check), d.Lxx_N)
+
+    def _newton_terms(self, X, U, Z, d, tail_check: Optional[Callable]) -> tuple:
+        """(Q (N, nx, nx), S (N, nx, nU), R (N, nU, nU)) of the Newton model: the core's contractions
+        Z[k]ᵀD²f + W[k]ᵀD²λ plus the cost's Hessians (``d``: its derivatives, W its covectors on λ).
+
+        With ``tail_check`` the steps are computed in chunks from the end: the last ``NEWTON_TAIL_STEPS``
+        (at least N/8), then chunks twice as long as the one before, and after every chunk but the one
+        that reaches k = 0 ``tail_check(k0, Q[k0:], S[k0:], R[k0:])`` sees the model of the steps computed
+        so far. Γ(k) of the LQ sweep depends on the steps k..N−1 alone (the sweep eliminates u(k) from
+        the last step backwards, :class:`~marionette_control.lq.riccati.IndefiniteGammaError`), so a
+        sweep of the tail finds an indefinite Γ(k) there exactly as the sweep of the whole model does,
+        and a check that raises saves the contractions of the steps before the tail. Measured on the
+        humanoid tracking (thesis §6.7.3, N = 200): its indefinite Newton models fail at k = 186 and 161,
+        found after the contractions of 25 and 75 steps instead of 200; a model that passes pays the sweeps
+        of the tails (25 + 75 + 175 steps: 1.4 sweeps more, a few per cent of its contractions;
+        ``docs/benchmarks.md``, issue 28). The arrays are the ones a single
+        call gives, number for number (the steps are independent given the trajectory)."""
+        W = d.W
+
+        def terms(k0: int, k1: int) -> tuple:
+            out = self.second_order(X[k0:k1 + 1], U[k0:k1], Z[k0:k1], None if W is None else W[k0:k1])
+            for f, L in zip(out, (d.Lxx, d.Lxu, d.Luu)):
+                if L is not None:
+                    f += L[k0:k1] if L.ndim == 3 else L
+            return out
+
+        N = U.shape[0]
+        if tail_check is None:
+            return terms(0, N)
+        fxx, fxu, fuu = (np.empty((N,) + shape) for shape in ((X.shape[1], X.shape[1]), (X.shape[1], U.shape[1]),
+                                                             (U.shape[1], U.shape[1])))
+        k1, size = N, max(NEWTON_TAIL_STEPS, N // 8)
+        while k1 > 0:
+            k0 = max(0, k1 - size)
+            fxx[k0:k1], fxu[k0:k1], fuu[k0:k1] = terms(k0, k1)
+            if k0 > 0:
+                tail_check(k0, fxx[k0:], fxu[k0:], fuu[k0:])
+            k1, size = k0, 2 * size
+        return fxx, fxu, fuu
 
     def descent_direction(self, method: str, X, U, A, B, K, point: Optional[Point] = None,
                           cost: Optional[Cost] = None):
@@ -550,9 +594,19 @@ class ProjectionOptimizer:
         nx = X.shape[1]
         free = self.options.free_initial_state
         used = method
-        while True:
-            model = self.quadratic_model(used, X, U, A, B, K, point, cost, d)
+
+        def tail_check(k0: int, Q, S, R):
+            """The LQ sweep of the steps k0..N−1 alone: raises IndefiniteGammaError (step counted from 0) where
+            the sweep of the whole model would (:meth:`_newton_terms`)."""
             try:
+                tv_lq(A[k0:], B[k0:], Q, S, R, lx[k0:-1], lu[k0:], d.Lxx_N, lx[-1], check_inputs=False, full_P=False)
+            except IndefiniteGammaError as e:
+                raise IndefiniteGammaError(k0 + e.step, e.order, U.shape[1]) from None
+
+        while True:
+            try:
+                model = self.quadratic_model(used, X, U, A, B, K, point, cost, d,
+                                             tail_check if used == "newton" else None)
                 sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False,
                             full_P=False)
                 dx0 = self._initial_direction(sol, model) if free else np.zeros(nx)

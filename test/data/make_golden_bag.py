@@ -70,6 +70,11 @@ And again (issue 24, the elbow swings): the integral action leaves out a tick's 
 command further along what the drives' limits or the guard cut off the last one (anti-windup,
 tracking/integral_action.py); the run's first commands are clamped while the drives catch up with the plan, so the
 commands differ from the fourth one on (by up to 4.5 mm).
+
+And again (issue 28, the batch loops solve each step at its known solution): ``linearize_trajectory`` evaluates the
+step once at the next state it is given, with the multipliers from the DEL residual, instead of re-solving it by a
+Newton step from there; A and B along the trajectory, from which the Kalman gains are computed, change by 1e-12,
+and a relative change of 1e-13 in them alone already moves a replayed command by 4 mm at tick 66.
 """
 
 from __future__ import annotations

@@ -51,9 +51,10 @@ class DiscreteSystem {
   /// the steps are independent, and `threads` > 1 splits them into that many contiguous chunks, the
   /// first solved on the calling thread with this object's workspace, each other on a thread of its own
   /// with a worker's (a DiscreteSystem on the same immutable Model, made on first use and kept: Model
-  /// / Data). The multipliers' Newton guess is the previous step's solution within a chunk and zero at
-  /// its start; the step's equations are linear in the multipliers, so the results agree with one
-  /// thread's to rounding. The error of the earliest failing step is the one raised.
+  /// / Data). Each step is solved by midpoint_step_at_solution from X[k+1] (one evaluation at the
+  /// order the derivatives need when X[k+1] solves the step; Newton from there otherwise): nothing
+  /// carries over from step to step, so the results are one thread's. The error of the earliest failing
+  /// step is the one raised.
   /// lambda_k of every step k.
   void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads = 1);
   /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).
@@ -95,8 +96,11 @@ class DiscreteSystem {
   std::mutex& mutex() { return mutex_; }
 
  private:
-  /// Loads and solves the step (x, u) from `guess` (null: q1); newton_order as in midpoint_step.
-  void solve_at(const double* x, const double* u, const double* guess, long index, int newton_order = 2);
+  /// Loads and solves the step (x, u) from `guess` (null: q1).
+  void solve_at(const double* x, const double* u, const double* guess, long index);
+  /// Loads the step (x, u) of a trajectory whose next state is x_next and solves it by
+  /// midpoint_step_at_solution to `order` (1: lambda, 2: first derivatives, 3: second-order forms).
+  void solve_on_trajectory(const double* x, const double* u, const double* x_next, long index, int order);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
   /// work(system, k0, k1) over the steps [0, N) in `threads` chunks (see the batch loops above).

@@ -37,6 +37,7 @@
 // mu = -G_y^{-T} [P_{q2}^T z_p + z_q; w] ((4.39)-(4.40), §A.2.6): D2 lambda is never formed.
 #pragma once
 
+#include <Eigen/Cholesky>
 #include <Eigen/LU>
 
 #include "marionette/constraints.hpp"
@@ -75,6 +76,8 @@ struct StepData {
   VecX qbar, qdot, r, dy;
   MatX kkt;
   Eigen::PartialPivLU<MatX> lu, lu_t;  ///< Newton matrix and its transpose (adjoint solves)
+  Eigen::LLT<MatX> gram;               ///< Dh_dyn(q1) Dh_dyn(q1)^T (midpoint_step_at_solution's lambda)
+  MatX gram_m;                         ///< (m, m) workspace of gram
   bool have_lu_t = false;              ///< lu_t holds the transpose of the solved step's Newton matrix
   MatX S11, S12, S22, S21;  ///< dt C_a^T H C_b (+ forcing for slot 1 rows)
   MatX Gw, Y, dq2, Fw;      ///< implicit derivatives and d x_{k+1} / dw
@@ -94,11 +97,23 @@ struct Layout {
 /// (q1, p1, u, rho2), starting from the guess in s.q2 and s.lambda.
 /// Throws StepError (naming `step_index`) on failure. `newton_order` (2 or 3) is the
 /// order of the Lagrangian's derivatives at an evaluation that (re)builds the Newton
-/// matrix: 3 for the second-order forms along a feasible trajectory, whose guess already
-/// solves the step, so that the Lagrangian is evaluated once instead of at order 2 and
-/// again at order 3 (the same numbers: the lower orders are computed identically at any
-/// order). Not from a poor guess: every full Newton iteration would then pay order 3.
+/// matrix: 3 when the step is solved for the second-order forms from a guess that (nearly)
+/// solves it (midpoint_step_at_solution), so that the Lagrangian is evaluated once instead of
+/// at order 2 and again at order 3 (the same numbers: the lower orders are computed identically
+/// at any order). Not from a poor guess: every full Newton iteration would then pay order 3.
 void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step_index, int newton_order = 2);
+
+/// The step whose solution q2 is known (the next configuration of a trajectory of this system, loaded
+/// into s.q2 with the inputs): the derivatives along a trajectory need the solved step's caches, not a
+/// new solve. Evaluates L and F at the midpoint and h at q1 once, to `order` (2: first derivatives,
+/// 3: the second-order forms; h at q2 to order - 1), takes lambda from the DEL residual, in which it
+/// enters linearly: the least-squares solution of Dh_dyn(q1)^T lambda = p1 + [D_1 L_d + f-]_dyn, and
+/// accepts the step when the residual (the max-norm of midpoint_step's) is <= the tolerance. Otherwise
+/// (q2 is not the solution: the trajectory is not one of this system) it solves by midpoint_step from
+/// q2 and that lambda. Either way the step is solved to the tolerance and its caches hold the orders
+/// the derivatives below need: one evaluation instead of Newton's (re-evaluating the point it started
+/// from) followed by the derivatives' own. Throws StepError as midpoint_step.
+void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step_index, int order = 2);
 
 /// First derivatives of the one-step map at the solved step: A (nx, nx), B (nx, nU).
 void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
