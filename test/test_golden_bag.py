@@ -41,7 +41,6 @@ from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.tracking.controller_options import ControllerOptions
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.tracking.start_blend import start_weight
-from marionette_control.trajectory import Trajectory
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 BAG = GOLDEN / "bag"

@@ -16,7 +16,6 @@ import pytest
 
 from arm_helpers import bump_trajectory, wave_motion
 from marionette_control.identification.parameters import ModelParameters
-from marionette_control.model.library import marionette_arm as ma
 from marionette_control.ocp.mpc_options import MPCOptions
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import run_loop
