@@ -54,3 +54,11 @@ def test_the_online_fit_recovers_the_plant_from_the_wave(plant, expected):
             assert estimates[name] == pytest.approx(value, rel=0.05), (name, estimates)
         else:
             assert estimates[name] == pytest.approx(value, abs=3e-4), (name, estimates)
+
+
+def test_a_window_too_short_for_the_fit_is_refused():
+    problem, motion = wave_motion()
+    params = ModelParameters(config_file("marionette_arm.yaml"))
+    for window in (0.0, 0.02, float("nan")):
+        with pytest.raises(ValueError, match="the fit needs three consecutive ones at least"):
+            OnlineFit(problem, motion, MPCOptions(horizon=1.0, deadline=None), params, window=window)

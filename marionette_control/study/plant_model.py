@@ -34,6 +34,7 @@ Shapes: q (nq,) in model order; errors in degrees (RMS over the motion's ticks).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import deque
 from typing import Optional, Sequence
@@ -91,7 +92,11 @@ class OnlineFit(PlannerOn):
         self.params = params
         self.parameters = params.parameters(names)
         self.adopted = [p for p in self.parameters if p.name in adopted]
-        self.samples: deque = deque(maxlen=int(round(window / problem.dt)))
+        steps = int(round(window / problem.dt)) if math.isfinite(window) else 0
+        if steps < 3:
+            raise ValueError(f"window {window!r} s holds {steps} joint states of {problem.dt:g} s: the fit needs three "
+                             "consecutive ones at least")
+        self.samples: deque = deque(maxlen=steps)
         self.fits: list = []
 
     def observe(self, q: np.ndarray) -> None:
