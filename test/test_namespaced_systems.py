@@ -82,8 +82,13 @@ class Probe:
 def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  # noqa: F811
     with isolated_ros() as env:
         for arm in ARMS:
+            # the 'perfect' stand-in with the controller's one step of command delay: what is judged here is
+            # where messages go, not how well the realistic stand-in is tracked in real time on a machine running
+            # two systems (a CI run aborted there on the path tolerance at tick 78 after a stale sample at
+            # activation; docs/tracking.md covers late commands)
             node_processes("marionette_control.cli.bringup", [
-                "--sim", "--namespace", arm, "--autostart"], env)   # the default (realistic) stand-in
+                "--sim", "--namespace", arm, "--autostart", "-p", "marionette_simulator:profile:=perfect",
+                "-p", "marionette_simulator:command_delay_steps:=1"], env)
         context = rclpy.context.Context()
         rclpy.init(context=context)
         probe = Probe(context)
