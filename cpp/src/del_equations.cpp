@@ -34,26 +34,24 @@ void interval_residual(const Model& model, const VIOptions& opt, const StepData&
 }
 
 void interval_jacobian_blocks(const Model& model, const VIOptions& opt, StepData& s) {
-  const int n = model.nq();
+  const int n = model.nq(), nd = model.nd;
   const double dt = opt.dt;
-  const auto Lvq = s.L.Lqv.transpose();
-  slot_matrix(dt, -1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S11);
-  slot_matrix(dt, -1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S12);
-  slot_matrix(dt, 1, 1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S22);
-  slot_matrix(dt, 1, -1, s.L.Lqq, s.L.Lqv, Lvq, s.L.Lvv, s.S21);
-  // f- = w- dt F(qbar, qdot, u) enters the slot-1 rows (D_a f- of (4.15)-(4.20)), f+ = w+ dt F the
-  // slot-2 rows (D_a f+ of (4.21)-(4.23)); D_a (dt F) = (dt/2) Fq + s_a Fv, s_1 = -1, s_2 = +1.
+  // The dynamic rows of the four slot matrices (slot_matrix's sums) in one pass over Lqq, Lqv, Lvv:
+  // S_ab = P_ab + (s_b Lqv + s_a Lvq)/2, P_ab = (dt/4) Lqq + s_a s_b Lvv / dt. With f- = w- dt F(qbar, qdot, u)
+  // in the slot-1 rows (D_b f- of (4.15)-(4.20)) and f+ = w+ dt F in the slot-2 rows (D_b f+ of
+  // (4.21)-(4.23)): D_b (dt F) = (dt/2) Fq + s_b Fv, s_1 = -1, s_2 = +1.
   const double wm = model.forcing_minus(), wp = model.forcing_plus();
-  s.S11.noalias() += (0.5 * wm * dt) * s.F.Fq;
-  s.S11.noalias() -= wm * s.F.Fv;
-  s.S12.noalias() += (0.5 * wm * dt) * s.F.Fq;
-  s.S12.noalias() += wm * s.F.Fv;
-  if (wp != 0.0) {
-    s.S21.noalias() += (0.5 * wp * dt) * s.F.Fq;
-    s.S21.noalias() -= wp * s.F.Fv;
-    s.S22.noalias() += (0.5 * wp * dt) * s.F.Fq;
-    s.S22.noalias() += wp * s.F.Fv;
-  }
+  const MatX &Lqq = s.L.Lqq, &Lqv = s.L.Lqv, &Lvv = s.L.Lvv, &Fq = s.F.Fq, &Fv = s.F.Fv;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < nd; ++i) {
+      const double same = 0.25 * dt * Lqq(i, j) + Lvv(i, j) / dt, other = 0.25 * dt * Lqq(i, j) - Lvv(i, j) / dt;
+      const double qv = 0.5 * Lqv(i, j), vq = 0.5 * Lqv(j, i);
+      const double fq = 0.5 * dt * Fq(i, j), fv = Fv(i, j);
+      s.S11(i, j) = same - qv - vq + wm * (fq - fv);
+      s.S12(i, j) = other + qv - vq + wm * (fq + fv);
+      s.S21(i, j) = other - qv + vq + wp * (fq - fv);
+      s.S22(i, j) = same + qv + vq + wp * (fq + fv);
+    }
   s.Hz.topLeftCorner(n, n).setZero();
   if (model.nc() > 0) constraint_weighted_hessian(s.h1, s.lambda.data(), s.Hz);
 }

@@ -10,8 +10,6 @@ namespace mc {
 DiscreteSystem::DiscreteSystem(std::shared_ptr<const Model> model, VIOptions options)
     : model_(std::move(model)), opt_(options), z_(*model_), s_(*model_) {
   opt_.validate();
-  A_.setZero(z_.nx, z_.nx);
-  B_.setZero(z_.nx, z_.nU);
   xx_.setZero(z_.nx, z_.nx);
   xu_.setZero(z_.nx, z_.nU);
   uu_.setZero(z_.nU, z_.nU);
@@ -56,9 +54,7 @@ void DiscreteSystem::linearize(const double* x, const double* u, double* x_next,
                                double* lam_x, double* lam_u) {
   solve_at(x, u, nullptr, 0);
   store_next_state(*model_, opt_, s_, x_next);
-  step_first_derivatives(*model_, opt_, s_, A_, B_);
-  RowMap(A, z_.nx, z_.nx) = A_;
-  RowMap(B, z_.nx, z_.nU) = B_;
+  step_first_derivatives(*model_, opt_, s_, A, B);
   store_lambda(lam);
   if (lam_x != nullptr) store_constraint_force_derivatives(*model_, s_, lam_x, lam_u);
 }
@@ -66,7 +62,7 @@ void DiscreteSystem::linearize(const double* x, const double* u, double* x_next,
 void DiscreteSystem::second_contracted(const double* x, const double* u, const double* z, double* xx, double* xu,
                                        double* uu, const double* w) {
   solve_at(x, u, nullptr, 0);
-  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  step_implicit_derivatives(*model_, opt_, s_);
   step_second_contracted(*model_, opt_, s_, Eigen::Map<const VecX>(z, z_.nx), xx_, xu_, uu_, w);
   RowMap(xx, z_.nx, z_.nx) = xx_;
   RowMap(xu, z_.nx, z_.nU) = xu_;
@@ -76,7 +72,7 @@ void DiscreteSystem::second_contracted(const double* x, const double* u, const d
 void DiscreteSystem::second_directional(const double* x, const double* u, const double* dx, const double* du,
                                         double* out, double* lam_dd) {
   solve_at(x, u, nullptr, 0);
-  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  step_implicit_derivatives(*model_, opt_, s_);
   VecX o(z_.nx);
   step_second_directional(*model_, opt_, s_, Eigen::Map<const VecX>(dx, z_.nx), Eigen::Map<const VecX>(du, z_.nU), o,
                           lam_dd);
@@ -85,7 +81,7 @@ void DiscreteSystem::second_directional(const double* x, const double* u, const 
 
 void DiscreteSystem::second_full(const double* x, const double* u, double* fxx, double* fxu, double* fuu) {
   solve_at(x, u, nullptr, 0);
-  step_first_derivatives(*model_, opt_, s_, A_, B_);
+  step_implicit_derivatives(*model_, opt_, s_);
   const int nx = z_.nx, nU = z_.nU;
   VecX e = VecX::Zero(nx);
   for (int i = 0; i < nx; ++i) {
@@ -165,9 +161,7 @@ void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int 
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
                              X + static_cast<long>(k + 1) * nx, k, 2);
-      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
-      RowMap(A + static_cast<long>(k) * nx * nx, nx, nx) = ds.A_;
-      RowMap(B + static_cast<long>(k) * nx * nU, nx, nU) = ds.B_;
+      step_first_derivatives(*model_, opt_, s, A + static_cast<long>(k) * nx * nx, B + static_cast<long>(k) * nx * nU);
       if (Lam) ds.store_lambda(Lam + static_cast<long>(k) * m);
       if (Lam_x)
         store_constraint_force_derivatives(*model_, s, Lam_x + static_cast<long>(k) * m * nx,
@@ -184,7 +178,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
                              X + static_cast<long>(k + 1) * nx, k, 3);
-      step_first_derivatives(*model_, opt_, s, ds.A_, ds.B_);
+      step_implicit_derivatives(*model_, opt_, s);
       step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
                              ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);
       RowMap(xx + static_cast<long>(k) * nx * nx, nx, nx) = ds.xx_;

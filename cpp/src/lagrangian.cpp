@@ -27,18 +27,23 @@ void mass_term(const Model& model, const FrameCache& C, int f, int order, std::v
   const Vec6* dJ = &C.dJ[j1];
   t.value = 0.5 * V.dot(MV) + mg.dot(C.p[f]);
   if (order < 1) return;
+  // Gravity's derivatives from the body Jacobian (lagrangian.hpp): m g . d_i p = gb . J_i^v and
+  // m g . d_ij p = gb . (J_i^w x J_j^v + d_i J_j^v), gb = R^T m g.
+  const Vec3 gb = C.R[f].transpose() * mg;
   Vec6 MdV[64], MJ[64];
   for (int i = 0; i < d; ++i) {
     MdV[i] = M.cwiseProduct(dV[i]);
     MJ[i] = M.cwiseProduct(J[i]);
-    t.gq[i] = MV.dot(dV[i]) + mg.dot(C.dp[o1 + i]);
+    t.gq[i] = MV.dot(dV[i]) + gb.dot(J[i].head<3>());
     t.gv[i] = MV.dot(J[i]);
   }
   if (order < 2) return;
   for (int i = 0; i < d; ++i) {
+    const Vec3 wi = J[i].tail<3>();
     for (int j = i; j < d; ++j) {
       const int ij = packed2(i, j);
-      const double h = MdV[i].dot(dV[j]) + MV.dot(ddV[ij]) + mg.dot(C.ddp[o2 + ij]);
+      const double h = MdV[i].dot(dV[j]) + MV.dot(ddV[ij]) +
+                       gb.dot(wi.cross(J[j].head<3>()) + dJ[i * d + j].head<3>());
       t.hqq(i, j) = h;
       t.hqq(j, i) = h;
       const double w = MJ[i].dot(J[j]);
@@ -138,7 +143,14 @@ LagrangianData::LagrangianData(const Model& model)
 
 void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, const double* v, int order,
                         LagrangianData& out) {
-  compute_placements(model, cache, q, order);
+  // Placements: to third order for the third derivatives of gravity; below that the springs' alone,
+  // gravity's first and second derivatives coming from the body Jacobians (mass_term).
+  if (order >= 3) {
+    compute_placements(model, cache, q, order, &model.lagrangian_frames);
+  } else {
+    compute_placements(model, cache, q, 0, &model.lagrangian_frames);
+    if (order >= 1 && !model.linear_springs.empty()) compute_placements(model, cache, q, order, &model.spring_frames);
+  }
   compute_velocities(model, cache, q, v, order);
   out.order = order;
   out.value = 0.0;

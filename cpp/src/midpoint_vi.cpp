@@ -91,7 +91,7 @@ StepData::StepData(const Model& model)
   gram = Eigen::LLT<MatX>(z.m);
   gram_m.setZero(z.m, z.m);
   S11.setZero(z.n, z.n); scratch.setZero(z.n, z.n); S12.setZero(z.n, z.n); S22.setZero(z.n, z.n); S21.setZero(z.n, z.n);
-  Gw.setZero(ny, z.nw); Y.setZero(ny, z.nw); dq2.setZero(z.n, z.nw); Fw.setZero(z.nx, z.nw);
+  Kinv.setZero(ny, ny); Gq.setZero(z.nd, z.n); Y.setZero(ny, z.nw);
   const int nN = 2 * z.n + z.nu + z.m;
   eta.setZero(2 * z.n); nu.setZero(ny); mu.setZero(ny); cvec.setZero(z.n); evec.setZero(z.n); fvec.setZero(z.n);
   dw.setZero(z.nw); dN.setZero(nN);
@@ -264,9 +264,8 @@ void discrete_momentum(const Model& model, const VIOptions& opt, StepData& s, co
   p.noalias() += (wp * opt.dt) * s.F.F.head(z.nd);
 }
 
-void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
-                            Eigen::Ref<MatX> B) {
-  if (!s.solved) throw std::logic_error("step_first_derivatives needs a solved step");
+void step_implicit_derivatives(const Model& model, const VIOptions& opt, StepData& s) {
+  if (!s.solved) throw std::logic_error("step_implicit_derivatives needs a solved step");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nk = z.nk, nu = z.nu, m = z.m;
   const double dt = opt.dt;
@@ -280,45 +279,61 @@ void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& 
 
   factorize_newton_matrix(model, s, -1);  // at the solution
   s.have_lu_t = false;  // factorized by the second-order forms when asked for
+  // G_y^{-1} = U^{-1} L^{-1} P: P written out (Eigen's in-place permutation would allocate), then the two
+  // triangular solves in place.
+  s.Kinv.setZero();
+  const auto& perm = s.lu.permutationP().indices();
+  for (int j = 0; j < s.Kinv.cols(); ++j) s.Kinv(perm[j], j) = 1.0;
+  s.lu.matrixLU().triangularView<Eigen::UnitLower>().solveInPlace(s.Kinv);
+  s.lu.matrixLU().triangularView<Eigen::Upper>().solveInPlace(s.Kinv);
 
-  // G_w, columns (q1 | p1 | u | rho2).
+  // Y = -G_y^{-1} G_w over the columns (q1 | p1 | u | rho2) of w. G_w's dynamic rows are
+  // (S11 - Hz | I | w- dt Fu | S12 on rho2), its lambda rows (0 | 0 | 0 | Dh_kin(q2)).
   const int cq = 0, cp = n, cu = n + nd, cr = n + nd + nu;
-  s.Gw.setZero();
-  s.Gw.block(0, cq, nd, n) = s.S11.topRows(nd);
-  if (m > 0) {
-    s.Gw.block(0, cq, nd, n) -= s.Hz.topLeftCorner(nd, n);
-    s.Gw.block(nd, cr, m, nk) = s.h2.Dh.rightCols(nk);
+  const auto Kd = s.Kinv.leftCols(nd);
+  s.Gq = s.S11.topRows(nd);
+  if (m > 0) s.Gq -= s.Hz.topLeftCorner(nd, n);
+  s.Y.middleCols(cq, n).noalias() = -Kd * s.Gq;
+  s.Y.middleCols(cp, nd) = -Kd;
+  if (nu > 0) s.Y.middleCols(cu, nu).noalias() = -(model.forcing_minus() * dt) * Kd * s.F.Fu.topRows(nd);
+  if (nk > 0) {
+    s.Y.middleCols(cr, nk).noalias() = -Kd * s.S12.block(0, nd, nd, nk);
+    if (m > 0) s.Y.middleCols(cr, nk).noalias() -= s.Kinv.rightCols(m) * s.h2.Dh.rightCols(nk);
   }
-  s.Gw.block(0, cp, nd, nd).setIdentity();
-  s.Gw.block(0, cu, nd, nu) = (model.forcing_minus() * dt) * s.F.Fu.topRows(nd);
-  s.Gw.block(0, cr, nd, nk) = s.S12.block(0, nd, nd, nk);
-  s.Y.noalias() = s.lu.solve(s.Gw);
-  s.Y *= -1.0;
-
-  // dq2/dw: dynamic rows from Y, kinematic rows select rho2.
-  s.dq2.setZero();
-  s.dq2.topRows(nd) = s.Y.topRows(nd);
-  s.dq2.block(nd, cr, nk, nk).setIdentity();
-  // d x_{k+1} / dw with x_{k+1} = (q2, p2, v2), p2 = [D2 Ld + f+]_dyn = dt C_2^T grad L + w+ dt F:
-  // (4.21)-(4.23), S21 and S22 carrying D_1 f+ and D_2 f+.
-  s.Fw.setZero();
-  s.Fw.topRows(n) = s.dq2;
-  s.Fw.block(n, cq, nd, n) = s.S21.topRows(nd);
-  // S22 dq2 from dq2's rows: the dynamic ones are Y's, the kinematic ones select rho2.
-  s.Fw.middleRows(n, nd).noalias() += s.S22.topLeftCorner(nd, nd) * s.Y.topRows(nd);
-  s.Fw.block(n, cr, nd, nk) += s.S22.block(0, nd, nd, nk);
-  if (model.forcing_plus() != 0.0) s.Fw.block(n, cu, nd, nu).noalias() += (model.forcing_plus() * dt) * s.F.Fu.topRows(nd);
-  s.Fw.block(n + nd, cr, nk, nk) = MatX::Identity(nk, nk) / dt;
-  s.Fw.block(n + nd, cq + nd, nk, nk) = -MatX::Identity(nk, nk) / dt;
-
-  A.setZero();
-  A.leftCols(n + nd) = s.Fw.leftCols(n + nd);
-  B = s.Fw.rightCols(nu + nk);
   s.have_first = true;
 }
 
+void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, double* A_out, double* B_out) {
+  step_implicit_derivatives(model, opt, s);
+  const Layout z(model);
+  const int n = z.n, nd = z.nd, nk = z.nk, nu = z.nu;
+  const double dt = opt.dt;
+  Eigen::Map<MatXR> A(A_out, z.nx, z.nx), B(B_out, z.nx, z.nU);
+  // x = (q1, p1, v1) are the first n + nd columns of w (A's last nk columns vanish: v1 enters nothing
+  // but v2's definition through rho1), u = (u, rho2) its last nu + nk.
+  const int nqp = n + nd, nuk = nu + nk;
+  A.setZero();
+  B.setZero();
+  // q2: the dynamic rows are Y's, the kinematic ones select rho2.
+  A.topLeftCorner(nd, nqp) = s.Y.topLeftCorner(nd, nqp);
+  B.topRows(nd) = s.Y.topRightCorner(nd, nuk);
+  B.block(nd, nu, nk, nk).diagonal().setOnes();
+  // p2 = [D2 Ld + f+]_dyn = dt C_2^T grad L + w+ dt F: (4.21)-(4.23), S21 and S22 carrying D_1 f+ and
+  // D_2 f+; S22 dq2 from dq2's rows (the dynamic ones Y's, the kinematic ones rho2).
+  const auto S22d = s.S22.topLeftCorner(nd, nd);
+  A.block(n, 0, nd, nqp).noalias() = S22d * s.Y.topLeftCorner(nd, nqp);
+  A.block(n, 0, nd, n) += s.S21.topRows(nd);
+  B.middleRows(n, nd).noalias() = S22d * s.Y.topRightCorner(nd, nuk);
+  B.block(n, nu, nd, nk) += s.S22.block(0, nd, nd, nk);
+  if (model.forcing_plus() != 0.0 && nu > 0)
+    B.block(n, 0, nd, nu).noalias() += (model.forcing_plus() * dt) * s.F.Fu.topRows(nd);
+  // v2 = (rho2 - rho1) / dt.
+  B.block(n + nd, nu, nk, nk).diagonal().setConstant(1.0 / dt);
+  A.block(n + nd, nd, nk, nk).diagonal().setConstant(-1.0 / dt);
+}
+
 void store_constraint_force_derivatives(const Model& model, const StepData& s, double* lam_x, double* lam_u) {
-  if (!s.have_first) throw std::logic_error("store_constraint_force_derivatives needs step_first_derivatives first");
+  if (!s.have_first) throw std::logic_error("store_constraint_force_derivatives needs step_implicit_derivatives first");
   const Layout z(model);
   const int nqp = z.n + z.nd;
   Eigen::Map<MatXR> Lx(lam_x, z.m, z.nx), Lu(lam_u, z.m, z.nU);
@@ -331,10 +346,11 @@ namespace {
 
 /// The map D = d(q1, q2, u, lambda)/dw used by both second-order forms.
 void build_D(const Layout& z, StepData& s) {
-  const int n = z.n, nu = z.nu, nd = z.nd, m = z.m;
+  const int n = z.n, nu = z.nu, nd = z.nd, nk = z.nk, m = z.m;
   s.D.setZero();
   s.D.topLeftCorner(n, n).setIdentity();
-  s.D.middleRows(n, n) = s.dq2;
+  s.D.middleRows(n, nd) = s.Y.topRows(nd);                   // dynamic q2
+  s.D.block(n + nd, n + nd + nu, nk, nk).setIdentity();      // kinematic q2 = rho2
   s.D.block(2 * n, n + nd, nu, nu).setIdentity();
   if (m > 0) s.D.bottomRows(m) = s.Y.bottomRows(m);
 }
@@ -381,7 +397,7 @@ void ensure_second_order_caches(const Model& model, StepData& s) {
 
 void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& zc, Eigen::Ref<MatX> xx,
                             Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu, const double* w) {
-  if (!s.have_first) throw std::logic_error("step_second_contracted needs step_first_derivatives first");
+  if (!s.have_first) throw std::logic_error("step_second_contracted needs step_implicit_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
   ensure_second_order_caches(model, s);
@@ -418,7 +434,7 @@ void step_second_contracted(const Model& model, const VIOptions& opt, StepData& 
 
 void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
                              const Eigen::Ref<const VecX>& du, Eigen::Ref<VecX> out, double* lam_dd) {
-  if (!s.have_first) throw std::logic_error("step_second_directional needs step_first_derivatives first");
+  if (!s.have_first) throw std::logic_error("step_second_directional needs step_implicit_derivatives first");
   const Layout z(model);
   const int n = z.n, nd = z.nd, nu = z.nu, m = z.m, nk = z.nk;
   const double dt = opt.dt;

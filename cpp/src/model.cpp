@@ -436,14 +436,24 @@ std::shared_ptr<Model> ModelBuilder::build() const {
       M.mass_frames.push_back(static_cast<int>(f));
     }
   for (const auto& s : M.linear_springs) { mark(s.frame1, false); mark(s.frame2, false); }
+  auto flag = [&](std::vector<char>& mask, int f) {
+    for (int k = f; k >= 0; k = M.frames[k].parent) mask[k] = 1;
+  };
+  M.lagrangian_frames.assign(M.frames.size(), 0);
+  M.spring_frames.assign(M.frames.size(), 0);
+  for (int f : M.mass_frames) flag(M.lagrangian_frames, f);
+  for (const auto& s : M.linear_springs)
+    for (int f : {s.frame1, s.frame2}) {
+      flag(M.lagrangian_frames, f);
+      flag(M.spring_frames, f);
+    }
   for (const auto& w : M.wrenches) mark(w.frame, true);
   M.constraint_frames.assign(M.frames.size(), 0);
   for (const auto& c : M.constraints) {
     if (c.type == ConstraintType::COUPLING) continue;  // joins configurations, not frames
     mark(c.frame1, false);
     mark(c.frame2, false);
-    for (int f : {c.frame1, c.frame2})
-      for (int k = f; k >= 0; k = M.frames[k].parent) M.constraint_frames[k] = 1;
+    for (int f : {c.frame1, c.frame2}) flag(M.constraint_frames, f);
   }
 
   // ---- every dynamic configuration must carry inertia ----

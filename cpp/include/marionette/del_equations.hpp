@@ -51,8 +51,9 @@ void load_interval(const Model& model, const VIOptions& opt, StepData& s, const 
 void interval_residual(const Model& model, const VIOptions& opt, const StepData& s, Eigen::Ref<VecX> a,
                        Eigen::Ref<VecX> b, Eigen::Ref<VecX> c);
 
-/// Fills s.S11, s.S12, s.S21, s.S22 (slot matrices of L_d plus D_b f- in the slot-1 rows S1b and
-/// D_b f+ in the slot-2 rows S2b) and s.Hz's top-left (n, n) block with sum_i lambda_i D2h_i(q1): then
+/// Fills the dynamic rows (the top nd; the other rows are not used and left as they were) of s.S11,
+/// s.S12, s.S21, s.S22 (slot matrices of L_d plus D_b f- in the slot-1 rows S1b and D_b f+ in the
+/// slot-2 rows S2b) and s.Hz's top-left (n, n) block with sum_i lambda_i D2h_i(q1): then
 ///   da/dq1 = (S11 - Hz)_dyn rows, da/dq2 = S12_dyn, da/du = w- dt Fu_dyn, da/dlambda = -Dh_dyn(q1)^T,
 ///   db/dq1 = S21_dyn, db/dq2 = S22_dyn, db/du = w+ dt Fu_dyn, dc/dq2 = Dh(q2) (thesis (4.37)'s blocks).
 /// Needs load_interval order >= 1.

@@ -111,7 +111,7 @@ class DiscreteSystem {
   VIOptions opt_;
   Layout z_;
   StepData s_;
-  MatX A_, B_, xx_, xu_, uu_;
+  MatX xx_, xu_, uu_;
   VecX dx_;  ///< x - xbar in the projection loop
   VecX a_, b_, c_, alpha_, beta_;  ///< DEL interval functions and Hessian weights
   std::mutex mutex_;

@@ -7,6 +7,11 @@
 //   d_a T = V^T M d_a V,  d_ab T = d_a V^T M d_b V + V^T M d_ab V,
 //   d_abc T = d_ab V^T M d_c V + d_ac V^T M d_b V + d_bc V^T M d_a V + V^T M d_abc V
 // with d_qdot_j V = J_j and d_qdot d_qdot V = 0 (thesis (3.8)-(3.12), §A.1.1).
+// Gravity's first and second derivatives come from the body Jacobian J_j = [J_j^v; J_j^w] and its
+// derivatives d_i J_j, which the kinetic terms compute anyway: with pdot = R v and Rdot = R hat(w)
+// (the body velocity (2.5)), d_j p = R J_j^v and d_i d_j p = R (J_i^w x J_j^v + d_i J_j^v), so
+//   d_j (m g.p) = gb.J_j^v,  d_ij (m g.p) = gb.(J_i^w x J_j^v + d_i J_j^v),  gb = R^T m g,
+// and the placements' own derivatives are needed only by the springs and at third order.
 // Potentials: gravity V = -m g.p_k on every mass; linear spring
 // V = 1/2 k (|p1 - p2| - x0)^2 (thesis §3.1.2.2; differentiated through s = |p1 - p2|^2, which
 // avoids the misprinted x_ij, docs/thesis_corrections.md §3);

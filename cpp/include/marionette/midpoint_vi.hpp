@@ -79,8 +79,9 @@ struct StepData {
   Eigen::LLT<MatX> gram;               ///< Dh_dyn(q1) Dh_dyn(q1)^T (midpoint_step_at_solution's lambda)
   MatX gram_m;                         ///< (m, m) workspace of gram
   bool have_lu_t = false;              ///< lu_t holds the transpose of the solved step's Newton matrix
-  MatX S11, S12, S22, S21;  ///< dt C_a^T H C_b (+ forcing for slot 1 rows)
-  MatX Gw, Y, dq2, Fw;      ///< implicit derivatives and d x_{k+1} / dw
+  MatX S11, S12, S22, S21;  ///< dt C_a^T H C_b (+ forcing), dynamic rows (interval_jacobian_blocks)
+  MatX Kinv;                ///< (nd + m, nd + m) inverse of the Newton matrix at the solution
+  MatX Gq, Y;               ///< (nd, n) d G1 / d q1; Y = dy/dw (nd + m, nw)
   bool have_first = false;
   // Second order workspaces.
   VecX eta, nu, mu, cvec, evec, fvec, dw, dN;  ///< fvec: the forcing's covector (n)
@@ -115,22 +116,28 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
 /// from) followed by the derivatives' own. Throws StepError as midpoint_step.
 void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step_index, int order = 2);
 
-/// First derivatives of the one-step map at the solved step: A (nx, nx), B (nx, nU).
-void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, Eigen::Ref<MatX> A,
-                            Eigen::Ref<MatX> B);
+/// The implicit derivatives Y = dy/dw = -G_y^{-1} G_w (4.37)-(4.38) of the solved step (s.Y), all the
+/// first-order terms the constraint forces' derivatives and the second-order forms need. G_w's columns
+/// of p1 are unit columns and its lambda rows vanish outside rho2, so Y is formed from the explicit
+/// inverse of G_y (nd + m columns solved instead of nw) by products over the dynamic rows of G_w.
+void step_implicit_derivatives(const Model& model, const VIOptions& opt, StepData& s);
+
+/// First derivatives of the one-step map at the solved step, written row-major: A (nx, nx), B (nx, nU)
+/// (step_implicit_derivatives, then x_{k+1} = (q2, p2, v2) of (4.21)-(4.23) through Y).
+void step_first_derivatives(const Model& model, const VIOptions& opt, StepData& s, double* A, double* B);
 
 /// d lambda / dx (m, nx) and d lambda / du (m, nU) of the solved step, written row-major:
 /// the bottom m rows of Y mapped from w = (q1, p1, u, rho2) onto x = (q1, p1, v1) (lambda
-/// does not depend on v1: zero columns) and u = (u, rho2). Requires step_first_derivatives.
+/// does not depend on v1: zero columns) and u = (u, rho2). Requires step_implicit_derivatives.
 void store_constraint_force_derivatives(const Model& model, const StepData& s, double* lam_x, double* lam_u);
 
 /// z^T D2f + w^T D2lambda as blocks xx (nx, nx), xu (nx, nU), uu (nU, nU), for a covector z
-/// of x_{k+1} (nx) and w of lambda_k (m; null = 0). Requires step_first_derivatives at this step.
+/// of x_{k+1} (nx) and w of lambda_k (m; null = 0). Requires step_implicit_derivatives at this step.
 void step_second_contracted(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& z, Eigen::Ref<MatX> xx,
                             Eigen::Ref<MatX> xu, Eigen::Ref<MatX> uu, const double* w = nullptr);
 
 /// D2f o (d, d) (nx) for the direction d = (dx, du), and D2lambda o (d, d) into lam_dd (m)
-/// unless null. Requires step_first_derivatives.
+/// unless null. Requires step_implicit_derivatives.
 void step_second_directional(const Model& model, const VIOptions& opt, StepData& s, const Eigen::Ref<const VecX>& dx,
                              const Eigen::Ref<const VecX>& du,
                              Eigen::Ref<VecX> out, double* lam_dd = nullptr);

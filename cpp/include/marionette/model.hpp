@@ -130,6 +130,10 @@ class Model {
   int config_index(const std::string& name) const;  ///< throws if unknown
   std::vector<int> mass_frames;                     ///< frames with mass, in tree order
   std::vector<char> constraint_frames;              ///< frames the constraints need (with ancestors)
+  /// Frames whose placements the Lagrangian reads (mass frames: gravity; linear springs; with ancestors),
+  /// and among them those of the linear springs, which need the placements' derivatives too (gravity's
+  /// come from the body Jacobians up to second order, lagrangian.hpp).
+  std::vector<char> lagrangian_frames, spring_frames;
   std::vector<double> damping_coefficient;          ///< per configuration (0 if none)
 
   /// Storage offsets of each frame's derivative blocks in a FrameCache.
