@@ -30,6 +30,7 @@ ROSDEP_KEYS = {
     "rich": None,  # cli.progress draws its table with rich when installed, plain lines otherwise
     "casadi": "python3-casadi-pip",  # method dmocc only (ocp/dmocc.py imports it when a DMOCC solve runs)
     "catkin_pkg": "python3-catkin-pkg",
+    "threadpoolctl": "python3-threadpoolctl-pip",  # ocp/blas_threads.py (the optimizer runs without it)
 }
 #: ROS packages are their own keys
 ROS_PACKAGES = ("rclpy", "launch", "launch_ros", "launch_testing", "launch_testing_ros", "ament_index_python",

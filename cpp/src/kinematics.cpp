@@ -256,6 +256,7 @@ void compute_placements(const Model& model, FrameCache& C, const double* q, int 
 
 void compute_velocities(const Model& model, FrameCache& C, const double* q, const double* qdot, int order) {
   const int nf = static_cast<int>(model.frames.size());
+  const bool with_dJ = order >= 3 || !model.wrenches.empty();  // kinematics.hpp
   for (int f = 1; f < nf; ++f) {
     const Frame& fr = model.frames[f];
     if (!fr.need_velocity) continue;
@@ -276,7 +277,7 @@ void compute_velocities(const Model& model, FrameCache& C, const double* q, cons
       if (driven) L.ad(1, &C.V[par], Vc + c, 1);
     }
     if (order < 2) continue;
-    {
+    if (with_dJ) {
       const Vec6* Jp = &C.dJ[model.offJ1[par]];
       Vec6* Jc = &C.dJ[model.offJ1[f]];
       for (int i = 0; i < c; ++i) L.ad(0, Jp + i * c, Jc + i * d, c);
@@ -284,6 +285,8 @@ void compute_velocities(const Model& model, FrameCache& C, const double* q, cons
         L.ad(1, &C.J[model.off1[par]], Jc + c * d, c);
         for (int i = 0; i < d; ++i) Jc[i * d + c].setZero();
       }
+    }
+    {
       Vec6* Vc = &C.ddV[model.off2[f]];
       L.ad(0, &C.ddV[model.off2[par]], Vc, packed2_size(c));
       if (driven) {

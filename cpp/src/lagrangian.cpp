@@ -38,19 +38,29 @@ void mass_term(const Model& model, const FrameCache& C, int f, int order, std::v
     t.gv[i] = MV.dot(J[i]);
   }
   if (order < 2) return;
+  // d_i J_j = ad_{J_j} J_i for i > j, 0 for i <= j (kinematics.hpp), so for i <= j gravity's
+  // gb . (J_i^w x J_j^v + d_i J_j^v) = gb . (J_i^w x J_j^v), and MV . d_i J_j = Aj[j] . J_i (i > j) with
+  // Aj = [m_v x w_j; m_v x v_j + m_w x w_j], MV = [m_v; m_w], J_j = [v_j; w_j] (the triple products of
+  // MV . ad_{J_j} J_i = m_v . (w_j x v_i + v_j x w_i) + m_w . (w_j x w_i) rearranged).
+  const Vec3 mv = MV.head<3>(), mw = MV.tail<3>();
+  Vec6 Aj[64];
+  for (int j = 0; j < d; ++j) {
+    const Vec3 vj = J[j].head<3>(), wj = J[j].tail<3>();
+    Aj[j].head<3>() = mv.cross(wj);
+    Aj[j].tail<3>() = mv.cross(vj) + mw.cross(wj);
+  }
   for (int i = 0; i < d; ++i) {
     const Vec3 wi = J[i].tail<3>();
     for (int j = i; j < d; ++j) {
       const int ij = packed2(i, j);
-      const double h = MdV[i].dot(dV[j]) + MV.dot(ddV[ij]) +
-                       gb.dot(wi.cross(J[j].head<3>()) + dJ[i * d + j].head<3>());
+      const double h = MdV[i].dot(dV[j]) + MV.dot(ddV[ij]) + gb.dot(wi.cross(J[j].head<3>()));
       t.hqq(i, j) = h;
       t.hqq(j, i) = h;
       const double w = MJ[i].dot(J[j]);
       t.hvv(i, j) = w;
       t.hvv(j, i) = w;
     }
-    for (int j = 0; j < d; ++j) t.hqv(i, j) = MdV[i].dot(J[j]) + MV.dot(dJ[i * d + j]);
+    for (int j = 0; j < d; ++j) t.hqv(i, j) = MdV[i].dot(J[j]) + (i > j ? Aj[j].dot(J[i]) : 0.0);
   }
   if (order < 3) return;
   const Vec6* dddV = &C.dddV[o3];

@@ -93,6 +93,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core, validation
+from marionette_control.ocp import blas_threads
 from marionette_control.ocp.barrier_direction import barrier_direction
 from marionette_control.ocp.cost import Cost
 from marionette_control.lq.riccati import IndefiniteGammaError, tv_lq, tv_lqr
@@ -687,7 +688,14 @@ class ProjectionOptimizer:
         The start is made feasible by simulating U from X[0]. ``callback`` receives an
         :class:`IterationRecord` after every iteration; ``should_stop`` is polled
         between steps (cancellation). X[0] stays fixed unless ``free_initial_state``.
+        numpy's and scipy's BLAS run one thread each meanwhile (:mod:`.blas_threads`).
         """
+        with blas_threads.single_threaded():
+            return self._optimize(X, U, callback, should_stop)
+
+    def _optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]],
+                  should_stop: Optional[Callable[[], bool]]) -> OptimizationResult:
+        """:meth:`optimize`'s Algorithm 1."""
         opt = self.options
         t_start = time.perf_counter()
         self._projections = 0

@@ -44,7 +44,12 @@ void compute_placements(const Model& model, FrameCache& cache, const double* q, 
                         const std::vector<char>* mask = nullptr);
 
 /// Computes body velocities for frames flagged need_velocity:
-///  order 0: V; order 1: + J, dV; order 2: + dJ, ddV; order 3: + ddJ, dddV.
+///  order 0: V; order 1: + J, dV; order 2: + ddV (+ dJ when the model has body wrenches, whose
+///  generalized forces' q-derivatives read it); order 3: + dJ, ddJ, dddV.
+/// The Lagrangian's second derivatives need no dJ: a body Jacobian column J_j depends only on the
+/// configurations below j's frame, and for a deeper configuration i the derivative is the Lie bracket
+///   d_i J_j = ad_{J_j} J_i  (i > j, local indices; 0 for i <= j),  ad_{[v; w]} [v'; w'] = [w x v' + v x w'; w x w']
+/// (differentiate J_j = Ad_{h^-1} xi_j, h the transforms from j's frame down, through g_i^-1 d_i g_i = xi_i).
 void compute_velocities(const Model& model, FrameCache& cache, const double* q, const double* qdot, int order);
 
 }  // namespace mc

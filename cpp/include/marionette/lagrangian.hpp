@@ -10,8 +10,10 @@
 // Gravity's first and second derivatives come from the body Jacobian J_j = [J_j^v; J_j^w] and its
 // derivatives d_i J_j, which the kinetic terms compute anyway: with pdot = R v and Rdot = R hat(w)
 // (the body velocity (2.5)), d_j p = R J_j^v and d_i d_j p = R (J_i^w x J_j^v + d_i J_j^v), so
-//   d_j (m g.p) = gb.J_j^v,  d_ij (m g.p) = gb.(J_i^w x J_j^v + d_i J_j^v),  gb = R^T m g,
-// and the placements' own derivatives are needed only by the springs and at third order.
+//   d_j (m g.p) = gb.J_j^v,  d_ij (m g.p) = gb.(J_i^w x J_j^v + d_i J_j^v) = gb.(J_i^w x J_j^v) (i <= j),
+// gb = R^T m g, and the placements' own derivatives are needed only by the springs and at third order.
+// The kinetic energy's d_qi d_vj T = d_i V^T M J_j + V^T M d_i J_j takes d_i J_j from the Lie bracket
+// (kinematics.hpp, zero for i <= j), as the gravity term above: below third order no dJ is formed.
 // Potentials: gravity V = -m g.p_k on every mass; linear spring
 // V = 1/2 k (|p1 - p2| - x0)^2 (thesis §3.1.2.2; differentiated through s = |p1 - p2|^2, which
 // avoids the misprinted x_ij, docs/thesis_corrections.md §3);
