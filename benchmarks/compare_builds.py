@@ -19,7 +19,12 @@ that a change that alters them shows):
   trajectory;
 * ``humanoid.tracking`` / ``humanoid.tracking_1000`` (not run unless named in ``--scenarios``): thesis
   §6.7.3's tracking of the humanoid marionette's string walk, N = 200 and 1000 (benchmarks/optimizer.py),
-  ``--repeats`` / 5 and one timed run per process (at least one).
+  ``--repeats`` / 5 and one timed run per process (at least one);
+* ``humanoid.linearization`` (likewise): ``linearize_trajectory`` over the core group's 1000-step string walk
+  (benchmarks/core.py), per step, ``--repeats`` / 3 timed runs per process.
+
+Each scenario's wall time and the process's CPU time (``time.process_time``: every thread of the process,
+also BLAS workers that spin beside the solve) are recorded, medians over the repeats.
 
 Writes JSON like ``benchmarks.run`` (machine, both trees' git revisions, per-round medians,
 the median over the rounds, base / this) to ``--out`` or ``out/benchmarks/<UTC>-compare.json``.
@@ -39,7 +44,8 @@ from pathlib import Path
 
 from benchmarks.run import ROOT, machine_info
 
-SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained", "humanoid.tracking", "humanoid.tracking_1000")
+SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained", "humanoid.tracking", "humanoid.tracking_1000",
+             "humanoid.linearization")
 DEFAULT_SCENARIOS = SCENARIOS[:3]
 
 # Runs in the tree given as argv[1] the scenarios named in argv[3] (comma-separated):
@@ -55,10 +61,12 @@ from benchmarks.optimizer import humanoid_tracking_problem, swing_up_problem
 
 def timed(opt, X0, U0, repeats=repeats):
     r = opt.optimize(X0, U0)
-    ts = []
+    ts, cs = [], []
     for _ in range(repeats):
-        t = time.perf_counter(); opt.optimize(X0, U0); ts.append(time.perf_counter() - t)
-    return [statistics.median(ts), r.iterations, r.cost]
+        t, c = time.perf_counter(), time.process_time()
+        opt.optimize(X0, U0)
+        ts.append(time.perf_counter() - t); cs.append(time.process_time() - c)
+    return [statistics.median(ts), r.iterations, r.cost, statistics.median(cs)]
 
 out = {}
 if "swing_up" in wanted:
@@ -76,6 +84,17 @@ for name, N, reps in (("humanoid.tracking", 200, max(1, repeats // 5)), ("humano
     if name in wanted:
         p, X0, U0 = humanoid_tracking_problem(N, OptimizerOptions(max_iterations=40))
         out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0, reps)
+if "humanoid.linearization" in wanted:
+    from benchmarks.core import humanoid_setup
+    m, ds, x0, U = humanoid_setup(1000)
+    X = ds.simulate(x0, U)[0]
+    ds.linearize_trajectory(X, U)
+    ts, cs = [], []
+    for _ in range(max(1, repeats // 3)):
+        t, c = time.perf_counter(), time.process_time()
+        ds.linearize_trajectory(X, U)
+        ts.append((time.perf_counter() - t) / len(U)); cs.append((time.process_time() - c) / len(U))
+    out["humanoid.linearization"] = [statistics.median(ts), 0, 0.0, statistics.median(cs)]
 print(json.dumps(out))
 '''
 
@@ -115,14 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     summary = {}
     for s in scenarios:
         med = {k: statistics.median(r[s][0] for r in rounds[k]) for k in trees}
+        cpu = {k: statistics.median(r[s][3] for r in rounds[k]) for k in trees}
         summary[s] = {"base_s": med["base"], "this_s": med["this"], "base_over_this": med["base"] / med["this"],
+                      "base_cpu_s": cpu["base"], "this_cpu_s": cpu["this"], "base_over_this_cpu": cpu["base"] / cpu["this"],
                       "base_range_s": [min(r[s][0] for r in rounds["base"]), max(r[s][0] for r in rounds["base"])],
                       "this_range_s": [min(r[s][0] for r in rounds["this"]), max(r[s][0] for r in rounds["this"])],
                       "base_iterations": rounds["base"][0][s][1], "this_iterations": rounds["this"][0][s][1],
                       "base_cost": rounds["base"][0][s][2], "this_cost": rounds["this"][0][s][2]}
         print(f"{s:<20} base {med['base'] * 1e3:8.2f} ms ({summary[s]['base_iterations']} it, cost "
               f"{summary[s]['base_cost']:.13g})  this {med['this'] * 1e3:8.2f} ms ({summary[s]['this_iterations']} it, "
-              f"cost {summary[s]['this_cost']:.13g})  base/this {summary[s]['base_over_this']:.2f}")
+              f"cost {summary[s]['this_cost']:.13g})  base/this {summary[s]['base_over_this']:.2f} "
+              f"(CPU {cpu['base'] * 1e3:.2f} / {cpu['this'] * 1e3:.2f} ms: {summary[s]['base_over_this_cpu']:.2f})")
     machine["loadavg_after"] = list(os.getloadavg())
     # trees by revision only: where they sat on the measuring machine says nothing to a reader of the record
     doc = {"machine": machine, "trees": {k: {"git_commit": _git_revision(v)} for k, v in trees.items()},
