@@ -82,7 +82,7 @@ def test_the_preparation_shifts_the_iterate_and_every_plan_keeps_the_constraints
     DEL step's multiplier."""
     problem, motion = wave
     rti = RealTimeIteration(problem, motion, rti_options())
-    system, m = rti.system, problem.model
+    system = rti.system
     limits = problem.limits   # the drives' limits less the plans' reserve for the feedback, the tension's floor
     x0 = _pushed_state(problem, motion)
     for j in range(START, START + 6):
