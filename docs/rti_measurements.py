@@ -19,7 +19,10 @@ and CPU time per update (the RTI: feedback — estimate to plan — and preparat
 controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
 average. Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
 
-    .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--json PATH]
+    .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...] [--json PATH]
+
+Run it with ``OPENBLAS_NUM_THREADS=1``: with OpenBLAS's threads the planner's numpy work in the controller's
+process wakes a pool whose threads the controller's next small products then wait for (docs/mpc.md).
 """
 
 from __future__ import annotations
@@ -132,12 +135,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--motions", nargs="+", default=["wave", "bow"], help="the first gets every seed and plant")
-    ap.add_argument("--plants", nargs="+", default=["damping_x3", "hook_out_5mm"])
+    ap.add_argument("--plants", nargs="*", default=["damping_x3", "hook_out_5mm"])
     ap.add_argument("--json", default=None, help="write every run's record here")
     args = ap.parse_args(argv)
     results = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_start": os.getloadavg(),
-               "runs": []}
-    print(f"load average at start: {os.getloadavg()}")
+               "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "runs": []}
+    print(f"load average at start: {os.getloadavg()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     print("| motion | plant | seed | push [s] | variant | recovery to 1° [s] | lowest tension [N] | RMS shoulder / "
           "elbow [°] | update median / p99 [ms] (RTI: whole tick; CPU), plans taken |")
     print("|---|---|---|---|---|---|---|---|---|")
