@@ -8,38 +8,43 @@ iterate to the controller as the plan of the next tick. Each tick's work is spli
 
 1. **Prepare** (before the sample, :meth:`RealTimeIteration.prepare`, for the plan starting at step j). The
    previous iterate shifted by one step to the window j … j + n, its tail extended with the motion's optimum
-   (:meth:`~.mpc.RecedingHorizon.reference`), made a trajectory of the model by the projection operator from
-   its own first state, ξ̄ = P(ξ̄) (thesis (6.10)). Along ξ̄: the exact linearization A(k), B(k) with the
-   constraint forces' derivatives (thesis (4.37)); the tracking gains the plan will carry
-   (:func:`~marionette_control.lq.gains.design_gains` on that linearization), which are also the projection's
-   gains (any stabilizing K defines a projection, thesis §6.2); the cost's derivatives on the window problem with
-   its barriers at their final weight — the exact logarithm when ξ̄ satisfies every constraint, Hauser and
-   Saccon's quadratic extension while it does not (:meth:`~.projection.ProjectionOptimizer.stage_cost`); and the
-   backward sweep of the LQ problem (6.29)–(6.30) of the quasi-Newton model (thesis §6.5.4, its Gauss–Newton
-   curvature of the barriers included; the sweep of thesis (B.4),
-   :meth:`~.projection.ProjectionOptimizer.direction_lq`).
+   (:meth:`~.mpc.RecedingHorizon.reference`) and projected from the iterate's last state (thesis (6.10)): ξ̄, a
+   trajectory of the model. Along ξ̄: the exact linearization A(k), B(k) with the constraint forces' derivatives
+   (thesis (4.37)); the tracking gains the plan will carry (:func:`~marionette_control.lq.gains.design_gains` on
+   that linearization), which are also the projection's gains (any stabilizing K defines a projection, thesis
+   §6.2); the cost's derivatives on the window problem with its barriers at their final weight — the exact
+   logarithm when ξ̄ satisfies every constraint, Hauser and Saccon's quadratic extension while it does not
+   (:meth:`~.projection.ProjectionOptimizer.stage_cost`); the backward sweep of the LQ problem (6.29)–(6.30) of
+   the quasi-Newton model (thesis §6.5.4, the sweep of thesis (B.4),
+   :meth:`~.projection.ProjectionOptimizer.direction_lq`), and the descent direction ζ_d of the window problem:
+   its rollout from δx(0) = 0 (thesis §6.5.1), corrected where it would cross a limit the model sees only through
+   the barrier's curvature (:func:`~.barrier_direction.barrier_direction`: the barrier on the linearized margins,
+   further LQ solves only then; 1.01–1.04 solves per tick on average on the wave, docs/benchmarks.md).
 2. **Feedback** (after the sample, :meth:`RealTimeIteration.feedback`). From the controller's estimate x̂_k,
-   predicted to j = k + d + 1 the way the controller will go there (:meth:`~.mpc.RecedingHorizon.predict`: the
-   commands in flight, then one tick of its law), the direction is the LQ solution rolled out from
-   δx(0) = x̂_j − x̄(0) — the initial-value embedding: the LQ problem of thesis (6.29) with its initial state fixed
-   at the estimate instead of δx(0) = 0 — and the new iterate is its projection from x̂_j,
-   ξ = P(ξ̄ + ζ) with x(0) = x̂_j. The direction is affine in δx(0), ζ = ζ_d + L δx(0) (ζ_d its rollout from 0,
-   the descent direction of the window problem, thesis §6.5.1); the only search is the one that keeps the
-   iterate inside the constraints: the descent part scaled by γ in :data:`STEP_LENGTHS` (γ = 0: the linearized
-   answer to the new initial state alone), the first whose projection satisfies every constraint (the drives'
-   range, speed and acceleration and the string's tension, :mod:`.constraints`) taken. One LQ solve and one to
-   :data:`len(STEP_LENGTHS) <STEP_LENGTHS>` projections per tick.
+   predicted to j = k + d + ``latency_steps`` (1: the next tick's command) the way the controller will go there
+   (:meth:`~.mpc.RecedingHorizon.predict`: the commands in flight, then its law), the LQ solution rolled out from
+   δx(0) = x̂_j − x̄(0) gives the answer to the new state, L δx(0) (its rollout less the rollout from 0): the
+   initial-value embedding, the LQ problem of thesis (6.29) with its initial state at the estimate instead of
+   δx(0) = 0. The new iterate is the projection from x̂_j, ξ = P(ξ̄ + L δx(0) + γ ζ_d) with x(0) = x̂_j. The only
+   search is the one that keeps the iterate safe: γ in :data:`STEP_LENGTHS`, the first whose projection satisfies
+   every constraint (the drives' range, speed and acceleration and the string's tension, :mod:`.constraints`) and,
+   from an interior ξ̄, keeps every margin above (1 − τ) of ξ̄'s (the optimizer's fraction to the boundary τ: an
+   iterate on a limit leaves the barrier no room); then γ in :data:`CLAMPED_STEP_LENGTHS` tracked with every input
+   clamped inside the drives' limits (:meth:`~.mpc.RecedingHorizon.tracked`): after a push the answer to the new
+   state can ask a drive for more than its acceleration at the first step whatever γ is. One rollout and usually
+   one projection per tick.
 3. **Plan.** The iterate with the prepared gains is the plan of steps j … j + n
    (:class:`~marionette_control.tracking.plan_switch.Plan`), handed over only when it satisfies every
    constraint (``infeasible`` otherwise: the controller keeps the plan it has, whose steps run a second ahead);
    the iterate is the next tick's start either way. Then the next tick's preparation (step 1 for j + 1) runs,
    before its sample arrives.
 
-Repeated at a fixed start and state, the steps are the quasi-Newton projection-operator method with unit steps
-from that state, so the iterate converges to the window's optimum, the plan a converged
-:meth:`~.mpc.RecedingHorizon.plan` returns (``test/test_rti.py``); with the state moving, each tick's plan is one
-iteration closer to the optimum of the window it starts, and the constraints are checked on every plan handed
-over. The work per tick is fixed: no deadline.
+Repeated at a fixed start and state, δx(0) = 0 after the first tick and the steps are the quasi-Newton
+projection-operator method on the window's last barrier problem, so the iterate converges to the window's optimum,
+the plan a converged :meth:`~.mpc.RecedingHorizon.plan` returns (``test/test_rti.py``; a large kick that the clamp
+puts on a drive's limit is left slowly, docs/mpc.md); with the state moving, each tick's plan is one iteration
+closer to the optimum of the window it starts, and the constraints are checked on every plan handed over. The work
+per tick is bounded: no deadline.
 
 Shapes: states x (nx,), inputs u (nU,); a window of n steps has X (n+1, nx), U (n, nU), K (n, nU, nx).
 """
@@ -128,7 +133,7 @@ class RealTimeIteration:
 
     def __init__(self, problem: Problem, motion: Trajectory, options: Optional[MPCOptions] = None):
         options = options or rti_options(dt=problem.dt)
-        H, period = options.steps(problem.dt)
+        _, period = options.steps(problem.dt)
         if period != 1:
             raise ValueError(f"a real-time iteration plans every tick: MPC option 'period' must be one time step "
                              f"({problem.dt:g} s), got {options.period:g} s ({period} steps)")
