@@ -21,8 +21,8 @@ average. Times are wall clock on a machine shared with other jobs (the load aver
 
     .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...] [--json PATH]
 
-Run it with ``OPENBLAS_NUM_THREADS=1``: with OpenBLAS's threads the planner's numpy work in the controller's
-process wakes a pool whose threads the controller's next small products then wait for (docs/mpc.md).
+The runs of docs/benchmarks.md set ``OPENBLAS_NUM_THREADS=1`` (recorded in the JSON): the controller and the planner
+share one process here, and one BLAS thread keeps numpy's pool out of the timings.
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time) -> dict
         if variant == "rti":
             out.update(prepare_ms=ms([u["prepare"] for u in ups]),
                        tick_ms=ms([u["elapsed"] + u["prepare"] for u in ups]),
+                       tick_cpu_ms=ms([u["cpu"] + u["prepare_cpu"] for u in ups]),
                        lq_solves_mean=float(np.mean([u["iterations"] for u in ups])))
     return out
 
@@ -125,7 +126,9 @@ def row(r: dict) -> str:
         upd = f"{u['median']:.2f} / {u['p99']:.2f}"
         if "tick_ms" in r:
             t = r["tick_ms"]
-            upd += f" (tick {t['median']:.2f} / {t['p99']:.2f}; CPU {r['cpu_ms']['median']:.2f} / {r['cpu_ms']['p99']:.2f})"
+            c, tc = r["cpu_ms"], r["tick_cpu_ms"]
+            upd += (f" (CPU {c['median']:.2f} / {c['p99']:.2f}; whole tick {t['median']:.2f} / {t['p99']:.2f}, CPU "
+                    f"{tc['median']:.2f} / {tc['p99']:.2f})")
         upd += f", {r['switched']}/{r['offered']} taken"
     return (f"| {r['plant']} | {r['seed']} | {'none' if r['push_s'] is None else r['push_s']} | {r['variant']} | "
             f"{'abort' if r['aborted'] else rec} | {r['tension_min_n']:.3f} | {rms} | {upd} |")
@@ -142,7 +145,7 @@ def main(argv=None) -> None:
                "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "runs": []}
     print(f"load average at start: {os.getloadavg()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     print("| motion | plant | seed | push [s] | variant | recovery to 1° [s] | lowest tension [N] | RMS shoulder / "
-          "elbow [°] | update median / p99 [ms] (RTI: whole tick; CPU), plans taken |")
+          "elbow [°] | update median / p99 [ms] (RTI: estimate to plan, its CPU; the whole tick), plans taken |")
     print("|---|---|---|---|---|---|---|---|---|")
     cases = []
     first = args.motions[0]

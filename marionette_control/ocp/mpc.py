@@ -187,7 +187,8 @@ class Update:
     ``deadline_missed``, ``step_failed``), with the wall-clock times [s] of its parts and the CPU time of the
     thread that ran it (``cpu``: the computation without the waits a loaded machine adds), the iterations,
     the window's steps and the result's cost (without barriers). A real-time iteration (:mod:`.rti`) also records
-    ``prepare``: the preparation for the next tick it did after its plan."""
+    ``prepare`` and ``prepare_cpu``: the wall-clock and CPU time of the preparation for the next tick it did after
+    its plan (``elapsed`` and ``cpu`` are the time from the estimate to the plan)."""
 
     plan: Optional[Plan]
     reason: str
@@ -199,6 +200,7 @@ class Update:
     solve: float = 0.0
     gains: float = 0.0
     prepare: float = 0.0
+    prepare_cpu: float = 0.0
     cpu: float = 0.0
     cost: float = math.nan
     feasible: bool = False

@@ -285,8 +285,9 @@ class RealTimeIteration:
         """One tick (module docstring): the controller's estimate x̂_k (nx,) of tick k of run ``run`` predicted to the
         plan's start j = k + d + 1 (:meth:`~.mpc.RecedingHorizon.predict`, through ``history``, ``law`` with
         ``pending`` and ``limits`` as the controller has them), :meth:`feedback`, then :meth:`prepare` for j + 1.
-        ``Update.elapsed`` is the time from the estimate to the plan, ``Update.prepare`` the preparation after it
-        (the sum is the tick's work; wall clock), ``Update.cpu`` the thread's CPU time for both."""
+        ``Update.elapsed`` (wall clock) and ``Update.cpu`` (the thread's CPU time) are the time from the estimate to
+        the plan, ``Update.prepare`` and ``Update.prepare_cpu`` the preparation after it (the sums are the tick's
+        work)."""
         t0, c0 = time.perf_counter(), time.thread_time()
         if self.iterate is not None and self.iterate.run != run:
             self.reset()
@@ -297,13 +298,13 @@ class RealTimeIteration:
             return Update(None, "step_failed", k + history.delay + 1, elapsed=time.perf_counter() - t0,
                           cpu=time.thread_time() - c0)
         out = self.feedback(j, x0, run, k)
-        t1 = time.perf_counter()
-        out.elapsed = t1 - t0
+        t1, c1 = time.perf_counter(), time.thread_time()
+        out.elapsed, out.cpu = t1 - t0, c1 - c0
         try:
             self.prepare(j + 1)
         except _core.StepError:
             self.prepared = None   # the next feedback prepares again, and says so if it fails
-        out.prepare, out.cpu = time.perf_counter() - t1, time.thread_time() - c0
+        out.prepare, out.prepare_cpu = time.perf_counter() - t1, time.thread_time() - c1
         return out
 
 
