@@ -182,17 +182,18 @@ class RealTimeIteration:
         A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True)
         A, B = np.asarray(A), np.asarray(B)
         gains = design_gains(self.system, X, U, h.gains, (A, B))
-        optimizer = ProjectionOptimizer(self.system, cost, h.optimizer_options)
-        feasible = float(np.min(optimizer.margins(Point(X, U, Lam)), initial=np.inf)) >= -self._tolerance
-        stage = optimizer.stage_cost(1.0, feasible, h.optimizer_options.barrier_delta)
+        opt = h.optimizer_options
+        optimizer = ProjectionOptimizer(self.system, cost, opt)
         point = Point(X, U, Lam, Lam_x, Lam_u)
+        margins = optimizer.margins(point)
+        feasible = float(np.min(margins, initial=np.inf)) >= -self._tolerance
+        stage = optimizer.stage_cost(1.0, feasible, opt.barrier_delta)
         lq, model, lx, lu, _ = optimizer.direction_lq("quasi_newton", X, U, A, B, gains.K, point, stage)
         Z0, V0 = lq.rollout(np.zeros(X.shape[1]))
-        opt = h.optimizer_options
         Zd, Vd, solves = barrier_direction(A, B, model, lx, lu, Z0, V0, stage.barriers, point,
                                            opt.barrier_iterations, opt.fraction_to_boundary)
         self.prepared = Prepared(start, n, X, U, gains, lq, Z0, V0, Zd, Vd, max(1, solves), optimizer,
-                                 optimizer.margins(point), feasible, time.perf_counter() - t0)
+                                 margins, feasible, time.perf_counter() - t0)
         return self.prepared
 
     def _trajectory(self, start: int, steps: int, previous: Optional[Plan]) -> tuple:
