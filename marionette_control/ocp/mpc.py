@@ -345,7 +345,8 @@ class RecedingHorizon:
     def window(self, start: int) -> tuple[Cost, int]:
         """(the window's cost, its steps n) for a plan starting at step ``start`` (n = 0: none is left). A window
         depends on the motion alone: each is built once (building one checks its terms' weights, 0.6 ms on the
-        arm) and kept."""
+        arm) and kept (at most one per step of the motion: its terms are views of the motion's references, plus
+        the terminal term's nx × nx Hessian)."""
         n = min(self.H, self.N - start)
         if n <= 0:
             return None, 0
