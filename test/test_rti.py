@@ -105,6 +105,7 @@ def test_the_preparation_shifts_the_iterate_and_every_plan_keeps_the_constraints
         x0 = X[1]   # the next tick's state: the plan followed
 
 
+@pytest.mark.slow   # (the whole wave with an iteration every tick: 4.7–5.6 s on the 2 shared cores)
 def test_plans_every_tick_bring_the_pushed_arm_back(wave):
     """The push of the evidence (0.6 N at 5.6 s) on the realistic stand-in with a real-time iteration every tick:
     nearly every tick's plan is taken (none refused), the arm is back within 1° of the motion in at most 0.35 s
