@@ -6,8 +6,8 @@ test_tick_kernel.py's, whose cores run with the default options: the quiet feedb
   α = 1 − exp(−2π f_c Δt), restarted at g after a gap; none (y = g) while surprised, while a plan is in effect
   (``lagged`` False) and past the end.
 * The detector: its filter is the Kalman filter of σ_s along the trajectory (to rounding); a jump of an encoder
-  reading beyond the threshold, or a drive measured away from its command, is a surprise once armed (not before); the
-  lag is stepped aside for ``hold`` s after it.
+  reading beyond the threshold is a surprise once armed (not before), a drive measured away from its command from the
+  first update on; the lag is stepped aside for ``hold`` s after it.
 * Closed loop, the wave on the realistic profile: the carriage's acceleration deviation from the plan's at least 35 %
   below the law without the lag on seeds 0 and 1, the wave's targets kept (RMS ≤ 0.5°, max ≤ 2°, feed-forward only
   ≥ 3× the closed loop's RMS on the elbow), no surprise; pushed (0.5 N at 5.6 s), the detector fires and the arm is
@@ -107,11 +107,13 @@ def test_the_detector_is_the_quiet_filter_and_fires_on_a_jump_or_a_drive_off_its
     surprises = quiet.surprises
     quiet.observe(75, late, None, applied)
     assert quiet.surprised and quiet.surprises == surprises + 1
-    # not armed: the same jump early in the run is no surprise
+    # before it is armed the same jump is no surprise; a drive off its command is one from the first update on
     early = _quiet(system, traj, armed_from=10)
     for k, q in enumerate(qs[:5]):
-        early.observe(k, q + (0.01 if k == 4 else 0.0), None, applied)
+        early.observe(k, q + (np.r_[0.0, 0.01, 0.0, 0.0] if k == 4 else 0.0), None, applied)
     assert early.surprises == 0
+    early.observe(5, qs[5] + np.r_[0.0, 0.0, 2e-4, 0.0], None, applied)
+    assert early.surprises == 1
 
 
 @pytest.mark.parametrize("field, value", [("cutoff", -1.0), ("detector_measurement", 0.0), ("threshold", -1e-3),

@@ -405,7 +405,7 @@ void TickKernel::detect(long k, const double* q, const CommandHistory& h, const 
   for (int i = 0; i < M_.nd; ++i) s = std::max(s, std::abs(D.dys[i] - D.mean[i]));
   const double* cmd = h.applied(k - 1) + M_.nu;
   for (int i = 0; i < M_.nk; ++i) drive = std::max(drive, std::abs(q[M_.nd + i] - cmd[i]));
-  const bool failed = k >= M_.quiet_armed && (s > M_.quiet_threshold || drive > M_.quiet_drive_threshold);
+  const bool failed = (k >= M_.quiet_armed && s > M_.quiet_threshold) || drive > M_.quiet_drive_threshold;
   for (int i = 0; i < M_.nd; ++i) D.mean[i] = M_.quiet_beta * D.mean[i] + (1.0 - M_.quiet_beta) * D.dys[i];
   D.have_mean = true;
   if (failed) {

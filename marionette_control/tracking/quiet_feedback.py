@@ -28,10 +28,11 @@ its joint measurement σ_s = ``detector_measurement``), with innovation ν_k = q
     m_k = β m_{k−1} + (1 − β) ν_k,     β = exp(−Δt / τ),  τ = :data:`MEAN_TIME`     (m = ν at its first update)
 
 (the model's slowly varying error: the realistic plant's hook puts the shoulder's innovation 6 mrad off), and the test
-of tick k fails — a surprise — when, once armed (k ≥ ``armed_from``: the start blend's steps, while the detector
-settles),
+of tick k fails — a surprise — when
 
-    max_i |ν_k,i − m_{k−1},i| > ``threshold``            a force the model does not know (a push, a collision), or
+    max_i |ν_k,i − m_{k−1},i| > ``threshold``            a force the model does not know (a push, a collision), once
+                                                         armed (k ≥ ``armed_from``: the start blend's steps, while the
+                                                         detector settles), or
     max_i |ρ_k,i − ρ_cmd,k,i| > ``drive_threshold``       the drives not where the commands in effect put them (a
                                                          command applied late or lost: ρ_cmd,k = the input of step k−1)
 
@@ -94,7 +95,8 @@ class QuietFeedback:
     """The lag of the dynamic feedback and the surprise detector along one trajectory (module docstring).
 
     trajectory : the motion (X (N+1, nx), K (N, nU, nx)); detector : the detector's filter (a KalmanEstimator with
-    measurement σ_s along ``trajectory``); options : QuietOptions; armed_from : the tick from which the test counts.
+    measurement σ_s along ``trajectory``); options : QuietOptions; armed_from : the tick from which the innovation test
+    counts.
     """
 
     def __init__(self, trajectory: Trajectory, detector: KalmanEstimator, options: QuietOptions, armed_from: int):
@@ -140,8 +142,8 @@ class QuietFeedback:
             return
         mean = nu.copy() if self._mean is None else self._mean
         drive = max(abs(a - b) for a, b in zip(q[self.nd:].tolist(), applied(k - 1)[self.nu:].tolist()))
-        failed = k >= self.armed_from and (float(np.max(np.abs(nu - mean))) > self.options.threshold
-                                           or drive > self.options.drive_threshold)
+        failed = ((k >= self.armed_from and float(np.max(np.abs(nu - mean))) > self.options.threshold)
+                  or drive > self.options.drive_threshold)
         self._mean = self.beta * mean + (1.0 - self.beta) * nu
         if failed:
             self._since = 0
