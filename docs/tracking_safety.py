@@ -180,8 +180,9 @@ CHATTER_SOURCES = (("realistic", _NS, _RES), ("joint encoders only", _NS[:2] + (
                    ("joint noise, no quantization", _NS[:2] + (0, 0), (0,) * 4),
                    ("joint quantization, no noise", (0,) * 4, _RES[:2] + (0, 0)), ("no encoder error", (0,) * 4, (0,) * 4))
 BANDS_HZ = ((0, 5), (5, 10), (10, 20), (20, 35), (35, 51))
-#: the law without the quiet feedback's lag (the default before it)
+#: the law without the quiet feedback's lag (the default) and with it at 10 Hz
 LOUD = ControllerOptions(quiet=QuietOptions(cutoff=0.0))
+QUIET = ControllerOptions(quiet=QuietOptions(cutoff=10.0))
 #: the Kalman filter's joint measurement σ_q tried for quieter commands (the first: the default)
 QUIET_SIGMAS = (EstimatorNoise.measurement, 4e-3, 4.5e-3, 5e-3)
 
@@ -192,7 +193,7 @@ def chatter_sources(wave, desc) -> None:
     print("| law | encoders | RMS shoulder / elbow [°] | carriage deviation RMS (max) [m/s²] | power share "
           + " / ".join(f"{a}–{b}" for a, b in BANDS_HZ) + " Hz |")
     print("|---|---|---|---|---|")
-    for law, options in (("without the lag", LOUD), ("quiet feedback", ControllerOptions())):
+    for law, options in (("without the lag", LOUD), ("quiet feedback", QUIET)):
         for label, noise, resolution in CHATTER_SOURCES:
             chatter_row(wave, desc, law, options, label, noise, resolution)
 
@@ -275,12 +276,12 @@ def wave_robustness(wave, desc, options: ControllerOptions, push_seeds, core=Non
 
 #: the designs of the "Quiet commands" comparison: (label, controller options, keywords of
 #: :func:`marionette_control.study.quiet_commands.quiet_core`'s innovation-scheduled estimator or None)
-QUIET_DESIGNS = (("quiet feedback (default)", ControllerOptions(), None),
-                 ("without the lag (cutoff 0; the previous default)", LOUD, None),
-                 ("the lag never stepped aside", ControllerOptions(quiet=QuietOptions(threshold=1.0,
+QUIET_DESIGNS = (("quiet feedback, 10 Hz", QUIET, None),
+                 ("without the lag (the default)", LOUD, None),
+                 ("the lag never stepped aside", ControllerOptions(quiet=QuietOptions(cutoff=10.0, threshold=1.0,
                                                                                      drive_threshold=1.0)), None),
                  ("stepped aside on the innovation test only", ControllerOptions(quiet=QuietOptions(
-                     drive_threshold=1.0)), None),
+                     cutoff=10.0, drive_threshold=1.0)), None),
                  ("innovation-scheduled estimator σ_q 8e-3 / 2e-3, test 2 mrad, no lag", LOUD,
                   dict(quiet=8e-3, threshold=2e-3, hold=20)))
 

@@ -71,21 +71,23 @@ class Composed:
         self.blend = StartBlend(int(round(ControllerOptions().start_blend / traj.dt)))
         self.guard = (TensionGuard(ds, from_description(arm.desc), ControllerOptions().tension_reserve, self.limits)
                       if guard else None)
-        quiet = ControllerOptions().quiet
-        detector = KalmanEstimator(ds, traj, EstimatorNoise(measurement=quiet.detector_measurement))
-        self.quiet = QuietFeedback(traj, detector, quiet, armed_from=self.blend.steps)
+        quiet = ControllerOptions().quiet   # off by default: None
+        self.quiet = (QuietFeedback(traj, KalmanEstimator(ds, traj, EstimatorNoise(
+            measurement=quiet.detector_measurement)), quiet, armed_from=self.blend.steps) if quiet.active else None)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
             self.blend.arm(True)
-            self.quiet.start_run()
+            if self.quiet is not None:
+                self.quiet.start_run()
         j = k + self.delay
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
-        self.quiet.observe(k, q, q_prev, self.history.applied)
         x_pred = self.predictor.predict(k, x_hat, self.history)
         u = self.law.command(j, x_pred)
-        self.quiet.apply(j, u, x_pred, True)
+        if self.quiet is not None:
+            self.quiet.observe(k, q, q_prev, self.history.applied)
+            self.quiet.apply(j, u, x_pred, True)
         self.integral.update(k, q, self.law.reference(k), j)
         self.integral.apply(j, u, self.history.last)
         self.blend.apply(j, u, self.law.feedforward(j))

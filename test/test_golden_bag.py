@@ -8,8 +8,7 @@ tracked. It was re-recorded when the control law changed (issue 12: delay compen
 Kalman filter, acceleration limits), when ~/tracking became a TrackingState (issue 13), when the
 law gained integral action on the measured angles (issue 12) and when the tick became one native call
 (issue 12, the fused tick: the same law, rounded otherwise), when the start blend and the tension guard
-came (issue 24), when the integral action got its anti-windup (issue 24) and when the feedback on the arm's own state
-was lagged (issue 24, quiet commands); the reasons are in make_golden_bag.py.
+came (issue 24) and when the integral action got its anti-windup (issue 24); the reasons are in make_golden_bag.py.
 
 * Offline: replaying the recorded joint states through the controller's tick logic
   (marionette_control.bags.replay) reproduces every recorded command, in order, to

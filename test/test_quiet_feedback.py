@@ -1,6 +1,6 @@
-"""The quiet feedback (marionette_control/tracking/quiet_feedback.py): its lag and its surprise detector against their
-definitions, and in closed loop on the realistic stand-in (the native tick against the Python reference is
-test_tick_kernel.py's, whose cores run with the default options: the quiet feedback on).
+"""The quiet feedback (marionette_control/tracking/quiet_feedback.py, off by default; here at 10 Hz): its lag and its
+surprise detector against their definitions, the native tick against the Python reference, and in closed loop on the
+realistic stand-in.
 
 * The lag: the command minus the law's is g − y, g = K_dyn δx_dyn, y the first-order lag of g with
   α = 1 − exp(−2π f_c Δt), restarted at g after a gap; none (y = g) while surprised, while a plan is in effect
@@ -33,6 +33,8 @@ from marionette_control.tracking.law import TrackingLaw
 from marionette_control.tracking.quiet_feedback import MEAN_TIME, QuietFeedback, QuietOptions, dynamic_parts
 
 TOL = 1e-12
+#: the controller with the quiet feedback's lag at 10 Hz (off by default)
+QUIET = ControllerOptions(quiet=QuietOptions(cutoff=10.0))
 
 
 def _quiet(system, traj, armed_from=0, **options):
@@ -138,8 +140,8 @@ def _run(wave, profile, options, **kw):
 def test_the_wave_is_quieter_and_keeps_its_targets(seed):
     _, wave = wave_motion()
     profile = HardwareProfile.named("realistic", seed=seed)
-    loud = run_loop(wave, profile, ControllerOptions(quiet=QuietOptions(cutoff=0.0)))
-    quiet, surprises = _run(wave, profile, ControllerOptions())
+    loud = run_loop(wave, profile, ControllerOptions())
+    quiet, surprises = _run(wave, profile, QUIET)
     opened = run_loop(wave, profile, ControllerOptions(feedback=False))
     assert not quiet.aborted and surprises == 0
     assert _deviation(quiet) < 0.65 * _deviation(loud), (_deviation(quiet), _deviation(loud))
@@ -151,7 +153,8 @@ def test_the_wave_is_quieter_and_keeps_its_targets(seed):
 def test_a_push_is_a_surprise_and_the_arm_recovers():
     _, wave = wave_motion()
     push = scripted_push(5.6, wave.dt, 0.5)
-    options = ControllerOptions(tolerances={"path": {n: 0.0 for n in arm.load_description().model.config_names}})
+    options = ControllerOptions(quiet=QUIET.quiet,
+                                tolerances={"path": {n: 0.0 for n in arm.load_description().model.config_names}})
     r, surprises = _run(wave, HardwareProfile.named("realistic"), options, pushes=[push])
     back = r.recovery_time(push.tick)
     assert surprises > 0
@@ -159,14 +162,12 @@ def test_a_push_is_a_surprise_and_the_arm_recovers():
 
 
 def test_the_native_tick_agrees_with_the_python_reference_while_the_lag_acts_and_after_a_surprise():
-    """test_tick_kernel.py's agreement with the lag acting: its loop has 20 % of commands late, every one a surprise
-    (the drive test), so the lag is stepped aside there most of the time. Here no command is late, the bump is
-    pushed at tick 100: per tick both cores' commands agree to 1e-12, the reference's history taking the fused core's
-    commands (test_tick_kernel.py's docstring says why)."""
+    """test_tick_kernel.py's agreement with the lag acting and stepped aside: no command late, the bump pushed at
+    tick 100; per tick both cores' commands agree to 1e-12, the reference's history taking the fused core's commands
+    (test_tick_kernel.py's docstring says why)."""
     _, traj = bump_trajectory(0.01, 200, delay=1)
     desc = arm.load_description()
-    options = ControllerOptions()
-    fused, parts = make_core(desc, options), make_core(desc, options, fused=False)
+    fused, parts = make_core(desc, QUIET), make_core(desc, QUIET, fused=False)
     for core in (fused, parts):
         core.load_trajectory(traj, "bump")
     plant = SimulatedArm(HardwareProfile.named("realistic", seed=3), traj.dt, nominal=desc,

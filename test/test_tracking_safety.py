@@ -10,8 +10,7 @@
   least 3× below feed-forward only; closed ≤ open on every joint).
 * The plant family (config/plants/, three times the encoder noise, drives at 0.6 of their acceleration), on the wave and two other library motions
   (slow): no abort, tension at or above the minimum, closed loop ≤ feed-forward only on every joint; damping ×3
-  is the case the LQ law does not meet on the wave and the figure-eight (docs/tracking.md, "Plant family"), kept as a
-  strict expected failure (the bow on it passes since the quiet feedback).
+  is the case the LQ law does not meet (docs/tracking.md, "Plant family"), kept as a strict expected failure.
 """
 
 from __future__ import annotations
@@ -141,10 +140,10 @@ FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("motion, plant", [pytest.param(m, p, marks=pytest.mark.xfail(
-    strict=True, reason="damping x3: the LQ law's shoulder is worse than feed-forward only or the string dips below "
-    "its minimum (docs/tracking.md, 'Plant family'); the bow passes since the quiet feedback")) if p == "damping_x3"
-    and m != "bow" else (m, p) for m in ("wave", "bow", "figure_eight") for p in FAMILY])
+@pytest.mark.parametrize("plant", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="damping x3: the LQ law's shoulder is worse than feed-forward only and the string dips "
+    "below its minimum (docs/tracking.md, 'Plant family')")) if p == "damping_x3" else p for p in FAMILY])
+@pytest.mark.parametrize("motion", ["wave", "bow", "figure_eight"])
 def test_the_plant_family(motions, motion, plant):
     limits = from_description(ma.load_description())
     check_tracking_safe(*closed_and_open(motions[motion], HardwareProfile.named("realistic", **FAMILY[plant])), limits)

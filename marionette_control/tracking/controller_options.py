@@ -154,7 +154,9 @@ PARAMS = [
     ParamSpec("quiet_feedback.cutoff", QuietOptions.cutoff, "The feedback on the arm's own state (the joint angles "
               "and momenta the filter estimates from the encoders) passes a first-order lag of this cutoff [Hz]: "
               "encoder noise reaches the commands less (docs/tracking.md 'Quiet commands'); stepped aside for "
-              "quiet_feedback.hold after a surprise; 0: off", minimum=0.0, maximum=1000.0, read_only=True),
+              "quiet_feedback.hold after a surprise; 0: off (the default: with 10 Hz the wave's commands are 42-46 % quieter "
+              "and its tracking as good, but the arm comes back from some pushes 0.2-0.3 s later)", minimum=0.0,
+              maximum=1000.0, read_only=True),
     ParamSpec("quiet_feedback.detector_measurement", QuietOptions.detector_measurement, "The surprise detector's "
               "Kalman filter: standard deviation of a measured joint angle [rad] (larger than the estimator's: it "
               "trusts the model, so a force the model does not know shows in its innovation)", minimum=1e-9,

@@ -60,14 +60,15 @@ MEAN_TIME = 0.1
 class QuietOptions:
     """The quiet feedback's parameters (module docstring).
 
-    cutoff : f_c [Hz] of the dynamic feedback's lag (0: off, the law as it is)
+    cutoff : f_c [Hz] of the dynamic feedback's lag (0: off, the law as it is: the default, docs/tracking.md "Quiet
+        commands" says why; 10: the design measured there)
     detector_measurement : σ_s [rad] of the surprise detector's filter
     threshold : [rad] of the innovation test
     drive_threshold : [m or rad] of the drives' test
     hold : [s] without the lag after a surprise
     """
 
-    cutoff: float = 10.0
+    cutoff: float = 0.0
     detector_measurement: float = 8e-3
     threshold: float = 2.5e-3
     drive_threshold: float = 1e-4

@@ -117,7 +117,7 @@ class Tracking:
     estimator, predictor, command history, limits, the tolerances of its ticks, ``integral``
     (:mod:`.integral_action`, or None: no feedback or no integral in the gains' design), ``blend`` (the start blend,
     :mod:`.start_blend`), ``budget`` (:mod:`.acceleration_budget`), ``guard`` (:mod:`.tension_guard`, or None: no
-    feedback or no string), ``quiet`` (:mod:`.quiet_feedback`, or None: no feedback or ``quiet_feedback.cutoff`` 0);
+    feedback or no string), ``quiet`` (:mod:`.quiet_feedback`, or None: no feedback or ``quiet_feedback.cutoff`` 0, the default);
     and ``kernel``, the
     same parts fused into one native call (:mod:`.native_tick`; the integral's z is then ``kernel.z``, whether the guard
     acted ``kernel.guarded``), or None (the Legendre estimator, or ``fused=False``): the parts are called one by one

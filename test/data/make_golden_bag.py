@@ -75,10 +75,6 @@ And again (issue 28, the batch loops solve each step at its known solution): ``l
 step once at the next state it is given, with the multipliers from the DEL residual, instead of re-solving it by a
 Newton step from there; A and B along the trajectory, from which the Kalman gains are computed, change by 1e-12,
 and a relative change of 1e-13 in them alone already moves a replayed command by 4 mm at tick 66.
-
-And again (issue 24, quiet commands): the feedback on the arm's own state passes a 10 Hz first-order lag, stepped
-aside after a surprise (``quiet_feedback``, tracking/quiet_feedback.py), so the commands differ from the second
-tick on.
 """
 
 from __future__ import annotations
