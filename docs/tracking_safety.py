@@ -22,11 +22,13 @@ the stand-in) on the realistic profile, closed loop and feed-forward only:
   times the encoder noise and drives at 0.6 of their acceleration (``drive_acceleration``), seed 0: closed and
   feed-forward-only RMS per joint, aborts, the lowest plant tension;
 * ``--quiet MOTIONS`` (only these tables; issue 24 item 4): where the chatter comes from (the wave, seed 0, with the
-  stand-in's encoders switched off one part at a time, and the share of the deviation's power per frequency band),
-  then the Kalman filter's σ_q raised alone (:data:`QUIET_SIGMAS`, the integral weight kept): every motion and seed
-  against the targets (closed RMS and max, feed-forward only over closed on the elbow, closed ≤ feed-forward on
-  both joints, no abort, the plant's string ≥ its 0.5 N minimum during the motion and over its first 0.1 s), and the
-  wave's robustness (the four pushes, 10 % of commands late over twelve seeds, 2 % over six);
+  stand-in's encoders switched off one part at a time, and the share of the deviation's power per frequency band;
+  without and with the quiet feedback), then the Kalman filter's σ_q raised alone (:data:`QUIET_SIGMAS`, the integral
+  weight kept) and the designs of :data:`QUIET_DESIGNS` (the quiet feedback at 10 Hz, its parts, the
+  innovation-scheduled estimator of ``study/quiet_commands.py``): every motion and seed against the targets (closed
+  RMS and max, feed-forward only over closed on the elbow, closed ≤ feed-forward on both joints, no abort, the plant's
+  string ≥ its 0.5 N minimum during the motion and over its first 0.1 s), and the wave's robustness (the four pushes
+  on six noise seeds, 10 % of commands late over twelve seeds, 2 % over six);
 * ``--anti-windup MOTIONS`` (only these tables): every motion and seed on the realistic profile with the integral's
   anti-windup (the default) and integrating through saturation (``anti_windup: false``), against feed-forward
   only, with the ticks whose commanded drive acceleration sits at the drives' limit; then the wave's robustness
