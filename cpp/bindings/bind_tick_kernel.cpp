@@ -224,7 +224,7 @@ void bind_tick_kernel(py::module_& m) {
            "the quiet feedback (marionette_control.tracking.quiet_feedback; None: none): (Ls (N+1, nx, nd) the "
            "surprise detector's filter gains, alpha of the dynamic feedback's lag, beta of the innovation's mean, the "
            "innovation and the drive tests' thresholds, the steps without the lag after a surprise, the tick from "
-           "which the test counts).")
+           "which the innovation test counts).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(

@@ -95,7 +95,8 @@ struct TickModel {
   VecX hold;               ///< the command past the end: [u_d(N-1) forces; rho_d(N)] (nU)
   /// The quiet feedback (marionette_control.tracking.quiet_feedback): the surprise detector's filter gains
   /// (N+1, nx * nd; no rows: no quiet feedback), the lag's alpha, the innovation mean's beta, the innovation and drive
-  /// tests' thresholds, the steps without the lag after a surprise and the tick from which the test counts.
+  /// tests' thresholds, the steps without the lag after a surprise and the tick from which the innovation test
+  /// counts (the drive test counts from the first update).
   MatXR Ls;
   double quiet_alpha = 0.0, quiet_beta = 0.0, quiet_threshold = 0.0, quiet_drive_threshold = 0.0;
   long quiet_hold = 0, quiet_armed = 0;
