@@ -13,6 +13,11 @@ simulated arm tracking ``config/optimize/marionette_arm_wave.yaml``'s optimum, r
 * ``wave.push_{0.5,0.6}N.recovery_{lqr,mpc}``: time from the push until the arm stays within 1° of the
   motion, LQR alone (without its path tolerance) and with the 1 s horizon (simulated time: the same in every
   run; NaN: never back by the end of the motion).
+* ``wave.rti.{steady,push,push3s}``: a real-time iteration every tick (``ocp/rti.py``, issue 28 item 4) over 1 s,
+  without a push, with the 0.6 N push at 5.6 s and at 3.0 s: per tick, the part from the estimate to the plan
+  (``update_ms``, the latency a plan adds) and the whole tick's work with the next preparation (``tick_ms``),
+  median and p99 in ms (target p99 ≤ 2 ms), their CPU time, and for the pushes the recovery time beside the 10 Hz
+  planner's on the same push (``wave.push3s_0.6N.recovery_mpc``; the 5.6 s one is above).
 * ``ros.end_to_end_latency{,_rt}.{alone,planner_only,with_mpc}.{median,p99}``: benchmarks/ros.py's end-to-end
   latency of the controller (a /joint_states message published by this process → the command it produced
   arriving here, the middleware's receive stamp; lock-step at 100 Hz, the wave's configurations) with
@@ -106,7 +111,45 @@ def mpc(ctx: Context) -> list[Figure]:
                 "within 1 deg of the motion; simulated time (NaN: not back by the end of the motion)")
         fig(f"wave.push_{force:g}N.recovery_lqr", math.nan if t_lqr is None else t_lqr, "s", note)
         fig(f"wave.push_{force:g}N.recovery_mpc", math.nan if t_mpc is None else t_mpc, "s", note)
-    return figs + _ros(ctx, motion)
+    return figs + _rti(ctx, problem, motion, profile) + _ros(ctx, motion)
+
+
+def _rti(ctx: Context, problem, motion, profile) -> list[Figure]:
+    """The real-time iteration's figures (module docstring)."""
+    from marionette_control.tracking.controller import ControllerOptions
+    from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
+    from marionette_control.ocp.rti import RealTimeIteration, rti_options
+    from marionette_control.sim.offline_loop import run_loop, scripted_push
+
+    figs: list[Figure] = []
+    for label, push in (("steady", None), ("push", _push()), ("push3s", scripted_push(3.0, 0.01, 0.6))):
+        ctx.log(f"mpc: wave, a real-time iteration every tick, {label}")
+        pushes = [] if push is None else [push]
+        r = run_loop(motion, profile, ControllerOptions(), pushes=pushes,
+                     mpc=RealTimeIteration(problem, motion, rti_options(dt=motion.dt)))
+        ups = [u for u in r.mpc["updates"] if u["reason"] != "end_of_motion"]
+        note = (f"{WAVE} optimum on the realistic arm, one projection-operator step of the 1 s window every tick"
+                + ("" if push is None else f" with a 0.6 N push on the forearm at {push.tick * motion.dt:g} s")
+                + f": {len(ups)} updates, {r.mpc['switched']} of {r.mpc['offered']} plans switched to")
+        name = f"wave.rti.{label}"
+        for key, values in (("update_ms", [u["elapsed"] for u in ups]),
+                            ("tick_ms", [u["elapsed"] + u["prepare"] for u in ups]),
+                            ("update_cpu_ms", [u["cpu"] for u in ups]),
+                            ("tick_cpu_ms", [u["cpu"] + u["prepare_cpu"] for u in ups])):
+            a = 1e3 * np.asarray(values)
+            figs.append(Figure(f"{name}.{key}.median", float(np.median(a)), "ms", "mpc", None, note))
+            figs.append(Figure(f"{name}.{key}.p99", float(np.percentile(a, 99)), "ms", "mpc", None,
+                               note + ("; target <= 2 ms" if key == "tick_ms" else "")))
+        if push is not None:
+            t = r.recovery_time(push.tick)
+            figs.append(Figure(f"{name}.recovery", math.nan if t is None else t, "s", "mpc", None,
+                               note + "; simulated time until both angles stay within 1 deg of the motion"))
+            if label == "push3s":
+                t10 = run_loop(motion, profile, ControllerOptions(), pushes=pushes,
+                               mpc=RecedingHorizon(problem, motion, MPCOptions(deadline=None))).recovery_time(push.tick)
+                figs.append(Figure("wave.push3s_0.6N.recovery_mpc", math.nan if t10 is None else t10, "s", "mpc", None,
+                                   "the same push with a plan every 0.1 s to convergence (target for the RTI: <= 0.5 s)"))
+    return figs
 
 
 def _ros(ctx: Context, motion) -> list[Figure]:

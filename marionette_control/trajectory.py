@@ -114,7 +114,8 @@ class Trajectory:
 
     @classmethod
     def for_model(cls, model, dt: float, X, U, K=None, t0: float = 0.0, info: Optional[dict] = None):
-        """A trajectory of ``model`` (names and identity taken from it)."""
+        """A trajectory of ``model`` (names and identity taken from it; a :class:`ModelIdentity` read once serves
+        where trajectories are made every few milliseconds: a model computes its hash at every read)."""
         return cls(dt=float(dt), X=X, U=U, state_names=model.state_names, input_names=model.discrete_input_names,
                    model_name=model.name, model_hash=model.hash, K=K, t0=float(t0), info=dict(info or {}))
 

@@ -85,10 +85,11 @@ def bump():
     return design_gains(ds, traj.X, traj.U, GainDesign(angle_integral=0.0)).attach(traj)
 
 
-def lockstep(traj, offers: dict, ticks: int, skip: tuple = ()):
+def lockstep(traj, offers: dict, ticks: int, skip: tuple = (), profile: str = "perfect"):
     """Two loops in lockstep, one offered ``offers`` {tick after which: [plans]}; (plain results, planned results,
-    planned loop). ``skip``: ticks whose sample the planned loop loses (both loops lose them)."""
-    plain, planned = Loop(traj), Loop(traj)
+    planned loop). ``skip``: ticks whose sample the planned loop loses (both loops lose them); ``profile``: the
+    simulated arm's (seeded: both loops see the same noise while their commands agree)."""
+    plain, planned = Loop(traj, profile), Loop(traj, profile)
     a, b = [], []
     k = 0
     while len(b) < ticks:
@@ -121,6 +122,24 @@ def test_the_motions_own_window_changes_no_command_and_is_counted(bump):
     status = dict(core.status()[2])
     assert status["plans.switched"] == "1" and status["plans.rejected"] == "0" and status["run"] == "1"
     assert status["plan"] == "plan 1 (run 1, steps 50..90)"
+
+
+def test_a_plan_every_tick_changes_no_command_from_the_runs_start(bump):
+    """Re-planning every tick (ocp/rti.py): after each tick k the motion's own window from step k + 1 + d, taken at
+    tick k + 1, from the run's first tick on (through the 0.5 s start blend, which runs on the run's step index) to
+    past the last plan's end, on the realistic arm (model error and noise: the feedback acts, so anything a plan
+    restarted — the estimate, the blend, the commands in flight — would change the commands; a plan that reset the
+    estimate fails this): every plan is taken and every command stays what the motion's law gives."""
+    d = 1
+    offers = {k: [window(bump, k + 1 + d, 40, sequence=k + 1)] for k in range(0, 150)}
+    a, b, loop = lockstep(bump, offers, 200, profile="realistic")
+    feedback = max(np.abs(ra.command - bump.U[min(ra.k + d, bump.N - 1)]).max() for ra in a[60:150])
+    assert feedback > 1e-4, feedback   # (m: the feedback's share of the drives' commands after the blend)
+    for ra, rb in zip(a, b):
+        np.testing.assert_allclose(rb.command, ra.command, rtol=0, atol=1e-12)
+    core = loop.core
+    assert core.plan_counts == {"offered": 150, "switched": 150} and sum(core.plan_rejections.values()) == 0
+    assert core.tracking.law.active.sequence == 150
 
 
 def test_a_reoptimized_plan_takes_over_with_the_command_it_was_made_for():

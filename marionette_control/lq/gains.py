@@ -149,13 +149,16 @@ class TrackingGains:
                           model_hash=trajectory.model_hash, K=self.K, t0=trajectory.t0, info=info)
 
 
-def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign()) -> TrackingGains:
+def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign(),
+                 linearization: Optional[tuple] = None) -> TrackingGains:
     """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights, with integral action when
-    ``design.angle_integral`` > 0 (module docstring)."""
+    ``design.angle_integral`` > 0 (module docstring). ``linearization``: (A (N, nx, nx), B (N, nx, nU)) along (X, U)
+    when the caller has it already (thesis (4.37); a real-time iteration's preparation, :mod:`marionette_control.ocp.rti`),
+    else the core's."""
     model = system.model
     nx, nd = model.nx, model.nd
     Q, R = design.weights(model)
-    A, B = (np.asarray(a) for a in system.linearize_trajectory(X, U))
+    A, B = (np.asarray(a) for a in (linearization or system.linearize_trajectory(X, U)))
     Qm, Rm, Qf = np.diag(Q), np.diag(R), np.diag(design.terminal_scale * Q)
     S = None
     if design.drive_acceleration > 0 and model.nk:
@@ -181,10 +184,12 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         M = TERMINAL_STEPS
         Qf = tv_lq(np.broadcast_to(A[-1], (M, n, n)), np.broadcast_to(B[-1], (M,) + B.shape[1:]), Qm, S, Rm,
                    None, None, Qf, None, full_P=False).P[0]
+    # the weights are the design's, checked once by GainDesign, and (A, B) the core's: the sweep's own checks
+    # (symmetry, definiteness: a third of the design's time on a 1 s window) would only repeat them
     if S is not None:
-        K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False).K)
+        K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False, check_inputs=False).K)
     else:
-        K = np.asarray(tv_lqr(A, B, Qm, Rm, Qf, full_P=False).K)
+        K = np.asarray(tv_lqr(A, B, Qm, Rm, Qf, full_P=False, check_inputs=False).K)
     if wi > 0:
         K, K_z = K[:, :, :nx], K[:, :, nx:]
     info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}

@@ -84,7 +84,7 @@ from marionette_control.ocp.terms import (
     TerminalState,
     TerminalValue,
 )
-from marionette_control.trajectory import Trajectory, TrajectoryError
+from marionette_control.trajectory import ModelIdentity, Trajectory, TrajectoryError
 
 #: Fraction of each drive limit (of the range's width, the speed, the acceleration) a clamped warm start keeps
 #: clear of it: the exact log barrier needs a start strictly inside.
@@ -186,7 +186,9 @@ class Update:
     converged, max_iterations, deadline, line_search_failed, ... — or ``end_of_motion``, ``infeasible``,
     ``deadline_missed``, ``step_failed``), with the wall-clock times [s] of its parts and the CPU time of the
     thread that ran it (``cpu``: the computation without the waits a loaded machine adds), the iterations,
-    the window's steps and the result's cost (without barriers)."""
+    the window's steps and the result's cost (without barriers). A real-time iteration (:mod:`.rti`) also records
+    ``prepare`` and ``prepare_cpu``: the wall-clock and CPU time of the preparation for the next tick it did after
+    its plan (``elapsed`` and ``cpu`` are the time from the estimate to the plan)."""
 
     plan: Optional[Plan]
     reason: str
@@ -197,6 +199,8 @@ class Update:
     setup: float = 0.0
     solve: float = 0.0
     gains: float = 0.0
+    prepare: float = 0.0
+    prepare_cpu: float = 0.0
     cpu: float = 0.0
     cost: float = math.nan
     feasible: bool = False
@@ -306,6 +310,7 @@ class RecedingHorizon:
         self.problem = problem
         self.options = options
         self.model = model
+        self.identity = ModelIdentity.of(model)
         self.dt = problem.dt
         self.N = problem.N
         self.system = _core.DiscreteSystem(model, problem.dt, tolerance=problem.system.tolerance,
@@ -326,24 +331,31 @@ class RecedingHorizon:
             self.cost = problem.cost.replaced([OutputTracking(Mx, Mu, a, np.full(model.nk, options.drive_acceleration),
                                                               name="drive_acceleration")])
         self.g, self.P = cost_to_go(self.system, self.cost, motion.X, motion.U)
-        self._optimizer_options = dataclasses.replace(
+        self.optimizer_options = dataclasses.replace(
             problem.options, schedule=options.schedule, max_iterations=options.max_iterations,
             tolerance=options.tolerance, warm_start=True, deadline=None, threads=1)
         reserve = {f: WARM_START_RESERVE for f in ("range", "speed", "acceleration")}
         self._drives = CommandLimits.from_limits(ConstraintOptions(margins=reserve).limits(model, problem.limits)
                                                  ).for_dt(self.dt)
         self.updates = 0
+        self._windows: dict = {}   # start step -> the window's cost (window)
 
     # ---------------------------------------------------------------------------------- the window
 
     def window(self, start: int) -> tuple[Cost, int]:
-        """(the window's cost, its steps n) for a plan starting at step ``start`` (n = 0: none is left)."""
+        """(the window's cost, its steps n) for a plan starting at step ``start`` (n = 0: none is left). A window
+        depends on the motion alone: each is built once (building one checks its terms' weights, 0.6 ms on the
+        arm) and kept (at most one per step of the motion: its terms are views of the motion's references, plus
+        the terminal term's nx × nx Hessian)."""
         n = min(self.H, self.N - start)
         if n <= 0:
             return None, 0
-        end = start + n
-        terminal = TerminalValue(self.motion.X[end], self.g[end], self.P[end], n, name="terminal")
-        return window_cost(self.cost, start, n, terminal), n
+        cost = self._windows.get(start)
+        if cost is None:
+            end = start + n
+            terminal = TerminalValue(self.motion.X[end], self.g[end], self.P[end], n, name="terminal")
+            cost = self._windows[start] = window_cost(self.cost, start, n, terminal)
+        return cost, n
 
     def reference(self, start: int, steps: int, previous: Optional[Plan] = None) -> tuple:
         """(X (n+1, nx), U (n, nU), K (n, nU, nx)) for the window: the previous plan shifted to it, padded with the
@@ -419,7 +431,7 @@ class RecedingHorizon:
 
     # ---------------------------------------------------------------------------------- one update
 
-    def _checked_state(self, x, what: str) -> np.ndarray:
+    def checked_state(self, x, what: str) -> np.ndarray:
         """x as a float array; raises ValueError naming ``what`` unless it is a finite state (nx,) of the model."""
         x = np.asarray(x, dtype=float)
         if x.shape != (self.model.nx,):
@@ -430,6 +442,12 @@ class RecedingHorizon:
             raise ValueError(f"{what} has non-finite {self.model.state_names[int(bad[0])]} = {x[bad[0]]}")
         return x
 
+    def check_on_constraints(self, x0: np.ndarray, start: int) -> None:
+        """Raises ``_core.StepError`` when the predicted state x0 (nx,) at step ``start`` is off the model's holonomic
+        constraints by more than :data:`CHAIN_TOLERANCE` (no plan can start there)."""
+        if np.max(np.abs(self.model.constraints(x0[:self.model.nq])[0]), initial=0.0) > CHAIN_TOLERANCE:
+            raise _core.StepError(f"the predicted state at step {start} is off the model's constraints")
+
     def predict(self, k: int, x_hat: np.ndarray, history: CommandHistory, law: PlannedLaw, limits: CommandLimits,
                 pending: Optional[Plan] = None) -> tuple[int, np.ndarray]:
         """(j, x0 (nx,)): the step j = k + d + ``latency_steps`` an update from the controller's state estimate x̂_k
@@ -438,7 +456,7 @@ class RecedingHorizon:
         from its start) will send, each clamped to the controller's ``limits`` (CommandLimits for Δt). Raises
         ValueError for an estimate that is not a finite state or a history of another delay than the gains',
         ``_core.StepError`` when the model cannot step through the prediction."""
-        x_hat = self._checked_state(x_hat, f"the estimate of tick {k}")
+        x_hat = self.checked_state(x_hat, f"the estimate of tick {k}")
         d = history.delay
         if d != self.gains.delay_steps:
             raise ValueError(f"the controller's command history has a delay of {d} step(s), the plans' gains are "
@@ -475,15 +493,14 @@ class RecedingHorizon:
         opt = self.options
         if deadline is None and opt.deadline is not None:
             deadline = Deadline.wall(opt.deadline, t0)
-        x0 = self._checked_state(x0, f"the predicted state at step {start}")
+        x0 = self.checked_state(x0, f"the predicted state at step {start}")
         self.updates += 1
         seq = self.updates
         cost, n = self.window(start)
         if n < opt.min_steps:
             return Update(None, "end_of_motion", start, n, elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
         try:
-            if np.max(np.abs(self.model.constraints(x0[:self.model.nq])[0]), initial=0.0) > CHAIN_TOLERANCE:
-                raise _core.StepError(f"the predicted state at step {start} is off the model's constraints")
+            self.check_on_constraints(x0, start)
             X, U = self.warm_start(start, n, x0, previous)
         except _core.StepError:
             return Update(None, "step_failed", start, n, elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
@@ -495,7 +512,7 @@ class RecedingHorizon:
 
             def stop():
                 return deadline.left() < reserve or (should_stop is not None and should_stop())
-        res = ProjectionOptimizer(self.system, cost, self._optimizer_options).optimize(X, U, should_stop=stop)
+        res = ProjectionOptimizer(self.system, cost, self.optimizer_options).optimize(X, U, should_stop=stop)
         t2 = time.perf_counter()
         reason = res.reason
         if reason == "cancelled" and deadline is not None and deadline.left() < reserve:
@@ -512,7 +529,7 @@ class RecedingHorizon:
         if deadline is not None and deadline.left() <= 0:
             out.reason = "deadline_missed"
             return out
-        traj = gains.attach(Trajectory.for_model(self.model, self.dt, res.X, res.U, t0=self.motion.t0 + start * self.dt,
+        traj = gains.attach(Trajectory.for_model(self.identity, self.dt, res.X, res.U, t0=self.motion.t0 + start * self.dt,
                                                  info={"mpc": {"sequence": seq, "reason": reason,
                                                                "iterations": res.iterations, "cost": res.cost}}))
         out.plan = Plan(start, traj, run, seq, estimate_tick)

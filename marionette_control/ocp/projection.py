@@ -587,13 +587,24 @@ class ProjectionOptimizer:
 
     def _direction(self, method: str, X, U, A, B, K, point: Optional[Point], cost: Optional[Cost]) -> "_Direction":
         """:meth:`descent_direction` with the model and gradient it was computed from."""
+        sol, model, lx, lu, dx0 = self.direction_lq(method, X, U, A, B, K, point, cost)
+        Z, V = sol.rollout(dx0)
+        return _Direction(Z, V, _dot(lx, Z) + _dot(lu, V), model.method, model, lx, lu)
+
+    def direction_lq(self, method: str, X, U, A, B, K, point: Optional[Point] = None, cost: Optional[Cost] = None):
+        """(sol, model, lx (N+1, nx), lu (N, nU), δx(0) (nx,)): the LQ problem (6.29)–(6.30) of ``method``'s quadratic
+        model at ξ = (X, U) solved backwards (thesis (B.4): its gains and affine terms, ``sol`` an
+        :class:`~marionette_control.lq.riccati.LQSolution`, whose ``rollout(δx(0))`` is the direction from δx(0)),
+        the model actually used (``model.method``: Newton falls back as :meth:`descent_direction` says), the
+        cost's gradient Dg = (lx, lu) on ``cost`` (default: the optimizer's) at ``point``, and the direction's
+        δx(0): 0, or with ``free_initial_state`` the minimizer of thesis (6.18)."""
         cost = cost or self.cost
         point = point or self.point(X, U, derivatives=True)
         d = cost.calc_diff(cost.create_data(), point, exact=method == "newton")
         lx, lu = d.lx, d.lu
-        nx = X.shape[1]
         free = self.options.free_initial_state
         used = method
+        nx = X.shape[1]
 
         def tail_check(k0: int, Q, S, R):
             """The LQ sweep of the steps k0..N−1 alone: raises IndefiniteGammaError (step counted from 0) where
@@ -618,8 +629,7 @@ class ProjectionOptimizer:
                 if used == "steepest":
                     raise
                 used = "quasi_newton" if used == "newton" else "steepest"
-        Z, V = sol.rollout(dx0)
-        return _Direction(Z, V, _dot(lx, Z) + _dot(lu, V), used, model, lx, lu)
+        return sol, model, lx, lu, dx0
 
     def _barrier_step(self, d: "_Direction", A, B, point: Point, cost: Cost) -> tuple:
         """(Z, V, Dg∘ζ) of the barrier problem ``cost``: the minimizer of the model with the barrier of the
@@ -661,7 +671,7 @@ class ProjectionOptimizer:
             f *= opt.barrier_decrease
         return out + [1.0]
 
-    def _stage_cost(self, factor: float, feasible: bool, delta: float) -> Cost:
+    def stage_cost(self, factor: float, feasible: bool, delta: float) -> Cost:
         """The cost with every barrier at ``factor`` × its weight: the exact logarithm once the iterate is
         feasible, Hauser–Saccon's quadratic extension below ``delta`` before."""
         if not self._barriers:
@@ -704,12 +714,12 @@ class ProjectionOptimizer:
         # The approximate barrier until an iterate satisfies the constraints (module docstring); the start
         # is what a stop returns until then, if it satisfies them.
         feasible = not self._barriers
-        cost = self._stage_cost(factors[stage], feasible, delta)
+        cost = self.stage_cost(factors[stage], feasible, delta)
         it = self._cost_at(cost, X, U, Lam)
         fallback = it if self._barriers and it.violation <= tol_feasible else None
         if fallback is not None and opt.warm_start:
             factors, feasible = [1.0], True
-            cost = self._stage_cost(factors[stage], feasible, delta)
+            cost = self.stage_cost(factors[stage], feasible, delta)
             it = self._cost_at(cost, X, U, Lam)
         history = []
         mu_dt = (self._barriers[0].weight if self._barriers else 0.0) * self.system.dt
@@ -771,7 +781,7 @@ class ProjectionOptimizer:
                         break
                     else:
                         stage += 1
-                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    cost = self.stage_cost(factors[stage], feasible, delta)
                     it = self._cost_at(cost, it.X, it.U, it.Lam)
                 if abs(slope) < opt.tolerance and last and feasible:
                     converged, reason = True, "converged"
@@ -796,7 +806,7 @@ class ProjectionOptimizer:
                     # barrier weight pushes the iterate back towards the central path.
                     retreats += 1
                     factors.insert(stage, factors[stage] / opt.barrier_decrease)
-                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    cost = self.stage_cost(factors[stage], feasible, delta)
                     it = self._cost_at(cost, it.X, it.U, it.Lam)
                     continue
                 if new is None:
@@ -807,7 +817,7 @@ class ProjectionOptimizer:
                 first_step = max(0, round(math.log(step) / math.log(opt.armijo_beta)) - 1)
                 if not feasible and it.violation <= tol_feasible:
                     feasible = True   # from now on the exact log barrier, and only feasible iterates
-                    cost = self._stage_cost(factors[stage], feasible, delta)
+                    cost = self.stage_cost(factors[stage], feasible, delta)
                     it = self._cost_at(cost, it.X, it.U, it.Lam)
                 record(i, slope, step, method, requested)
         except OptimizationStopped as stop:

@@ -237,8 +237,9 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     core : a ready ControllerCore (trajectory loaded, idle) instead of one built from ``options``.
     q0 : the arm's initial configuration (default: the trajectory's first one, settled on the plant).
     pushes : scripted disturbances (module docstring).
-    mpc : re-plan with this receding horizon (its motion must be ``trajectory``; module docstring); the plans'
-        switch tolerance is ``options.switch_tolerance``.
+    mpc : re-plan with this receding horizon (its motion must be ``trajectory``; module docstring), or with a
+        :class:`~marionette_control.ocp.rti.RealTimeIteration` (the same interface: a plan after every tick, taken
+        at the next); the plans' switch tolerance is ``options.switch_tolerance``.
     observers : callables given every joint state the controller receives, q (nq,) in model order, before its
         tick (e.g. an estimator of the plant's parameters from the run's own data, ``study/plant_model.py``).
     Raises RuntimeError when the controller refuses to start (the message says why).

@@ -1,0 +1,209 @@
+"""The figures of docs/benchmarks.md "Re-planning every tick" (issue 28, item 4): the real-time iteration against the
+10 Hz receding-horizon planner and the LQR alone, offline.
+
+Every run is the offline closed loop (``sim/offline_loop.run_loop``: the controller core and the hardware stand-in,
+cycle by cycle) on the ``realistic`` profile (a seed for its noise), the controller without its path tolerance's
+abort (so that a run that loses the arm still says how far it went), tracking the optimum of
+``config/optimize/marionette_arm_wave.yaml`` with ``motion.name`` (``--motions``):
+
+* ``lqr`` — the controller alone;
+* ``mpc10`` — :class:`~marionette_control.ocp.mpc.RecedingHorizon` with the planner node's defaults (a plan every
+  0.1 s over 1 s, used 5 ticks after its estimate) but no deadline: every update runs to convergence, so the
+  run does not depend on this machine's load;
+* ``rti`` — :class:`~marionette_control.ocp.rti.RealTimeIteration`: a plan every tick over 1 s, used at the next.
+
+Pushes: the main job's (``offline_loop.scripted_push``: a 0.1 s half sine of 0.6 N on the forearm) at 5.6 s and
+3.0 s, and none. Per run: the recovery time to within 1° of the motion (simulated time), the plant's lowest string
+tension during the motion, RMS angle errors, plans offered / taken / refused, and for the planners the wall-clock
+and CPU time per update (the RTI: feedback — estimate to plan — and preparation; the sum is a tick's work), the
+controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
+average. Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
+
+    .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...] [--json PATH]
+
+The runs of docs/benchmarks.md set ``OPENBLAS_NUM_THREADS=1`` (recorded in the JSON): the controller and the planner
+share one process here, and one BLAS thread keeps numpy's pool out of the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.model.limits import from_description
+from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
+from marionette_control.ocp.rti import RealTimeIteration, rti_options
+from marionette_control.ocp.spec import load_spec
+from marionette_control.ocp.spec_problem import solve_spec
+from marionette_control.resources import config_file
+from marionette_control.sim.offline_loop import run_loop, scripted_push
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.tracking.controller import ControllerOptions, make_core
+
+UNBOUNDED_PATH = {"path": {"shoulder": 0.0, "elbow": 0.0}}
+PLANTS = {"realistic": {}, "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
+          "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml")}
+VARIANTS = ("lqr", "mpc10", "rti")
+
+
+def solved(motion: str):
+    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), {"motion.name": motion}))
+    return result.problem, result.trajectory
+
+
+def planner(variant: str, problem, motion):
+    if variant == "mpc10":
+        return RecedingHorizon(problem, motion, MPCOptions(deadline=None))
+    if variant == "rti":
+        return RealTimeIteration(problem, motion, rti_options(dt=motion.dt))
+    return None
+
+
+def ms(values) -> dict:
+    a = 1e3 * np.asarray(values, dtype=float)
+    return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "max": float(a.max())} if a.size else {}
+
+
+def run(problem, motion, variant: str, plant: str, seed: int, push_time) -> dict:
+    desc = arm.load_description()
+    profile = HardwareProfile.named("realistic", seed=seed, **PLANTS[plant])
+    options = ControllerOptions(tolerances=UNBOUNDED_PATH, command_delay_steps=profile.command_delay_steps)
+    core = make_core(desc, options)
+    core.load_trajectory(motion, "motion")
+    handoff = []
+    offer = core.offer_plan
+
+    def timed_offer(plan):
+        t = time.perf_counter()
+        out = offer(plan)
+        handoff.append(time.perf_counter() - t)
+        return out
+
+    core.offer_plan = timed_offer
+    pushes = [] if push_time is None else [scripted_push(push_time, motion.dt, 0.6)]
+    mpc = planner(variant, problem, motion)
+    t0 = time.perf_counter()
+    r = run_loop(motion, profile, options, desc, core=core, pushes=pushes, mpc=mpc)
+    wall = time.perf_counter() - t0
+    rec = r.record(from_description(desc))
+    out = {"variant": variant, "plant": plant, "seed": seed, "push_s": push_time, "aborted": rec["aborted"],
+           "recovery_s": r.recovery_time(pushes[0].tick) if pushes else None,
+           "tension_min_n": rec["tension_min_n"]["motion"], "slack_s": rec["slack_s"]["motion"],
+           "rms_deg": {k: v["rms_deg"] for k, v in rec["errors"].items()},
+           "max_deg": {k: v["max_deg"] for k, v in rec["errors"].items()},
+           "tick_compute_ms": {k: 1e3 * v for k, v in core.compute_times.stats().items() if k != "count"},
+           "run_wall_s": wall}
+    if mpc is not None:
+        ups = [u for u in r.mpc["updates"] if u["reason"] != "end_of_motion"]
+        out.update(offered=r.mpc["offered"], switched=r.mpc["switched"],
+                   rejected={k: v for k, v in r.mpc["rejected"].items() if v},
+                   reasons={k: sum(u["reason"] == k for u in ups) for k in sorted({u["reason"] for u in ups})},
+                   update_ms=ms([u["elapsed"] for u in ups]), cpu_ms=ms([u["cpu"] for u in ups]),
+                   handoff_ms=ms(handoff))
+        if variant == "rti":
+            out.update(prepare_ms=ms([u["prepare"] for u in ups]),
+                       tick_ms=ms([u["elapsed"] + u["prepare"] for u in ups]),
+                       tick_cpu_ms=ms([u["cpu"] + u["prepare_cpu"] for u in ups]),
+                       lq_solves_mean=float(np.mean([u["iterations"] for u in ups])))
+    return out
+
+
+def row(r: dict) -> str:
+    rec = "never" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
+    rec = "—" if r["push_s"] is None else rec
+    rms = " / ".join(f"{v:.2f}" for v in r["rms_deg"].values())
+    upd = ""
+    if "update_ms" in r and r["update_ms"]:
+        u = r["update_ms"]
+        upd = f"{u['median']:.2f} / {u['p99']:.2f}"
+        if "tick_ms" in r:
+            t = r["tick_ms"]
+            c, tc = r["cpu_ms"], r["tick_cpu_ms"]
+            upd += (f" (CPU {c['median']:.2f} / {c['p99']:.2f}; whole tick {t['median']:.2f} / {t['p99']:.2f}, CPU "
+                    f"{tc['median']:.2f} / {tc['p99']:.2f})")
+        upd += f", {r['switched']}/{r['offered']} taken"
+    return (f"| {r['plant']} | {r['seed']} | {'none' if r['push_s'] is None else r['push_s']} | {r['variant']} | "
+            f"{'abort' if r['aborted'] else rec} | {r['tension_min_n']:.3f} | {rms} | {upd} |")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--motions", nargs="+", default=["wave", "bow"], help="the first gets every seed and plant")
+    ap.add_argument("--plants", nargs="*", default=["damping_x3", "hook_out_5mm"])
+    ap.add_argument("--json", default=None, help="write every run's record here")
+    args = ap.parse_args(argv)
+    results = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_start": os.getloadavg(),
+               "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "runs": []}
+    print(f"load average at start: {os.getloadavg()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+    print("| motion | plant | seed | push [s] | variant | recovery to 1° [s] | lowest tension [N] | RMS shoulder / "
+          "elbow [°] | update median / p99 [ms] (RTI: estimate to plan, its CPU; the whole tick), plans taken |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    cases = []
+    first = args.motions[0]
+    for seed in args.seeds:
+        for push in (5.6, 3.0, None):
+            cases.append((first, "realistic", seed, push))
+    for plant in args.plants:
+        for push in (5.6, 3.0):
+            cases.append((first, plant, args.seeds[0], push))
+    for other in args.motions[1:]:
+        for push in (None, "middle"):
+            cases.append((other, "realistic", args.seeds[0], push))
+    problems = {}
+    for motion_name, plant, seed, push in cases:
+        if motion_name not in problems:
+            problems[motion_name] = solved(motion_name)
+        problem, motion = problems[motion_name]
+        if push == "middle":
+            push = round(0.5 * motion.N * motion.dt, 1)
+        for variant in VARIANTS:
+            r = run(problem, motion, variant, plant, seed, push)
+            r["motion"] = motion_name
+            results["runs"].append(r)
+            print(f"| {motion_name} " + row(r), flush=True)
+    results["load_end"] = os.getloadavg()
+    print(f"load average at end: {os.getloadavg()}")
+    summary(results["runs"], first, args.seeds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+
+
+def summary(runs: list, motion: str, seeds) -> None:
+    """Per variant over the seeds on the first motion and the realistic plant: recoveries, lowest tension, times."""
+    print("\n| variant | push | recovery [s], seeds | lowest tension [N] | update median / p99 [ms] over the seeds |")
+    print("|---|---|---|---|---|")
+    for variant in VARIANTS:
+        for push in (5.6, 3.0, None):
+            sel = [r for r in runs if r["motion"] == motion and r["plant"] == "realistic" and r["push_s"] == push
+                   and r["variant"] == variant]
+            if not sel:
+                continue
+            recs = ", ".join("—" if r["push_s"] is None else "never" if r["recovery_s"] is None else
+                             f"{r['recovery_s']:.2f}" for r in sel)
+            t = min(r["tension_min_n"] for r in sel)
+            times = ""
+            if variant != "lqr":
+                key = "tick_ms" if variant == "rti" else "update_ms"
+                med = statistics.median(r[key]["median"] for r in sel)
+                p99 = max(r[key]["p99"] for r in sel)
+                times = f"{med:.2f} / {p99:.2f} (worst seed's p99)"
+                if variant == "rti":
+                    fb = max(r["update_ms"]["p99"] for r in sel)
+                    times += f"; feedback p99 {fb:.2f}"
+            print(f"| {variant} | {push} | {recs} | {t:.3f} | {times} |")
+    if any(math.isnan(r["tension_min_n"]) for r in runs):
+        print("(a NaN tension: the string was slack throughout)")
+
+
+if __name__ == "__main__":
+    main()
