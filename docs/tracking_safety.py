@@ -3,6 +3,7 @@ sections.
 
     .venv/bin/python docs/tracking_safety.py [--motions wave,bow,figure_eight] [--seeds 0,1,2]
     .venv/bin/python docs/tracking_safety.py --anti-windup wave,bow,reach_point,figure_eight,beckon,elbow_swings
+    .venv/bin/python docs/tracking_safety.py --quiet wave,bow,reach_point,figure_eight,beckon
 
 The motions are optimized with the arm's spec (``config/optimize/marionette_arm_wave.yaml`` with ``motion.name``)
 and tracked offline (``marionette_control.sim.offline_loop.run_loop``: the controller node's tick logic against
@@ -20,6 +21,14 @@ the stand-in) on the realistic profile, closed loop and feed-forward only:
 * the plant family: every motion on the realistic profile with the plant files of ``config/plants/``, three
   times the encoder noise and drives at 0.6 of their acceleration (``drive_acceleration``), seed 0: closed and
   feed-forward-only RMS per joint, aborts, the lowest plant tension;
+* ``--quiet MOTIONS`` (only these tables; issue 24 item 4): where the chatter comes from (the wave, seed 0, with the
+  stand-in's encoders switched off one part at a time, and the share of the deviation's power per frequency band;
+  without and with the quiet feedback), then the Kalman filter's σ_q raised alone (:data:`QUIET_SIGMAS`, the integral
+  weight kept) and the designs of :data:`QUIET_DESIGNS` (the quiet feedback at 10 Hz, its parts, the
+  innovation-scheduled estimator of ``study/quiet_commands.py``): every motion and seed against the targets (closed
+  RMS and max, feed-forward only over closed on the elbow, closed ≤ feed-forward on both joints, no abort, the plant's
+  string ≥ its 0.5 N minimum during the motion and over its first 0.1 s), and the wave's robustness (the four pushes
+  on six noise seeds, 10 % of commands late over twelve seeds, 2 % over six);
 * ``--anti-windup MOTIONS`` (only these tables): every motion and seed on the realistic profile with the integral's
   anti-windup (the default) and integrating through saturation (``anti_windup: false``), against feed-forward
   only, with the ticks whose commanded drive acceleration sits at the drives' limit; then the wave's robustness
@@ -50,9 +59,11 @@ from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import run_loop, scripted_push
 from marionette_control.sim.profile import HardwareProfile
+from marionette_control.study.quiet_commands import quiet_core
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions
 from marionette_control.tracking.estimation import EstimatorNoise
+from marionette_control.tracking.quiet_feedback import QuietOptions
 from marionette_control.tracking.sample_checks import SampleChecks
 
 REALISTIC = HardwareProfile.named("realistic")
@@ -163,6 +174,148 @@ def quieter_estimate(trajectory, desc, limits, seeds) -> None:
               + " | ".join(str(a) for a in aborts) + " |", flush=True)
 
 
+#: the stand-in's encoders with one part switched off (docs/tracking.md, "Quiet commands": where the chatter comes
+#: from): (label, noise_std and encoder_resolution per configuration: shoulder, elbow, carriage, string)
+_NS, _RES = REALISTIC.noise_std, REALISTIC.encoder_resolution
+CHATTER_SOURCES = (("realistic", _NS, _RES), ("joint encoders only", _NS[:2] + (0, 0), _RES[:2] + (0, 0)),
+                   ("drive encoders only", (0, 0) + _NS[2:], (0, 0) + _RES[2:]),
+                   ("joint noise, no quantization", _NS[:2] + (0, 0), (0,) * 4),
+                   ("joint quantization, no noise", (0,) * 4, _RES[:2] + (0, 0)), ("no encoder error", (0,) * 4, (0,) * 4))
+BANDS_HZ = ((0, 5), (5, 10), (10, 20), (20, 35), (35, 51))
+#: the law without the quiet feedback's lag (the default) and with it at 10 Hz
+LOUD = ControllerOptions(quiet=QuietOptions(cutoff=0.0))
+QUIET = ControllerOptions(quiet=QuietOptions(cutoff=10.0))
+#: the Kalman filter's joint measurement σ_q tried for quieter commands (the first: the default)
+QUIET_SIGMAS = (EstimatorNoise.measurement, 4e-3, 4.5e-3, 5e-3)
+
+
+def chatter_sources(wave, desc) -> None:
+    """The carriage's commanded acceleration minus the plan's (RMS, max) with parts of the encoder error switched off,
+    and the share of its power in each frequency band (:data:`BANDS_HZ`), without and with the quiet feedback."""
+    print("| law | encoders | RMS shoulder / elbow [°] | carriage deviation RMS (max) [m/s²] | power share "
+          + " / ".join(f"{a}–{b}" for a, b in BANDS_HZ) + " Hz |")
+    print("|---|---|---|---|---|")
+    for law, options in (("without the lag", LOUD), ("quiet feedback", QUIET)):
+        for label, noise, resolution in CHATTER_SOURCES:
+            chatter_row(wave, desc, law, options, label, noise, resolution)
+
+
+def chatter_row(wave, desc, law, options, label, noise, resolution) -> None:
+    """One row of :func:`chatter_sources`."""
+    r = run_loop(wave, REALISTIC.replace(noise_std=noise, encoder_resolution=resolution), options, desc)
+    dev = r.acceleration_deviation()[:, 0]
+    power = np.abs(np.fft.rfft(dev)) ** 2
+    f = np.fft.rfftfreq(len(dev), wave.dt)
+    shares = [power[(f >= a) & (f < b)].sum() / power.sum() for a, b in BANDS_HZ]
+    c = r.commands_summary()["carriage"]
+    errors = " / ".join(format(v["rms_deg"], ".3f") for v in r.summary().values())
+    print(f"| {law} | {label} | {errors} | "
+          f"{c['acceleration_deviation_rms']:.2f} ({c['acceleration_deviation_max']:.1f}) | "
+          + " / ".join(f"{x:.2f}" for x in shares) + " |", flush=True)
+
+
+def library_targets(record: dict, open_loop: dict) -> bool:
+    """The library's checks of a closed-loop run against its feed-forward-only run (records of
+    ``LoopResult.record``): no abort, closed ≤ feed-forward on every joint, the plant's string at or above its minimum
+    (0.5 N: the arm's ``min_tension``) during the motion and over its first 0.1 s."""
+    closed = [v["rms_deg"] for v in record["errors"].values()]
+    opened = [v["rms_deg"] for v in open_loop["errors"].values()]
+    return (not record["aborted"] and all(c <= o for c, o in zip(closed, opened))
+            and min(record["tension_min_n"]["motion"], record["tension_min_start_n"]) >= 0.5)
+
+
+def quieter_sigma(motions: dict, desc, limits, seeds) -> None:
+    """Every motion and seed with the filter's σ_q of :data:`QUIET_SIGMAS` (the integral weight kept; the law without
+    the quiet feedback's lag, :data:`LOUD`): RMS, max, the
+    elbow's feed-forward-only over closed-loop RMS, the carriage's deviation RMS, the library's checks; then the wave's
+    pushes and late commands."""
+    print("| σ_q | motion | seed | RMS shoulder / elbow (max) [°] | feed-forward / closed, elbow | carriage deviation "
+          "RMS [m/s²] | library checks |")
+    print("|---|---|---|---|---|---|---|")
+    for sigma in QUIET_SIGMAS:
+        noise = dataclasses.replace(EstimatorNoise(), measurement=sigma)
+        for name, trajectory in motions.items():
+            for seed in seeds:
+                profile = REALISTIC.replace(seed=seed)
+                r = run(trajectory, profile, desc, limits, noise=noise, quiet=LOUD.quiet)
+                o = run(trajectory, profile, desc, limits, feedback=False)
+                worst = max(v["max_deg"] for v in r["errors"].values())
+                ratio = o["errors"]["elbow"]["rms_deg"] / r["errors"]["elbow"]["rms_deg"]
+                print(f"| {sigma:g} | {name} | {seed} | {rms(r)} ({worst:.2f}) | {ratio:.2f} | "
+                      f"{r['commands']['carriage']['acceleration_deviation_rms']:.2f} | "
+                      f"{'met' if library_targets(r, o) else 'NOT met'} |", flush=True)
+    wave = motions.get("wave") or optimized("wave")
+    print(f"\n{ROBUSTNESS_HEADER.replace('design', 'σ_q')}\n|---|---|---|---|")
+    for sigma in QUIET_SIGMAS:
+        options = dataclasses.replace(LOUD, noise=dataclasses.replace(EstimatorNoise(), measurement=sigma))
+        print(f"| {sigma:g} | {wave_robustness(wave, desc, options, PUSH_SEEDS)} |", flush=True)
+
+
+#: noise seeds of the pushes (the default's recovery from the largest one depends on the seed)
+PUSH_SEEDS = tuple(range(6))
+ROBUSTNESS_HEADER = ("| design | pushes (N at s): recovered (back within 1°) on how many seeds, the slowest [s] | "
+                     "10 % late, 12 seeds: aborted, worst RMS of the others [°] | 2 % late, 6 seeds: aborted |")
+
+
+def wave_robustness(wave, desc, options: ControllerOptions, push_seeds, core=None) -> str:
+    """The robustness cells of a design on the wave: each of :data:`PUSHES` on every seed of ``push_seeds``, 10 % of
+    commands late over twelve seeds, 2 % over six. ``core(options)``: a ready core for a run (default: built from
+    the options)."""
+    def loop(profile, opts, **kw):
+        return run_loop(wave, profile, opts, desc, core=None if core is None else core(opts), **kw)
+    unbounded = dataclasses.replace(options, tolerances={"path": {n: 0.0 for n in desc.model.config_names}})
+    cells = []
+    for force, at in PUSHES:
+        push = scripted_push(at, wave.dt, force)
+        times = [loop(REALISTIC.replace(seed=s), unbounded, pushes=[push]).recovery_time(push.tick) for s in push_seeds]
+        back = [t for t in times if t is not None]
+        cells.append(f"{force:g} at {at:g}: {len(back)}/{len(times)}" + (f" ({max(back):.2f})" if back else ""))
+    late = [loop(REALISTIC.replace(seed=s, **LATE["10 % late"]), options) for s in range(12)]
+    worst = max((v["rms_deg"] for r in late if not r.aborted for v in r.summary().values()), default=np.nan)
+    few = sum(loop(REALISTIC.replace(seed=s, **LATE["2 % late"]), options).aborted for s in range(6))
+    return f"{'; '.join(cells)} | {sum(r.aborted for r in late)}, {worst:.2f} | {few}"
+
+
+#: the designs of the "Quiet commands" comparison: (label, controller options, keywords of
+#: :func:`marionette_control.study.quiet_commands.quiet_core`'s innovation-scheduled estimator or None)
+QUIET_DESIGNS = (("quiet feedback, 10 Hz", QUIET, None),
+                 ("without the lag (the default)", LOUD, None),
+                 ("the lag never stepped aside", ControllerOptions(quiet=QuietOptions(cutoff=10.0, threshold=1.0,
+                                                                                     drive_threshold=1.0)), None),
+                 ("stepped aside on the innovation test only", ControllerOptions(quiet=QuietOptions(
+                     cutoff=10.0, drive_threshold=1.0)), None),
+                 ("innovation-scheduled estimator σ_q 8e-3 / 2e-3, test 2 mrad, no lag", LOUD,
+                  dict(quiet=8e-3, threshold=2e-3, hold=20)))
+
+
+def quiet_designs(motions: dict, desc, seeds) -> None:
+    """The designs of :data:`QUIET_DESIGNS` on every motion and seed: RMS, the elbow's feed-forward-only over closed,
+    the carriage's deviation RMS, the library's checks; then the wave's robustness (pushes on :data:`PUSH_SEEDS`)."""
+    print("| design | motion | seed | RMS shoulder / elbow (max) [°] | feed-forward / closed, elbow | carriage "
+          "deviation RMS [m/s²] | library checks |")
+    print("|---|---|---|---|---|---|---|")
+    limits = from_description(desc)
+    for label, options, estimator in QUIET_DESIGNS:
+        for name, trajectory in motions.items():
+            for seed in seeds:
+                profile = REALISTIC.replace(seed=seed)
+                core = None if estimator is None else quiet_core(desc, options, trajectory, **estimator)
+                loop = run_loop(trajectory, profile, options, desc, core=core)
+                r = loop.record(limits)
+                o = run(trajectory, profile, desc, limits, feedback=False)
+                worst = max(v["max_deg"] for v in r["errors"].values())
+                ratio = o["errors"]["elbow"]["rms_deg"] / r["errors"]["elbow"]["rms_deg"]
+                errors = " / ".join(format(v["rms_deg"], ".3f") for v in r["errors"].values())
+                print(f"| {label} | {name} | {seed} | {errors} ({worst:.2f}) | {ratio:.2f} | "
+                      f"{r['commands']['carriage']['acceleration_deviation_rms']:.2f} | "
+                      f"{'met' if library_targets(r, o) else 'NOT met'} |", flush=True)
+    wave = motions.get("wave") or optimized("wave")
+    print(f"\n{ROBUSTNESS_HEADER}\n|---|---|---|---|")
+    for label, options, estimator in QUIET_DESIGNS:
+        factory = None if estimator is None else (lambda opts: quiet_core(desc, opts, wave, **estimator))
+        print(f"| {label} | {wave_robustness(wave, desc, options, PUSH_SEEDS, core=factory)} |", flush=True)
+
+
 def anti_windup(motions: dict, desc, limits, seeds) -> None:
     print("| motion | seed | closed loop, anti-windup (default): RMS shoulder / elbow [°], lowest tension [N], "
           "ticks at the acceleration limit | integrating through saturation | feed-forward only |")
@@ -228,12 +381,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--motions", default="wave,bow,figure_eight")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--quiet", default="", metavar="MOTIONS",
+                    help="only the quiet-command tables (chatter sources, σ_q against the targets), of these motions")
     ap.add_argument("--anti-windup", default="", metavar="MOTIONS",
                     help="only the anti-windup table, of these motions (comma-separated)")
     args = ap.parse_args(argv)
     desc = arm.load_description()
     limits = from_description(desc)
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.quiet:
+        motions = {name: optimized(name) for name in args.quiet.split(",")}
+        print("Where the chatter comes from, the wave, seed 0:")
+        chatter_sources(motions.get("wave") or optimized("wave"), desc)
+        print("\nThe filter's σ_q raised, the realistic profile:")
+        quieter_sigma(motions, desc, limits, seeds)
+        print("\nThe designs compared, the realistic profile:")
+        quiet_designs(motions, desc, seeds)
+        return 0
     if args.anti_windup:
         print("Anti-windup, the realistic profile:")
         motions = {name: optimized(name) for name in args.anti_windup.split(",")}

@@ -21,11 +21,12 @@ import pytest
 from marionette_control import _core
 from marionette_control.model import library
 from marionette_control.tracking.controller import ERROR, OK, WARN, ControllerCore, ControllerOptions
-from marionette_control.tracking.estimation import KalmanEstimator, LegendreEstimator
+from marionette_control.tracking.estimation import EstimatorNoise, KalmanEstimator, LegendreEstimator
 from marionette_control.lq.gains import integral_gains
 from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
+from marionette_control.tracking.quiet_feedback import QuietFeedback
 from marionette_control.tracking.sample_checks import SampleChecks
 from marionette_control.tracking.start_blend import StartBlend
 from marionette_control.tracking.tension_guard import TensionGuard
@@ -53,7 +54,8 @@ def arm_trajectory(dt: float = DT, steps: int = 200, model=None, delay: int = 1)
 
 class Composed:
     """One tick by hand from the parts the core composes: estimator → predictor → law (with the integral of the
-    measured angle errors the gains' design record asks for, held while it would push into a saturation) → the start blend → the
+    measured angle errors the gains' design record asks for, held while it would push into a saturation; its feedback on the
+    arm's own state lagged unless the surprise detector's test failed lately) → the start blend → the
     tension guard (``guard``: the node's core has one, from the model file's strings) → limits, the commands remembered in a
     CommandHistory (what the core must reproduce exactly, given the same samples)."""
 
@@ -69,15 +71,23 @@ class Composed:
         self.blend = StartBlend(int(round(ControllerOptions().start_blend / traj.dt)))
         self.guard = (TensionGuard(ds, from_description(arm.desc), ControllerOptions().tension_reserve, self.limits)
                       if guard else None)
+        quiet = ControllerOptions().quiet   # off by default: None
+        self.quiet = (QuietFeedback(traj, KalmanEstimator(ds, traj, EstimatorNoise(
+            measurement=quiet.detector_measurement)), quiet, armed_from=self.blend.steps) if quiet.active else None)
 
     def tick(self, k: int, q_prev, q) -> tuple[np.ndarray, np.ndarray]:
         if k == 0:
             self.history.start(self.limits.hold(q[self.nd:]))
             self.blend.arm(True)
+            if self.quiet is not None:
+                self.quiet.start_run()
         j = k + self.delay
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         x_pred = self.predictor.predict(k, x_hat, self.history)
         u = self.law.command(j, x_pred)
+        if self.quiet is not None:
+            self.quiet.observe(k, q, q_prev, self.history.applied)
+            self.quiet.apply(j, u, x_pred, True)
         self.integral.update(k, q, self.law.reference(k), j)
         self.integral.apply(j, u, self.history.last)
         self.blend.apply(j, u, self.law.feedforward(j))

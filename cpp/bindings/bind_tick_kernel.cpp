@@ -142,7 +142,8 @@ void bind_tick_kernel(py::module_& m) {
                        const Arr& rate, const Arr& acceleration, int delay, const py::object& K_z,
                        int hand_over_steps, const py::object& tolerances, long start_steps,
                        const py::object& min_tension, const py::object& reserve, const py::object& string_index,
-                       const py::object& string_length, double budget_step, double saturation) {
+                       const py::object& string_length, double budget_step, double saturation,
+                       const py::object& quiet) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -185,6 +186,19 @@ void bind_tick_kernel(py::module_& m) {
                M.string_index = py::cast<std::vector<int>>(string_index);
                M.string_length = py::cast<std::vector<int>>(string_length);
              }
+             if (!quiet.is_none()) {
+               const py::tuple t = py::cast<py::tuple>(quiet);
+               if (t.size() != 7)
+                 throw py::value_error("quiet must be (Ls, alpha, beta, threshold, drive_threshold, hold_steps, "
+                                       "armed_from)");
+               M.Ls = rows(py::cast<Arr>(t[0]), {N + 1, M.nx, M.nd}, "Ls (the surprise detector's gains)");
+               M.quiet_alpha = py::cast<double>(t[1]);
+               M.quiet_beta = py::cast<double>(t[2]);
+               M.quiet_threshold = py::cast<double>(t[3]);
+               M.quiet_drive_threshold = py::cast<double>(t[4]);
+               M.quiet_hold = py::cast<long>(t[5]);
+               M.quiet_armed = py::cast<long>(t[6]);
+             }
              return std::make_shared<TickKernel>(std::move(system), std::move(M));
            }),
            py::arg("system"), py::arg("X"), py::arg("U"), py::arg("K"), py::arg("feedback"), py::arg("L"),
@@ -194,7 +208,7 @@ void bind_tick_kernel(py::module_& m) {
            py::arg("reserve") = py::none(), py::arg("string_index") = py::none(),
            py::arg("string_length") = py::none(),
            py::arg("budget_step") = std::numeric_limits<double>::infinity(),
-           py::arg("saturation") = std::numeric_limits<double>::infinity(),
+           py::arg("saturation") = std::numeric_limits<double>::infinity(), py::arg("quiet") = py::none(),
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
@@ -206,7 +220,11 @@ void bind_tick_kernel(py::module_& m) {
            "(marionette_control.tracking.tension_guard; None: no guard), and the acceleration budget's b dt^2 "
            "(marionette_control.tracking.acceleration_budget; inf: none), and the integral's anti-windup threshold: "
            "a command sent farther than this from the law's is saturated, and the next tick's error is left out when "
-           "it would push further along the cut (marionette_control.tracking.integral_action.SATURATION; inf: never).")
+           "it would push further along the cut (marionette_control.tracking.integral_action.SATURATION; inf: never), and "
+           "the quiet feedback (marionette_control.tracking.quiet_feedback; None: none): (Ls (N+1, nx, nd) the "
+           "surprise detector's filter gains, alpha of the dynamic feedback's lag, beta of the innovation's mean, the "
+           "innovation and the drive tests' thresholds, the steps without the lag after a surprise, the tick from "
+           "which the innovation test counts).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(
@@ -233,6 +251,8 @@ void bind_tick_kernel(py::module_& m) {
            "A run begins: new_run (True), the feedback is faded in over the start blend's steps; False: no blend.")
       .def_property_readonly("guarded", &TickKernel::guarded,
                              "Whether the tension guard moved the last command computed.")
+      .def_property_readonly("surprises", &TickKernel::surprises,
+                             "The quiet feedback's surprises: ticks whose detector test failed.")
       .def_property_readonly(
           "z", [](const TickKernel& t) { return copy_vector(t.z().data(), t.z().size()); },
           "The integral of the measured angles' error (nd,), a copy.")

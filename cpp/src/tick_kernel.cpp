@@ -79,7 +79,8 @@ TickData::TickData(const TickModel& M)
       end(VecX::Zero(M.nk)),
       lo(VecX::Zero(M.nU)), hi(VecX::Zero(M.nU)),
       y(VecX::Zero(M.nU)), yc(VecX::Zero(M.nU)), uf(VecX::Zero(M.nU)), breaks(VecX::Zero(2 * M.nU)), blo(VecX::Zero(M.nk)),
-      bhi(VecX::Zero(M.nk)) {}
+      bhi(VecX::Zero(M.nk)), xs(VecX::Zero(M.nx)), xs_next(VecX::Zero(M.nx)), dys(VecX::Zero(M.nd)),
+      mean(VecX::Zero(M.nd)), since(M.quiet_hold + 1), g(VecX::Zero(M.nU)), yq(VecX::Zero(M.nU)) {}
 
 namespace {
 
@@ -121,6 +122,14 @@ TickKernel::TickKernel(std::shared_ptr<DiscreteSystem> system, TickModel model)
   if (M_.start_steps < 0) throw ModelError("tick kernel: start_steps must be >= 0");
   if (!(M_.budget_step > 0)) throw ModelError("tick kernel: the acceleration budget must be > 0 (+inf: none)");
   if (M_.start_input.size() != M_.nU) throw ModelError("tick kernel: start_input sized wrongly");
+  if (M_.Ls.rows() != 0) {
+    check_rows(M_.Ls, N + 1, long(M_.nx) * M_.nd, "Ls (the surprise detector's gains)");
+    if (!M_.feedback) throw ModelError("tick kernel: a quiet feedback without feedback (feed-forward only has none)");
+    if (!(M_.quiet_alpha > 0 && M_.quiet_alpha <= 1 && M_.quiet_beta >= 0 && M_.quiet_beta < 1 &&
+          M_.quiet_threshold > 0 && M_.quiet_drive_threshold > 0 && M_.quiet_hold >= 0))
+      throw ModelError("tick kernel: the quiet feedback needs alpha in (0, 1], beta in [0, 1), thresholds > 0 and "
+                       "hold >= 0");
+  }
   const long S = M_.min_tension.size();
   if (S != 0) {
     if (!M_.feedback) throw ModelError("tick kernel: a tension guard without feedback (feed-forward only has none)");
@@ -322,6 +331,10 @@ void TickKernel::carry_blend(const TickKernel& other, long shift) {
 }
 
 void TickKernel::start_run(bool new_run) {
+  if (new_run) {  // quiet_feedback.QuietFeedback.start_run
+    D_.since = M_.quiet_hold + 1;
+    D_.have_y = false;
+  }
   D_.blending = new_run && M_.start_steps > 0;
   D_.blend_offset = 0;
   D_.guarded = false;
@@ -336,9 +349,10 @@ const double* TickKernel::feedforward(long j) const {
 // estimation.KalmanEstimator.estimate: the first estimate of a run from x_d(0)'s momenta, after a
 // gap longer than max_gap_steps the Legendre estimate, otherwise the filter's steps and update.
 bool TickKernel::estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat) {
-  const int nd = M_.nd, nq = M_.nq, nx = M_.nx;
+  const int nq = M_.nq, nx = M_.nx;
   Eigen::Map<VecX> out(x_hat, nx);
   TickData& D = D_;
+  bool initialised = true;
   if (!D.have_x && k == 0) {
     out.head(nq) = Eigen::Map<const VecX>(q, nq);
     out.tail(nx - nq) = M_.rest;
@@ -346,23 +360,87 @@ bool TickKernel::estimate(long k, const double* q, const double* q_prev, const C
     if (q_prev == nullptr) return false;
     system_->state_from_configs(q_prev, q, h.applied(k - 1), x_hat);  // the force inputs lead the input
   } else {
-    const double* x = D.x.data();
-    for (long j = D.k; j < k - 1; ++j) {  // steps of a gap bridged with the inputs in effect
-      double* next = x == D.xa.data() ? D.xb.data() : D.xa.data();
-      system_->step(x, h.applied(j), next);
-      x = next;
-    }
-    D.u = Eigen::Map<const VecX>(h.applied(k - 1), M_.nU);
-    D.u.tail(M_.nk) = Eigen::Map<const VecX>(q + nd, M_.nk);  // the last step ends where the drives were measured
-    system_->step(x, D.u.data(), x_hat);
-    const long i = std::min<long>(k, M_.L.rows() - 1);
-    D.dy = Eigen::Map<const VecX>(q, nd) - out.head(nd);
-    out.noalias() += Eigen::Map<const MatXR>(M_.L.row(i).data(), nx, nd) * D.dy;
+    filter_update(k, q, h, D.x, M_.L, x_hat, D.dy);
+    initialised = false;
   }
+  if (M_.Ls.rows() != 0) detect(k, q, h, x_hat, initialised);
   D.x = out;
   D.k = k;
   D.have_x = true;
   return true;
+}
+
+void TickKernel::filter_update(long k, const double* q, const CommandHistory& h, const VecX& from, const MatXR& L,
+                               double* out, VecX& innovation) {
+  const int nd = M_.nd, nx = M_.nx;
+  TickData& D = D_;
+  const double* x = from.data();
+  for (long j = D.k; j < k - 1; ++j) {  // steps of a gap bridged with the inputs in effect
+    double* next = x == D.xa.data() ? D.xb.data() : D.xa.data();
+    system_->step(x, h.applied(j), next);
+    x = next;
+  }
+  D.u = Eigen::Map<const VecX>(h.applied(k - 1), M_.nU);
+  D.u.tail(M_.nk) = Eigen::Map<const VecX>(q + nd, M_.nk);  // the last step ends where the drives were measured
+  system_->step(x, D.u.data(), out);
+  const long i = std::min<long>(k, L.rows() - 1);
+  Eigen::Map<VecX> o(out, nx);
+  innovation = Eigen::Map<const VecX>(q, nd) - o.head(nd);
+  o.noalias() += Eigen::Map<const MatXR>(L.row(i).data(), nx, nd) * innovation;
+}
+
+// quiet_feedback.QuietFeedback.observe: the detector's filter steps as the controller's (initialised with it), its
+// innovation's test against the mean before this tick, and the drives' test.
+void TickKernel::detect(long k, const double* q, const CommandHistory& h, const double* x_hat, bool initialised) {
+  TickData& D = D_;
+  if (initialised) {
+    D.xs = Eigen::Map<const VecX>(x_hat, M_.nx);
+    D.have_mean = false;
+    return;
+  }
+  filter_update(k, q, h, D.xs, M_.Ls, D.xs_next.data(), D.dys);
+  D.xs = D.xs_next;
+  if (!D.have_mean) D.mean = D.dys;
+  double s = 0.0, drive = 0.0;
+  for (int i = 0; i < M_.nd; ++i) s = std::max(s, std::abs(D.dys[i] - D.mean[i]));
+  const double* cmd = h.applied(k - 1) + M_.nu;
+  for (int i = 0; i < M_.nk; ++i) drive = std::max(drive, std::abs(q[M_.nd + i] - cmd[i]));
+  const bool failed = (k >= M_.quiet_armed && s > M_.quiet_threshold) || drive > M_.quiet_drive_threshold;
+  for (int i = 0; i < M_.nd; ++i) D.mean[i] = M_.quiet_beta * D.mean[i] + (1.0 - M_.quiet_beta) * D.dys[i];
+  D.have_mean = true;
+  if (failed) {
+    D.since = 0;
+    ++D.surprises;
+  } else {
+    D.since = std::min(D.since + 1, M_.quiet_hold + 1);
+  }
+}
+
+// quiet_feedback.QuietFeedback.apply: on the motion's law (j < N, no plan in effect) g = K_dyn(j) dx_dyn, its lag
+// y (restarted at g at a run's first step, after a gap and while surprised), u += g - y.
+void TickKernel::quiet(long j, const double* x, double* u) {
+  TickData& D = D_;
+  if (!M_.feedback || j >= M_.motion.N || (have_plan_ && plan_.start <= j && j < plan_.start + plan_.N)) {
+    D.have_y = false;
+    return;
+  }
+  const int nx = M_.nx, nd = M_.nd, nq = M_.nq;
+  const double* K = M_.motion.K.row(j).data();
+  const double* X = M_.motion.X.row(j).data();
+  for (int r = 0; r < M_.nU; ++r) {
+    double s = 0.0;
+    for (int c = 0; c < nd; ++c) s += K[r * nx + c] * (x[c] - X[c]);
+    for (int c = nq; c < nq + nd; ++c) s += K[r * nx + c] * (x[c] - X[c]);
+    D.g[r] = s;
+  }
+  if (!D.have_y || j != D.jy + 1 || D.since <= M_.quiet_hold) {
+    D.yq = D.g;
+  } else {
+    for (int r = 0; r < M_.nU; ++r) D.yq[r] = D.yq[r] + M_.quiet_alpha * (D.g[r] - D.yq[r]);
+  }
+  D.jy = j;
+  D.have_y = true;
+  for (int r = 0; r < M_.nU; ++r) u[r] += D.g[r] - D.yq[r];
 }
 
 // prediction.DelayPredictor.predict: each input in flight clamped from the predicted drive state.
@@ -462,6 +540,7 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
                          const double* x_hat, double* u) {
   const long j = k + M_.delay;
   law(j, x, u);
+  if (M_.Ls.rows() != 0) quiet(j, x, u);
   integral(k, q, x_ref, h, u);
   if (D_.blending && j + D_.blend_offset < M_.start_steps) {  // start_blend.StartBlend.apply: the feedback faded in
     const double w = 1.0 - start_weight(j);

@@ -131,6 +131,7 @@ class KalmanEstimator:
         self._x: Optional[np.ndarray] = None
         self._k = 0
         self._dy = np.empty(m.nd)
+        self.innovation: Optional[np.ndarray] = None  # ν_k (nd,) of the last estimate's update; None: it initialised
 
     def reset(self) -> None:
         """The next estimate initialises the filter from two samples."""
@@ -139,7 +140,8 @@ class KalmanEstimator:
     def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> Optional[np.ndarray]:
         """x̂_k (nx,) after the measurement q_k; ``applied(j)`` is the commanded input (nU,) in effect over step j.
 
-        Steps since the last estimate are predicted with the applied inputs. The first estimate of a run
+        Steps since the last estimate are predicted with the applied inputs; :attr:`innovation` is then the update's
+        q_dyn,k − q̂⁻_dyn,k (a view, overwritten by the next update), None after an initialisation. The first estimate of a run
         (k = 0) is [q; the momenta and velocities of x_d(0)]: tracking starts from the trajectory's initial
         state (the start tolerance checks the configurations), so no noisy difference of two samples enters
         the filter; the first after a gap longer than ``max_gap_steps`` is the Legendre estimate of
@@ -147,6 +149,7 @@ class KalmanEstimator:
         """
         x = self._x
         nd = self.nd
+        self.innovation = None
         if x is None and k == 0:
             x = np.concatenate([q, self._rest])
         elif x is None or not 0 < k - self._k <= self.max_gap_steps:
@@ -164,6 +167,7 @@ class KalmanEstimator:
             L = self.L[min(k, len(self.L) - 1)]
             np.subtract(q[:nd], x[:nd], out=self._dy)
             x = x + L @ self._dy
+            self.innovation = self._dy
         self._x, self._k = x, k
         return x
 

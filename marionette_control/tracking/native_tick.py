@@ -8,6 +8,10 @@ For the Kalman estimator (the default) one tick k of the controller is, with d t
     x̂_{k+d} = f(…f(x̂_k, clamp(u_k))…, clamp(u_{k+d−1}))               commands in flight (.prediction)
     u        = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d))                    the law, motion or plan (.law,
                                                                          .plan_switch)
+    u       += g − y,  y += α (g − y),  g = K_dyn(k+d) δx_dyn             the dynamic feedback lagged unless the
+                                                                         surprise detector's test failed lately
+                                                                         (.quiet_feedback; the detector's filter
+                                                                         steps with the estimate's)
     z       += Δt (q_dyn,k − x_d,dyn(k));  u −= K_z(k+d) z               integral action (.integral_action;
                                                                          past the end the hand-over; held
                                                                          after a saturated command)
@@ -68,6 +72,7 @@ from marionette_control.tracking.estimation import KalmanEstimator
 from marionette_control.tracking.integral_action import AngleIntegral
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.plan_switch import Plan
+from marionette_control.tracking.quiet_feedback import QuietFeedback
 from marionette_control.tracking.start_blend import StartBlend
 from marionette_control.tracking.tension_guard import TensionGuard
 from marionette_control.tracking.tolerances import Tolerances
@@ -78,22 +83,26 @@ def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: Co
                 delay: int, integral: Optional[AngleIntegral] = None,
                 tolerances: Optional[Tolerances] = None, blend: Optional[StartBlend] = None,
                 guard: Optional[TensionGuard] = None,
-                budget: Optional[AccelerationBudget] = None) -> "_core.TickKernel":
+                budget: Optional[AccelerationBudget] = None,
+                quiet: Optional[QuietFeedback] = None) -> "_core.TickKernel":
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
     L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay, ``integral``'s gains K_z
     and hand-over and anti-windup threshold (None: no integral action), the ``tolerances`` its tick checks x̂_k − x_d(k) against
     (None: none), the start ``blend``'s steps (None: none), the tension ``guard``'s strings, minimum tensions and
-    reserve (None: none) and the acceleration ``budget`` (None: none), over ``system``."""
+    reserve (None: none), the acceleration ``budget`` (None: none) and the ``quiet`` feedback's detector gains, lag and
+    tests (None: none), over ``system``."""
     tr = law.trajectory
     K_z, steps, saturation = ((None, 1, math.inf) if integral is None
                               else (integral.K_z, integral.hand_over_steps, integral.saturation))
     bounds = None if tolerances is None else np.stack([tolerances.start, tolerances.path, tolerances.goal])
     strings = (None,) * 4 if guard is None else (np.asarray(guard.minimum), guard.reserve, guard.constraint_index,
                                                   guard.length_index)
+    quiet_args = None if quiet is None else (quiet.detector.L, quiet.alpha, quiet.beta, quiet.options.threshold,
+                                             quiet.options.drive_threshold, quiet.hold_steps, quiet.armed_from)
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
                             limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps,
                             bounds, 0 if blend is None else blend.steps, *strings,
-                            math.inf if budget is None or not budget.active else budget.step, saturation)
+                            math.inf if budget is None or not budget.active else budget.step, saturation, quiet_args)
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

@@ -12,6 +12,8 @@ integral action           z, the integral of the measured angles' error, and its
 predictor                 x̂_{k+d} through the DEL step with the commands in flight (:mod:`.prediction`)
 control law               u = u_d(k+d) − K(k+d)(x̂_{k+d} − x_d(k+d)) over the motion and the plans handed
                           over (:mod:`.law`, :mod:`.plan_switch`)
+quiet feedback            the law's feedback on the arm's own state through a first-order lag, stepped aside
+                          for a while after a surprise detector's test fails (:mod:`.quiet_feedback`)
 start blend               the feedback faded in over a run's first ``start_blend`` s (:mod:`.start_blend`)
 acceleration budget       the drives' commanded acceleration within ``feedback_acceleration`` of the plan's
                           (:mod:`.acceleration_budget`)
@@ -22,7 +24,8 @@ limits                    range, speed and acceleration of the drives from x̂_{
 
 One tick (thesis §6.7.2), for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
 
-    x̂_k = estimate(q_k) → x̂_{k+d} = predict(x̂_k) → u = law(k+d, x̂_{k+d}) − K_z(k+d) z_k
+    x̂_k = estimate(q_k) (and the surprise detector's) → x̂_{k+d} = predict(x̂_k) → u = quiet(law(k+d, x̂_{k+d}))
+        → u = u − K_z(k+d) z_k
         → u = blend(u) → u = budget(u) → u = guard(u, x̂_{k+d}) → u = clamp(u, the command stream)
         → tolerance(x̂_k − x_d(k))
         → sent; remembered as the input of step k+d
@@ -46,6 +49,7 @@ in effect from its slot on (the estimate predicts through it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
@@ -61,6 +65,7 @@ from marionette_control.tracking.law import TrackingLaw
 from marionette_control.tracking.native_tick import make_kernel, set_plan
 from marionette_control.tracking.controller_options import ControllerOptions
 from marionette_control.tracking.plan_switch import Plan, PlannedLaw
+from marionette_control.tracking.quiet_feedback import QuietFeedback
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.tracking.start_blend import StartBlend
 from marionette_control.tracking.tension_guard import TensionGuard
@@ -112,7 +117,8 @@ class Tracking:
     estimator, predictor, command history, limits, the tolerances of its ticks, ``integral``
     (:mod:`.integral_action`, or None: no feedback or no integral in the gains' design), ``blend`` (the start blend,
     :mod:`.start_blend`), ``budget`` (:mod:`.acceleration_budget`), ``guard`` (:mod:`.tension_guard`, or None: no
-    feedback or no string); and ``kernel``, the
+    feedback or no string), ``quiet`` (:mod:`.quiet_feedback`, or None: no feedback or ``quiet_feedback.cutoff`` 0, the default);
+    and ``kernel``, the
     same parts fused into one native call (:mod:`.native_tick`; the integral's z is then ``kernel.z``, whether the guard
     acted ``kernel.guarded``), or None (the Legendre estimator, or ``fused=False``): the parts are called one by one
     then. :meth:`build` makes them for a trajectory."""
@@ -120,8 +126,9 @@ class Tracking:
     def __init__(self, system, law: PlannedLaw, estimator, predictor: DelayPredictor, limits: CommandLimits,
                  tolerances: Tolerances, warning: Optional[str], integral: Optional[AngleIntegral] = None,
                  kernel=None, blend: Optional[StartBlend] = None, guard: Optional[TensionGuard] = None,
-                 budget: Optional[AccelerationBudget] = None):
+                 budget: Optional[AccelerationBudget] = None, quiet: Optional[QuietFeedback] = None):
         self.system = system
+        self.quiet = quiet
         self.tolerances = tolerances
         self.integral = integral
         self.law = law
@@ -165,14 +172,22 @@ class Tracking:
         guard = None
         if options.feedback and strings is not None and len(strings.strings):
             guard = TensionGuard(system, strings, options.tension_reserve, limits)
-        kernel = (make_kernel(system, law, estimator, limits, delay, integral, tolerances, blend, guard, budget)
+        quiet = None
+        if options.feedback and options.quiet.active:
+            detector = KalmanEstimator(system, trajectory, dataclasses.replace(
+                options.noise, measurement=options.quiet.detector_measurement), max_gap_steps=max_gap_steps)
+            quiet = QuietFeedback(trajectory, detector, options.quiet, armed_from=blend.steps)
+        kernel = (make_kernel(system, law, estimator, limits, delay, integral, tolerances, blend, guard, budget, quiet)
                   if fused and options.estimator == "kalman" else None)
         return cls(system, PlannedLaw(law), estimator, DelayPredictor(system, delay, limits), limits, tolerances,
-                   warning, integral, kernel, blend, guard, budget)
+                   warning, integral, kernel, blend, guard, budget, quiet)
 
     def reset_estimate(self) -> None:
-        """The next estimate initialises the estimator (a new run, a switch, after a failure)."""
+        """The next estimate initialises the estimator and the surprise detector (a new run, a switch, after a
+        failure)."""
         self.estimator.reset()
+        if self.quiet is not None:
+            self.quiet.reset_detector()
         if self.kernel is not None:
             self.kernel.reset()
 
@@ -184,6 +199,8 @@ class Tracking:
         if self.integral is not None:
             self.integral.reset()
         self.blend.arm(True)
+        if self.quiet is not None:
+            self.quiet.start_run()
         if self.kernel is not None:
             self.kernel.reset_integral()
             self.kernel.start_run(True)
@@ -252,10 +269,13 @@ class Tracking:
         x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
         if x_hat is None:
             return None, None
+        if self.quiet is not None:
+            self.quiet.observe(k, q, q_prev, self.history.applied)
         return x_hat, self.predictor.predict(k, x_hat, self.history)
 
     def command(self, k: int, q: np.ndarray, x_ref: np.ndarray, x: np.ndarray, x_hat: np.ndarray) -> tuple:
-        """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, with the integral
+        """(u, finite) of tick k: the law's command for step j = k + d on the state x it acts on, its dynamic feedback
+        lagged (:mod:`.quiet_feedback`), with the integral
         of the measured q (nq,) against x_ref = x_d(k) (suspended while a plan covers j), its feedback faded in at a
         run's start, its drive accelerations within the budget of the plan's, kept at the strings' tension floor by
         the guard and clamped to continue the command stream (the integral held while it would push further into
@@ -264,9 +284,12 @@ class Tracking:
             return self.kernel.command(k, q, x_ref, x, self.history, x_hat)
         j = k + self.predictor.delay
         u = self.law.command(j, x)
+        p = self.law.active
+        planned = p is not None and p.start <= j < p.end
+        if self.quiet is not None:
+            self.quiet.apply(j, u, x, self.law.feedback and not planned)
         if self.integral is not None:
-            p = self.law.active
-            if p is None or not p.start <= j < p.end:  # suspended while a plan (its own LQR) is in effect
+            if not planned:  # suspended while a plan (its own LQR) is in effect
                 self.integral.update(k, q, x_ref, j)
                 self.integral.apply(j, u, self.history.last)
         u_ff = self.law.feedforward(j)
@@ -281,6 +304,13 @@ class Tracking:
         if self.integral is not None:
             self.integral.note_command(u_law, u)
         return u, all(map(math.isfinite, u.tolist())) and all(map(math.isfinite, x_hat.tolist()))
+
+    @property
+    def surprises(self) -> int:
+        """The quiet feedback's surprises so far (ticks whose detector test failed; 0 without the quiet feedback)."""
+        if self.kernel is not None:
+            return self.kernel.surprises
+        return 0 if self.quiet is None else self.quiet.surprises
 
     @property
     def guarded(self) -> bool:

@@ -20,6 +20,8 @@
 //   x_k   = x^-_k + L(k) (q_dyn,k - x^-_dyn,k)                               measurement update
 //   x_{k+d} = f(...f(x_k, clamp(u_k))..., clamp(u_{k+d-1}))                  commands in flight
 //   u     = u_d(k+d) - K(k+d)(x_{k+d} - x_d(k+d))                            the law (plan or motion)
+//   u    += g - y,  g = K_dyn(k+d) dx_dyn,  y += alpha (g - y)                the dynamic feedback lagged, unless a
+//                                                                            surprise detector's test failed lately
 //   z    += dt (q_dyn,k - x_d,dyn(k));  u -= K_z(k+d) z                      integral action (LQI), held while it
 //                                                                            would push into a saturation (anti-windup)
 //   u     = u_d + (1 - s(k+d)) (u - u_d)                                     a run's start: the feedback faded in
@@ -91,6 +93,13 @@ struct TickModel {
   VecX rest;               ///< momenta and velocities of x_d(0) (nx - nq): a run's first estimate
   int max_gap_steps = 1;   ///< longest gap bridged by prediction alone
   VecX hold;               ///< the command past the end: [u_d(N-1) forces; rho_d(N)] (nU)
+  /// The quiet feedback (marionette_control.tracking.quiet_feedback): the surprise detector's filter gains
+  /// (N+1, nx * nd; no rows: no quiet feedback), the lag's alpha, the innovation mean's beta, the innovation and drive
+  /// tests' thresholds, the steps without the lag after a surprise and the tick from which the innovation test
+  /// counts (the drive test counts from the first update).
+  MatXR Ls;
+  double quiet_alpha = 0.0, quiet_beta = 0.0, quiet_threshold = 0.0, quiet_drive_threshold = 0.0;
+  long quiet_hold = 0, quiet_armed = 0;
   VecX lower, upper;       ///< input range (nU)
   VecX a_step, v_step;     ///< a_max dt^2 and v_max dt of each drive (nk)
   double dt = 0.0;
@@ -146,6 +155,15 @@ struct TickData {
   VecX floor;      ///< their floors at the step (S)
   MatXR Tu;        ///< their derivatives in u (S, nU)
   bool guarded = false;  ///< the guard moved the last command
+  VecX xs, xs_next;  ///< the surprise detector's estimate (nx; its tick and initialisation are the filter's), its next
+  VecX dys;        ///< its innovation (nd)
+  VecX mean;       ///< its innovation's mean (nd), once have_mean
+  bool have_mean = false;
+  long since = 0;  ///< ticks since the last surprise (capped at quiet_hold + 1)
+  VecX g, yq;      ///< the dynamic feedback and its lag (nU), yq once have_y
+  bool have_y = false;
+  long jy = -2;    ///< the step of yq
+  long surprises = 0;  ///< ticks whose surprise test failed
 };
 
 /// What one tick reports besides its vectors.
@@ -159,7 +177,7 @@ class TickKernel {
   DiscreteSystem& system() { return *system_; }
 
   /// The filter forgets its estimate: the next one initialises (k = 0: [q; rest], else from q_prev, q).
-  void reset() { D_.have_x = false; }
+  void reset() { D_.have_x = false; D_.have_mean = false; }
   /// The plan in effect from its step `start` on (X (N+1, nx), U (N, nU), K (N, nU, nx), N <= the
   /// motion's); copied into storage sized for the motion. clear_plan: the motion's law everywhere.
   void set_plan(long start, long N, const double* X, const double* U, const double* K);
@@ -175,6 +193,8 @@ class TickKernel {
   void carry_blend(const TickKernel& other, long shift);
   /// Whether the tension guard moved the last command computed.
   bool guarded() const { return D_.guarded; }
+  /// The quiet feedback's surprises counted (ticks whose test failed).
+  long surprises() const { return D_.surprises; }
   const VecX& z() const { return D_.z; }
   /// The filter's estimate, the integral and the workspaces; restore: back to a copy of them (a tick undone).
   const TickData& data() const { return D_; }
@@ -221,6 +241,14 @@ class TickKernel {
   bool estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat);
   void predict(long k, const double* x_hat, const CommandHistory& h, double* x_pred);
   void integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u);
+  /// The filter's step k from the state `from` of its last tick (D_.k; gap steps with the inputs in effect, the last
+  /// with the measured drives) into `out`, its innovation into `innovation` and the update with gains L.
+  void filter_update(long k, const double* q, const CommandHistory& h, const VecX& from, const MatXR& L, double* out,
+                     VecX& innovation);
+  /// quiet_feedback.QuietFeedback.observe after the filter's estimate x_hat of tick k (initialised: whether it did).
+  void detect(long k, const double* q, const CommandHistory& h, const double* x_hat, bool initialised);
+  /// quiet_feedback.QuietFeedback.apply: u of step j on x, the dynamic feedback lagged.
+  void quiet(long j, const double* x, double* u);
   /// tension_guard.raise_to_floor: D_.y moved onto a^T y = b within (D_.lo, D_.hi).
   void raise_to_floor(const double* a, double b);
   /// start_blend.start_weight: s(j + blend_offset), 0 from start_steps on.
