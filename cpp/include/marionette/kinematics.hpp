@@ -33,7 +33,7 @@ struct FrameCache {
   std::vector<Vec6> V;                 ///< body velocity of each frame
   std::vector<Vec6> dV, ddV, dddV;     ///< q-derivatives of V (packed)
   std::vector<Vec6> J;                 ///< body Jacobian columns J[off + j]
-  std::vector<Vec6> dJ;                ///< d_i J_j at [offJ1 + i*d + j]
+  std::vector<Vec6> dJ;                ///< d_i J_j at [offJ1 + i*d + j] (compute_velocities: when it is formed)
   std::vector<Vec6> ddJ;               ///< d_ik J_j at [offJ2 + packed2(i,k)*d + j]
 };
 
