@@ -11,7 +11,11 @@ enter sets the limit, the last to leave restores the numbers).
 
 The limit is set with threadpoolctl (a dependency of the package, ``requirements/core.txt``), which finds the
 BLAS libraries loaded in the process; without it (an installation that lacks it) nothing is limited and the
-solves run as before. ``OPENBLAS_NUM_THREADS=1`` in the environment of a process, before numpy loads, limits
+solves run as before. threadpoolctl 3.8 lets one Python thread at a time set OpenBLAS's process-wide number (the
+"controlling thread": the first to set it, while it lives; another thread's setting is silently dropped), and a
+solve may start in one thread and the last overlapping one end in another: the thread that sets or restores the
+numbers here takes that control first (``clear_controlling_thread(force=True)``) and gives it up after restoring
+them, so the limit holds whichever threads the solves run in. ``OPENBLAS_NUM_THREADS=1`` in the environment of a process, before numpy loads, limits
 every BLAS call of that process instead (``docs/benchmarks.md``, "OpenBLAS's threads").
 """
 
@@ -51,8 +55,7 @@ def single_threaded() -> Iterator[None]:
     with _lock:
         if _active == 0:
             _restore = [(c, c.get_num_threads()) for c in _blas_controllers()]
-            for c, _ in _restore:
-                c.set_num_threads(1)
+            _set_numbers([(c, 1) for c, _ in _restore])
         _active += 1
     try:
         yield
@@ -60,6 +63,17 @@ def single_threaded() -> Iterator[None]:
         with _lock:
             _active -= 1
             if _active == 0:
-                for c, before in _restore:
-                    c.set_num_threads(before)
+                _set_numbers(_restore, release=True)
                 _restore = []
+
+
+def _set_numbers(numbers: list, release: bool = False) -> None:
+    """Sets each (controller, number of threads) from this thread, taking threadpoolctl's control of a
+    process-wide pool first where it has one (module docstring); ``release``: gives that control up afterwards."""
+    for c, n in numbers:
+        clear = getattr(type(c), "clear_controlling_thread", None)  # threadpoolctl >= 3.8, OpenBLAS
+        if clear is not None:
+            clear(force=True)
+        c.set_num_threads(n)
+        if clear is not None and release:
+            clear()
