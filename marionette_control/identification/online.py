@@ -18,7 +18,8 @@ A fit is adopted only when all of these hold; otherwise the current model is kep
 * ``too_short`` — the window is not full of consecutive measured samples yet;
 * ``at_rest`` — a configuration whose damping is selected did not move: its RMS speed over the window is below
   :data:`MIN_SPEED` (a velocity-proportional torque is then invisible);
-* ``fit_failed`` — the fit refused the data or the model could not be evaluated along it;
+* ``fit_failed`` — the fit refused the data (:class:`~.fit.CalibrationError`: e.g. no node left where the string
+  pulls) or the model could not be evaluated along it;
 * ``not_converged`` — Gauss–Newton stopped on its iteration limit;
 * ``invalid`` — an estimate is not finite, or a mass, inertia or damping not above the fit's physical floor;
 * ``model_mismatch`` — the fitted model does not explain the window to the encoders' noise: the whitened residuals'
@@ -38,6 +39,7 @@ encoders report them: ``ModelParameters.configs``); the window (n ≤ W/Δt, nq)
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -46,11 +48,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from marionette_control import _core, validation
-from marionette_control.identification.fit import (
-    POSITIVE_FLOOR,
-    CalibrationError,
-    fit_equation_error,
-)
+from marionette_control.identification.fit import POSITIVE_FLOOR, fit_equation_error
 from marionette_control.identification.parameters import ModelParameters
 
 #: why a fit was or was not adopted, in the order the checks run (module docstring)
@@ -59,6 +57,9 @@ REASONS = ("adopted", "too_short", "at_rest", "fit_failed", "not_converged", "in
 #: RMS speed [rad/s or m/s] over the window below which a configuration counts as at rest for its damping: the
 #: wave's joints move at 0.3–0.9 rad/s RMS, the encoders' noise differenced at 10 ms is about 0.01 rad/s
 MIN_SPEED = 0.05
+#: Gauss–Newton iterations a fit may take: on the selected linear parameters a window the model explains converges
+#: in 2–4 (damping ×3); one that needs more is refused (``not_converged``) instead of holding the planner's thread
+FIT_ITERATIONS = 8
 #: the largest χ²/dof of the whitened equation error at which a fit is taken to explain its window (module docstring)
 MAX_CHI2_PER_DOF = 4.0
 
@@ -115,6 +116,7 @@ class OnlineIdentification:
                              f"{10 * len(self.parameters) + 2} ({(10 * len(self.parameters) + 2) * dt:g} s)")
         self.dt, self.window = float(dt), float(window)
         self._samples: deque = deque(maxlen=steps)
+        self._lock = threading.Lock()   # the planner node records on its executor's thread and fits on another
         self._damped = [self.params.configs.index(p.target) for p in self.parameters if p.kind == "damping"]
         self.current = {p.name: self.params.nominal(p) for p in self.parameters}
         self.counts: Counter = Counter({r: 0 for r in REASONS})
@@ -131,15 +133,18 @@ class OnlineIdentification:
         if q.shape != (self.nq,):
             raise ValueError(f"a measured configuration has shape {q.shape}, expected ({self.nq},) in the order "
                              f"{', '.join(self.params.configs)}")
-        self._samples.append(q.copy())
+        with self._lock:
+            self._samples.append(q.copy())
 
     def clear(self) -> None:
         """Forgets the window (a new run); the model in use is kept."""
-        self._samples.clear()
+        with self._lock:
+            self._samples.clear()
 
     def samples(self) -> np.ndarray:
         """The window (n, nq), oldest first."""
-        return np.array(self._samples).reshape(-1, self.nq)
+        with self._lock:
+            return np.array(self._samples).reshape(-1, self.nq)
 
     def fit(self) -> OnlineEstimate:
         """Fits the window and adopts the estimates when the fit is trustworthy (module docstring); the outcome is
@@ -162,8 +167,8 @@ class OnlineIdentification:
             if np.any(speed < MIN_SPEED):
                 return OnlineEstimate("at_rest")
         try:
-            cal = fit_equation_error(self.params, Q, self.dt, self.names)
-        except (CalibrationError, _core.StepError, np.linalg.LinAlgError):
+            cal = fit_equation_error(self.params, Q, self.dt, self.names, max_iterations=FIT_ITERATIONS)
+        except (ValueError, _core.StepError, np.linalg.LinAlgError):   # CalibrationError among the ValueErrors
             return OnlineEstimate("fit_failed")
         values = {e.name: e.estimate for e in cal.estimates}
         std = {e.name: e.std for e in cal.estimates}
@@ -204,4 +209,4 @@ def planner_identification(model_file, options, dt: float) -> Optional[OnlineIde
     return OnlineIdentification(model_file, options.identify, options.identify_window, dt)
 
 
-__all__ = ["REASONS", "MIN_SPEED", "MAX_CHI2_PER_DOF", "OnlineEstimate", "OnlineIdentification", "planner_identification"]
+__all__ = ["REASONS", "MIN_SPEED", "FIT_ITERATIONS", "MAX_CHI2_PER_DOF", "OnlineEstimate", "OnlineIdentification", "planner_identification"]

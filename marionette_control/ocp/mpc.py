@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
@@ -389,6 +390,7 @@ class RecedingHorizon:
         self.identifications: list = []   # (tick, adopted, seconds of the fit and the model's preparation)
         self._last_fit: Optional[int] = None
         self._pending: Optional[tuple] = None   # (system, g, P) of an adopted model, taken by the next update
+        self._pending_lock = threading.Lock()   # the planner node fits on a thread of its own (nodes/mpc.py)
 
     # ---------------------------------------------------------------------------------- online identification
 
@@ -399,9 +401,10 @@ class RecedingHorizon:
 
     def identify(self, k: int) -> Optional[bool]:
         """Between updates, after tick k: asks the identifier for a model when ``identify_period`` has passed
-        since the last fit (None: no fit due or no identifier) and, when it proposes one, prepares it — its system
-        and the terminal cost-to-go along the motion on it (:func:`cost_to_go`) — for the next update (True)."""
-        if self.identifier is None or (self._last_fit is not None and k - self._last_fit < self.identify_steps):
+        since the last fit (None: no fit due or no identifier; a tick before the last fit's is a new run) and, when
+        it proposes one, prepares it — its system and the terminal cost-to-go along the motion on it
+        (:func:`cost_to_go`) — for the next update (True). May run on another thread than the updates."""
+        if self.identifier is None or (self._last_fit is not None and 0 <= k - self._last_fit < self.identify_steps):
             return None
         t0 = time.perf_counter()
         self._last_fit = k
@@ -409,15 +412,18 @@ class RecedingHorizon:
         if model is not None:
             system = _core.DiscreteSystem(model, self.dt, tolerance=self.system.tolerance,
                                           max_iterations=self.system.max_iterations)
-            self._pending = (system, *cost_to_go(system, self.cost, self.motion.X, self.motion.U))
+            prepared = (system, *cost_to_go(system, self.cost, self.motion.X, self.motion.U))
+            with self._pending_lock:
+                self._pending = prepared
         self.identifications.append((k, model is not None, time.perf_counter() - t0))
         return model is not None
 
     def take_identified(self) -> None:
         """Plans on the model :meth:`identify` prepared, if any (the windows are rebuilt on it)."""
-        if self._pending is not None:
-            self.system, self.g, self.P = self._pending
-            self._pending = None
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.system, self.g, self.P = pending
             self._windows.clear()
 
     # ---------------------------------------------------------------------------------- the window
