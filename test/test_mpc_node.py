@@ -21,6 +21,12 @@ from marionette_control.nodes.convert import plan_from_msg
 from marionette_control.nodes.mpc import MPCNode
 
 from arm_helpers import wave_motion
+from marionette_control.model.joint_map import JointMap
+from marionette_control.model.yaml_model import load_packaged_model
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.tracking.controller_options import ControllerOptions
+from sensor_msgs.msg import JointState
 from ros_helpers import isolated_ros
 
 NS = 1_000_000_000
@@ -34,15 +40,19 @@ def wave(tmp_path_factory):
 
 @pytest.fixture
 def node(wave, request):
+    """The node on the wave; ``request.param``: True (the updates under SCHED_IDLE) or a list of further
+    parameters."""
     _, _, path = wave
-    idle = getattr(request, "param", False)
+    param = getattr(request, "param", False)
+    idle, extra = (param, []) if isinstance(param, bool) else (False, param)
     with isolated_ros():
         context = rclpy.Context()
         rclpy.init(context=context)
         n = MPCNode(context=context, parameter_overrides=[
             Parameter("trajectory_file", value=str(path)),
             Parameter("problem_spec", value="optimize/marionette_arm_wave.yaml"),
-            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=idle)])
+            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=idle),
+            *extra])
         plans = []
         n.create_subscription(PlanMsg, "~/plan", plans.append, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
@@ -197,3 +207,37 @@ def test_a_plan_finished_after_the_controller_started_another_run_is_not_publish
     assert stats["updates"] == 2 and stats["published"] == 1 and node.skipped["superseded"] == 1, (stats, node.skipped)
     spin_until(node, lambda: len(node.plans_received) == 1)
     assert plan_from_msg(node.plans_received[0]).run == 2
+
+
+@pytest.mark.parametrize("node", [[Parameter("identify", value=["shoulder.damping", "elbow.damping"])]],
+                         indirect=True)
+def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_on_the_fit(node, wave):
+    """docs/mpc.md, "Online identification": the joint states by hardware name (a sample missing by its stamp is a
+    gap the window waits out), the fit on a thread of its own after an update, its model taken by the next."""
+    problem, motion, _ = wave
+    seen: list = []
+    run_loop(motion, HardwareProfile.named("realistic", plant_model_file="plants/damping_x3.yaml", seed=1),
+             ControllerOptions(feedback=False), settle_cycles=0, hold_cycles=0, observers=[seen.append])
+    names = JointMap.of(node.model, load_packaged_model("marionette_arm.yaml").hardware_joints).hardware_names
+    t0 = node.get_clock().now().nanoseconds
+
+    def joint_states(ticks):
+        for i in ticks:
+            msg = JointState(name=list(reversed(names)), position=list(reversed(seen[i].tolist())))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t0 + i * 10_000_000, NS)
+            node._on_joint_state(msg)
+
+    joint_states([*range(200, 300), *range(301, 351)])        # sample 300 lost: 150 stamps, a gap in the window
+    mpc, nominal = node.mpc, node.mpc.system
+    feed(node, *(tracking(node, motion, k) for k in range(0, 11)))   # updates at ticks 0 and 10, a fit after each
+    assert node._fitter.wait_idle(60.0)
+    assert node.identifier.counts["too_short"] >= 1 and node.identifier.counts["adopted"] == 0
+    joint_states(range(351, 451))                              # the gap has left the 1.5 s window
+    feed(node, *(tracking(node, motion, k) for k in range(11, 21)))
+    assert node._fitter.wait_idle(60.0)
+    assert node.identifier.counts["adopted"] == 1, node.identifier.counts
+    assert node.identifier.current == pytest.approx({"shoulder.damping": 0.06, "elbow.damping": 0.03}, rel=0.03)
+    assert mpc.system is nominal                               # taken by the next update
+    feed(node, *(tracking(node, motion, k) for k in range(21, 31)))
+    assert mpc.system is not nominal and mpc.system.model.hash == node.identifier.model().hash
+    assert node.statistics()["published"] == 4

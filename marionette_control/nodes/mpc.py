@@ -48,7 +48,9 @@ With parameter names in ``identify`` the node also reads the measured joint stat
 is a gap the window waits out) into an
 :class:`~marionette_control.identification.online.OnlineIdentification`. After each update the fit runs on a
 thread of its own (``mpc-identification``, with the updates' priority), so that a slow fit never holds an update
-back; a model it adopts is taken by the next update (:meth:`~marionette_control.ocp.mpc.RecedingHorizon.identify`).
+back; a model it adopts is taken when the next update's estimate arrives while no update runs, before its
+prediction (:meth:`~marionette_control.ocp.mpc.RecedingHorizon.identify`), so that the prediction and the plan are
+on one model.
 /diagnostics adds the fits' counts by reason, the estimates in use and the fit times.
 
 Graph (names relative to the node's namespace)
@@ -339,6 +341,8 @@ class MPCNode(Node):
         with self._lock:
             pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
                                          and self.last_plan is not self.law.active) else None
+        if self._fitter is not None and self._worker.wait_idle(0.0):
+            mpc.take_identified()   # no update runs: this one predicts and plans on the identified model
         try:
             j, x0 = mpc.predict(k, x_hat, self.history, self.law, self.limits, pending)
         except _core.StepError:

@@ -52,8 +52,9 @@ a :class:`ModelIdentifier` (:class:`marionette_control.identification.online.Onl
 measured configuration (:meth:`RecedingHorizon.observe`) and, between updates, asks for a fit at most every
 ``identify_period`` s (:meth:`RecedingHorizon.identify`). A model it adopts is prepared there — its
 :class:`_core.DiscreteSystem` and the terminal cost-to-go along the motion on it (:func:`cost_to_go`, 5 ms on the
-wave) — and taken at the start of the next update (the real-time iteration, :mod:`.rti`, takes it after its next
-plan, before it prepares the one after), so that the window's dynamics, the prediction to the plan's
+wave) — and taken at the start of the next update (:meth:`RecedingHorizon.take_identified`: by
+:meth:`RecedingHorizon.update`; by the planner node before its prediction, when no update runs; by the real-time
+iteration, :mod:`.rti`, after its next plan, before it prepares the one after), so that the window's dynamics, the prediction to the plan's
 start, the warm start's tracking, the plan's gains and the terminal term are all the identified model's; the
 windows are rebuilt on it. The plans keep the controller's model identity (the controller tracks them with its own,
 nominal estimate): only parameters that leave the configurations and the string's geometry unchanged (the damping)
