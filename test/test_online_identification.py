@@ -129,6 +129,8 @@ def test_bad_settings_are_refused_naming_the_setting():
     with pytest.raises(ValueError, match="MPC option 'identify_window'"):
         MPCOptions(identify=DAMPING, identify_window=0.0)
     assert planner_identification(NOMINAL, MPCOptions(), 0.01) is None
+    with pytest.raises(ValueError, match="the planner can adopt only damping .* not hook.translation.z"):
+        planner_identification(NOMINAL, MPCOptions(identify=("elbow.damping", "hook.translation.z")), 0.01)
 
 
 def test_the_planner_takes_an_adopted_model_at_its_next_update(wave, recorded):

@@ -201,12 +201,27 @@ class OnlineIdentification:
                                 "p99": float(np.percentile(times, 99)) if times else None}}
 
 
+#: the kinds of parameter the planner may adopt: the plans keep the controller's model identity and start from its
+#: nominal estimate, whose configurations lie on the nominal string and whose momenta are the nominal masses' — a
+#: placement moves the string (no plan can start from the estimate: every update fails to step) and a mass or inertia
+#: the momenta (docs/tracking.md, "Damping ×3: where the model error bites"); the damping moves neither
+PLANNER_KINDS = ("damping",)
+
+
 def planner_identification(model_file, options, dt: float) -> Optional[OnlineIdentification]:
     """The planner's identification of MPCOptions ``options`` (its ``identify`` names and ``identify_window``) on
-    ``model_file`` at the tick ``dt``, or None when ``identify`` is empty (the default: off)."""
+    ``model_file`` at the tick ``dt``, or None when ``identify`` is empty (the default: off). Raises ValueError for
+    a parameter the planner cannot adopt (:data:`PLANNER_KINDS`) or a window too short."""
     if not options.identify:
         return None
-    return OnlineIdentification(model_file, options.identify, options.identify_window, dt)
+    ident = OnlineIdentification(model_file, options.identify, options.identify_window, dt)
+    other = [p.name for p in ident.parameters if p.kind not in PLANNER_KINDS]
+    if other:
+        raise ValueError(f"MPC option 'identify': the planner can adopt only {', '.join(PLANNER_KINDS)} "
+                         f"(<config>.damping), not {', '.join(other)}: the controller's estimate lies on the nominal "
+                         "model's string and momenta")
+    return ident
 
 
-__all__ = ["REASONS", "MIN_SPEED", "FIT_ITERATIONS", "MAX_CHI2_PER_DOF", "OnlineEstimate", "OnlineIdentification", "planner_identification"]
+__all__ = ["REASONS", "MIN_SPEED", "FIT_ITERATIONS", "MAX_CHI2_PER_DOF", "PLANNER_KINDS", "OnlineEstimate",
+           "OnlineIdentification", "planner_identification"]

@@ -58,7 +58,7 @@ iteration, :mod:`.rti`, after its next plan, before it prepares the one after), 
 start, the warm start's tracking, the plan's gains and the terminal term are all the identified model's; the
 windows are rebuilt on it. The plans keep the controller's model identity (the controller tracks them with its own,
 nominal estimate): only parameters that leave the configurations and the string's geometry unchanged (the damping)
-may be adopted, which the identifier's selection ensures.
+may be adopted, which :func:`~marionette_control.identification.online.planner_identification` ensures.
 
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
