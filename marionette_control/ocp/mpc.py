@@ -54,11 +54,12 @@ measured configuration (:meth:`RecedingHorizon.observe`) and, between updates, a
 :class:`_core.DiscreteSystem` and the terminal cost-to-go along the motion on it (:func:`cost_to_go`, 5 ms on the
 wave) — and taken at the start of the next update (:meth:`RecedingHorizon.take_identified`: by
 :meth:`RecedingHorizon.update`; by the planner node before its prediction, when no update runs; by the real-time
-iteration, :mod:`.rti`, after its next plan, before it prepares the one after), so that the window's dynamics, the prediction to the plan's
-start, the warm start's tracking, the plan's gains and the terminal term are all the identified model's; the
-windows are rebuilt on it. The plans keep the controller's model identity (the controller tracks them with its own,
-nominal estimate): only parameters that leave the configurations and the string's geometry unchanged (the damping)
-may be adopted, which :func:`~marionette_control.identification.online.planner_identification` ensures.
+iteration, :mod:`.rti`, after its next plan, before it prepares the one after), so that the window's dynamics, the
+prediction to the plan's start, the warm start's tracking, the plan's gains and the terminal term are all the
+identified model's; the windows are rebuilt on it. The plans keep the controller's model identity (the controller
+tracks them with its own, nominal estimate): only parameters that leave the configurations, the momenta's masses
+and the string's geometry unchanged (the damping) may be adopted, which
+:func:`~marionette_control.identification.online.planner_identification` ensures.
 
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
