@@ -21,6 +21,7 @@ from marionette_control.nodes.convert import plan_from_msg
 from marionette_control.nodes.mpc import MPCNode
 
 from arm_helpers import wave_motion
+from marionette_control.identification.online import CONFIRMATIONS
 from marionette_control.model.joint_map import JointMap
 from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.sim.offline_loop import run_loop
@@ -233,11 +234,13 @@ def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_
     assert node._fitter.wait_idle(60.0)
     assert node.identifier.counts["too_short"] >= 1 and node.identifier.counts["adopted"] == 0
     joint_states(range(351, 451))                              # the gap has left the 1.5 s window
-    feed(node, *(tracking(node, motion, k) for k in range(11, 21)))
-    assert node._fitter.wait_idle(60.0)
+    for k in range(11, 11 + 10 * CONFIRMATIONS, 10):           # a fit after each update, confirmed by the third
+        feed(node, *(tracking(node, motion, i) for i in range(k, k + 10)))
+        assert node._fitter.wait_idle(60.0)
+        joint_states(range(440 + k, 450 + k))
     assert node.identifier.counts["adopted"] == 1, node.identifier.counts
     assert node.identifier.current == pytest.approx({"shoulder.damping": 0.06, "elbow.damping": 0.03}, rel=0.03)
     assert mpc.system is nominal                               # taken by the next update
-    feed(node, *(tracking(node, motion, k) for k in range(21, 31)))
+    feed(node, *(tracking(node, motion, i) for i in range(11 + 10 * CONFIRMATIONS, 21 + 10 * CONFIRMATIONS)))
     assert mpc.system is not nominal and mpc.system.model.hash == node.identifier.model().hash
-    assert node.statistics()["published"] == 4
+    assert node.statistics()["published"] == 3 + CONFIRMATIONS   # every update planned

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from arm_helpers import check_tracking_safe, wave_motion
-from marionette_control.identification.online import OnlineIdentification, planner_identification
+from marionette_control.identification.online import CONFIRMATIONS, OnlineIdentification, planner_identification
 from marionette_control.identification.parameters import ModelParameters, ParameterError
 from marionette_control.model.library import marionette_arm as ma
 from marionette_control.model.limits import from_description
@@ -61,11 +61,18 @@ def recorded(wave):
     return record
 
 
+STRIDE = 10   # samples between fits: the planner's period
+
+
 def fitted(Q: np.ndarray, **kwargs) -> tuple:
-    """(the identification fed Q, its fit)."""
+    """(the identification fed the samples Q, its fit of the window Q ends with): it fits every STRIDE samples
+    over the last CONFIRMATIONS windows, as the planner does after its updates, so that a fit can be confirmed."""
     ident = OnlineIdentification(NOMINAL, **kwargs)
-    for q in Q:
+    ends = [len(Q) - i * STRIDE for i in range(CONFIRMATIONS - 1, -1, -1)]
+    for i, q in enumerate(Q, 1):
         ident.record(q)
+        if i in ends[:-1] and i >= WINDOW:
+            ident.fit()
     return ident, ident.fit()
 
 
@@ -76,13 +83,18 @@ def test_a_window_of_motion_gives_the_plants_damping_within_its_3_sigma(recorded
     for name in DAMPING:   # the plant's damping is three times the model's
         assert truth.nominal(truth.parameter(name)) == pytest.approx(3 * nominal.nominal(nominal.parameter(name)))
     for start in (REST + 40, REST + 190, REST + 340, REST + 490, REST + 640):
-        ident, fit = fitted(Q[start:start + WINDOW])
+        ident, fit = fitted(Q[start - (CONFIRMATIONS - 1) * STRIDE:start + WINDOW])
         assert fit.reason == "adopted", (start, fit)
         for name in DAMPING:
             value = truth.nominal(truth.parameter(name))
             assert abs(fit.values[name] - value) <= 3 * fit.std[name], (start, name, fit)
             assert fit.std[name] < 0.05 * value
+        assert fit.chi2_dof < 2.5
         assert ident.current == fit.values and ident.counts["adopted"] == 1
+        assert ident.counts["unconfirmed"] == CONFIRMATIONS - 1   # the fits before it, each a window alone
+    # one window alone that passes every check is not adopted: it is not confirmed by the fits before it
+    ident, fit = fitted(Q[REST + 200:REST + 200 + WINDOW])
+    assert fit.reason == "unconfirmed" and ident.current != fit.values
 
 
 def test_windows_at_rest_too_short_or_with_a_gap_are_refused_and_the_model_kept(recorded):
@@ -96,12 +108,14 @@ def test_windows_at_rest_too_short_or_with_a_gap_are_refused_and_the_model_kept(
         ident, fit = fitted(window)
         assert fit.reason == reason and not fit.values
         assert ident.current == file_values and ident.propose() is None
-        assert ident.counts[reason] == 2 and ident.counts["adopted"] == 0   # the fit and the propose's
+        assert ident.counts["adopted"] == 0
     # the gap has passed once the window is full of consecutive samples again
     ident, _ = fitted(gap)
-    for q in Q[REST + 200 + WINDOW:REST + 200 + 2 * WINDOW]:
+    for i, q in enumerate(Q[REST + 200 + WINDOW:REST + 200 + 2 * WINDOW + (CONFIRMATIONS - 1) * STRIDE], 1):
         ident.record(q)
-    assert ident.fit().reason == "adopted"
+        if i >= WINDOW and i % STRIDE == 0:
+            ident.fit()
+    assert ident.history[-1].reason == "adopted"
 
 
 def test_a_plant_the_damping_cannot_explain_is_never_adopted(recorded):
@@ -146,10 +160,15 @@ def test_the_planner_takes_an_adopted_model_at_its_next_update(wave, recorded):
     start = 300
     terminal_before = next(t for t in rh.window(start)[0].terms if isinstance(t, TerminalValue))
     assert rh.identify(0) is False                      # nothing recorded yet: too short, the model kept
-    for q in recorded("plants/damping_x3.yaml")[REST + 200:REST + 200 + WINDOW]:
+    Q = recorded("plants/damping_x3.yaml")[REST + 200:]
+    for q in Q[:WINDOW]:
         rh.observe(q)
     assert rh.identify(5) is None                       # not due: the last fit was 5 ticks ago (period 10)
-    assert rh.identify(10) is True
+    for k in range(10, 10 * CONFIRMATIONS, 10):          # passing fits, not yet confirmed
+        assert rh.identify(k) is False
+        for q in Q[WINDOW + k - 10:WINDOW + k]:
+            rh.observe(q)
+    assert rh.identify(10 * CONFIRMATIONS) is True
     assert rh.system is nominal_system                  # taken by the next update, not before
     rh.take_identified()
     assert rh.system is not nominal_system and rh.system.model.hash == ident.model().hash
@@ -161,13 +180,15 @@ def test_the_planner_takes_an_adopted_model_at_its_next_update(wave, recorded):
     terminal = next(t for t in rh.window(start)[0].terms if isinstance(t, TerminalValue))   # rebuilt on it
     assert terminal is not terminal_before
     np.testing.assert_array_equal(terminal.g, rh.g[start + rh.H])
-    assert [a for _, a, _ in rh.identifications] == [False, True]
+    assert [a for _, a, _ in rh.identifications] == [False] * CONFIRMATIONS + [True]
     # the real-time iteration plans on its horizon's system
     rti = RealTimeIteration(problem, motion, rti_options(dt=problem.dt, identify=DAMPING),
                             planner_identification(NOMINAL, options, problem.dt))
-    for q in recorded("plants/damping_x3.yaml")[REST + 200:REST + 200 + WINDOW]:
-        rti.observe(q)
-    assert rti.identify(0) is True
+    for k in range(0, 10 * CONFIRMATIONS, 10):
+        for q in Q[k:WINDOW + k]:
+            rti.observe(q)
+        rti.identify(k)
+    assert rti.identifications[-1][1] is True
     rti.horizon.take_identified()
     assert rti.system is rti.horizon.system and rti.system.model.hash == ident.model().hash
 

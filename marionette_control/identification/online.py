@@ -24,13 +24,18 @@ A fit is adopted only when all of these hold; otherwise the current model is kep
 * ``invalid`` — an estimate is not finite, or a mass, inertia or damping not above the fit's physical floor;
 * ``model_mismatch`` — the fitted model does not explain the window to the encoders' noise: the whitened residuals'
   χ²/dof (≈ 1 when the noise model holds, :class:`~.fit.Calibration`) exceeds :data:`MAX_CHI2_PER_DOF`. Then a
-  parameter that is not selected is wrong too and the selected ones take up its error (measured on 1.5 s windows of
-  the wave, damping selected: χ²/dof 0.6–1.5 on the damping ×3 plant, whose damping is its only error, and the
-  estimates within 1 %; 100–440 on the realistic plant (masses +6 %, hook 1.5 mm), 170–5300 with the forearm
-  +25 %, 900–24000 with the hook +5 mm, whose damping estimates range from 0 to 20 N m s/rad);
+  parameter that is not selected is wrong too and the selected ones take up its error (measured on 1.5 s windows,
+  damping selected: χ²/dof 0.5–2.1 on the damping ×3 plant, whose damping is its only error, on the wave and the
+  figure-eight, and the estimates within 1–5 %; on the wave 100–440 on the realistic plant (masses +6 %, hook
+  1.5 mm), 170–5300 with the forearm +25 %, 900–24000 with the hook +5 mm, whose damping estimates range from 0 to
+  20 N m s/rad; on the figure-eight with the forearm +25 % mostly 12–8900, but 1.9–3.7 in a few windows where the
+  mass error hardly shows, with estimates 0.012–0.117 for 0.02);
 * ``not_identifiable`` — the data did not shrink an estimate's prior standard deviation
   :data:`~.fit.IDENTIFIABLE_SHRINK`-fold (the calibrator's rule);
-* ``adopted`` — otherwise.
+* ``unconfirmed`` — the fit passed every check above, but the :data:`CONFIRMATIONS` − 1 fits before it did not all
+  pass too: an isolated window that a wrong model happens to explain is not enough (the figure-eight with the forearm
+  +25 % above: its passing windows stand alone between windows with χ²/dof in the tens to thousands);
+* ``adopted`` — otherwise: this fit's estimates.
 
 Shapes: a measured configuration q (nq,) in the model's configuration order (dynamic, then kinematic, as the
 encoders report them: ``ModelParameters.configs``); the window (n ≤ W/Δt, nq), oldest first.
@@ -53,7 +58,7 @@ from marionette_control.identification.parameters import ModelParameters
 
 #: why a fit was or was not adopted, in the order the checks run (module docstring)
 REASONS = ("adopted", "too_short", "at_rest", "fit_failed", "not_converged", "invalid", "model_mismatch",
-           "not_identifiable")
+           "not_identifiable", "unconfirmed")
 #: RMS speed [rad/s or m/s] over the window below which a configuration counts as at rest for its damping: the
 #: wave's joints move at 0.3–0.9 rad/s RMS, the encoders' noise differenced at 10 ms is about 0.01 rad/s
 MIN_SPEED = 0.05
@@ -61,17 +66,21 @@ MIN_SPEED = 0.05
 #: in 2–4 (damping ×3); one that needs more is refused (``not_converged``) instead of holding the planner's thread
 FIT_ITERATIONS = 8
 #: the largest χ²/dof of the whitened equation error at which a fit is taken to explain its window (module docstring)
-MAX_CHI2_PER_DOF = 4.0
+MAX_CHI2_PER_DOF = 2.5
+#: consecutive fits that must pass every check for the last one to be adopted (module docstring, ``unconfirmed``)
+CONFIRMATIONS = 3
 
 
 @dataclass
 class OnlineEstimate:
     """One fit of the window: ``reason`` (one of :data:`REASONS`), the estimates and their standard deviations by
-    name (empty when no fit ran), the fit's wall-clock seconds and the window's samples."""
+    name (empty when no fit ran), the whitened residuals' χ²/dof (NaN when no fit ran), the fit's wall-clock seconds
+    and the window's samples."""
 
     reason: str
     values: dict = field(default_factory=dict)
     std: dict = field(default_factory=dict)
+    chi2_dof: float = math.nan
     seconds: float = 0.0
     samples: int = 0
 
@@ -80,8 +89,8 @@ class OnlineEstimate:
         return self.reason == "adopted"
 
     def to_dict(self) -> dict:
-        return {"reason": self.reason, "values": dict(self.values), "std": dict(self.std), "seconds": self.seconds,
-                "samples": self.samples}
+        return {"reason": self.reason, "values": dict(self.values), "std": dict(self.std), "chi2_dof": self.chi2_dof,
+                "seconds": self.seconds, "samples": self.samples}
 
 
 class OnlineIdentification:
@@ -153,6 +162,10 @@ class OnlineIdentification:
         Q = self.samples()
         out = self._fit(Q)
         out.seconds, out.samples = time.perf_counter() - t0, len(Q)
+        before = self.history[len(self.history) - (CONFIRMATIONS - 1):] if CONFIRMATIONS > 1 else []
+        if out.adopted and (len(before) < CONFIRMATIONS - 1
+                            or not all(h.reason in ("adopted", "unconfirmed") for h in before)):
+            out.reason = "unconfirmed"
         if out.adopted:
             self.current = dict(out.values)
         self.counts[out.reason] += 1
@@ -172,16 +185,19 @@ class OnlineIdentification:
             return OnlineEstimate("fit_failed")
         values = {e.name: e.estimate for e in cal.estimates}
         std = {e.name: e.std for e in cal.estimates}
+        chi2 = cal.chi2 / cal.dof
         if not cal.converged:
-            return OnlineEstimate("not_converged", values, std)
-        if not all(math.isfinite(v) and math.isfinite(std[p.name]) and (not p.linear or v > POSITIVE_FLOOR)
-                   for p, v in zip(self.parameters, values.values())):
-            return OnlineEstimate("invalid", values, std)
-        if cal.chi2 / cal.dof > MAX_CHI2_PER_DOF:
-            return OnlineEstimate("model_mismatch", values, std)
-        if not all(e.identifiable for e in cal.estimates):
-            return OnlineEstimate("not_identifiable", values, std)
-        return OnlineEstimate("adopted", values, std)
+            reason = "not_converged"
+        elif not all(math.isfinite(v) and math.isfinite(std[p.name]) and (not p.linear or v > POSITIVE_FLOOR)
+                     for p, v in zip(self.parameters, values.values())):
+            reason = "invalid"
+        elif chi2 > MAX_CHI2_PER_DOF:
+            reason = "model_mismatch"
+        elif not all(e.identifiable for e in cal.estimates):
+            reason = "not_identifiable"
+        else:
+            reason = "adopted"
+        return OnlineEstimate(reason, values, std, chi2)
 
     def model(self, values: Optional[dict] = None):
         """The core model of the file with ``values`` {name: value} (default: ``current``) substituted."""
@@ -223,5 +239,5 @@ def planner_identification(model_file, options, dt: float) -> Optional[OnlineIde
     return ident
 
 
-__all__ = ["REASONS", "MIN_SPEED", "FIT_ITERATIONS", "MAX_CHI2_PER_DOF", "PLANNER_KINDS", "OnlineEstimate",
+__all__ = ["REASONS", "MIN_SPEED", "FIT_ITERATIONS", "MAX_CHI2_PER_DOF", "CONFIRMATIONS", "PLANNER_KINDS", "OnlineEstimate",
            "OnlineIdentification", "planner_identification"]
