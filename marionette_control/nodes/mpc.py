@@ -160,10 +160,12 @@ class MPCNode(Node):
         self.limits = CommandLimits.from_limits(from_description(desc)).for_dt(self.problem.dt)
         # the command's entries by hardware joint name -> index into u (model order)
         self._input_of = command_inputs(desc)
-        try:
-            self.identifier = planner_identification(config_file(p["model_file"]), self.options, self.problem.dt)
-        except ValueError as e:
-            raise ParameterError(f"parameter 'identify': {e}") from None
+        self.identifier = None
+        if self.options.identify:
+            try:
+                self.identifier = planner_identification(config_file(p["model_file"]), self.options, self.problem.dt)
+            except (OSError, ValueError) as e:
+                raise ParameterError(f"parameter 'identify': {e}") from None
         self.mpc: Optional[RecedingHorizon] = None
         self.motion_source = ""
         # the worker thread's results, counts and the plans it made, and what the executor's thread reads of them
