@@ -7,7 +7,9 @@ only, reproducible) and the same planner re-identifying the joints' damping from
 estimates the planner ended on and the fit times.
 
     .venv/bin/python docs/online_identification.py [--motions wave,bow,figure_eight] [--plants ...] [--seeds 0,1,2]
-        [--json out.json]
+        [--cases feed_forward,lqr,planner,planner_identified] [--json out.json]
+
+The runs are seeded: the figures repeat but for the fits' times (about 15 min for the defaults on one core).
 """
 
 from __future__ import annotations
