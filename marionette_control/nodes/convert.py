@@ -49,18 +49,21 @@ def _flat(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 
 
-def joint_trajectory(names, dt: float, positions: np.ndarray, velocities: Optional[np.ndarray] = None):
-    """A ``trajectory_msgs/JointTrajectory``: joint ``names``, point k at time_from_start k·dt with positions
-    (K, len(names)) row k and, if given, velocities (K, len(names)) row k."""
+def joint_trajectory(names, dt: float, positions: np.ndarray, velocities: Optional[np.ndarray] = None,
+                     first: int = 0, stamp: int = 0):
+    """A ``trajectory_msgs/JointTrajectory``: joint ``names``, point k at time_from_start (first + k)·dt with
+    positions (K, len(names)) row k and, if given, velocities (K, len(names)) row k; header stamp ``stamp`` [ns]
+    (0: joint_trajectory_controller's "start now")."""
     jt = JointTrajectory()
+    jt.header.stamp.sec, jt.header.stamp.nanosec = divmod(int(stamp), 1_000_000_000)
     jt.joint_names = list(names)
     for k, row in enumerate(positions.tolist()):
-        t = k * dt
         p = JointTrajectoryPoint()
         p.positions = row
         if velocities is not None:
             p.velocities = velocities[k].tolist()
-        p.time_from_start = Duration(sec=int(t), nanosec=int(round((t - int(t)) * 1e9)) % 1_000_000_000)
+        sec, nanosec = divmod(round((first + k) * dt * 1e9), 1_000_000_000)
+        p.time_from_start = Duration(sec=int(sec), nanosec=int(nanosec))
         jt.points.append(p)
     return jt
 
