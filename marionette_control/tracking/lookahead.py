@@ -63,10 +63,10 @@ class Lookahead:
         last = self._last
         change = c - last[2] if last is not None and last[0] == j - 1 and last[1] is plan else 0.0 * c
         self._last = (j, plan, c)
-        out = np.array([feedforward(j + i) for i in range(1, self.count + 1)]) + c + self._gain * change
-        previous = np.asarray(rho, dtype=float)
-        current = u[nu:].copy()
-        for w in out:
-            limits.clamp(w, current, (current - previous) / dt)
-            previous, current = current, w[nu:].copy()
+        out = np.array([feedforward(j + i) for i in range(1, self.count + 1)])
+        out += c + self._gain * change
+        previous, current = list(rho), u[nu:].tolist()
+        for w in out:   # (on Python floats: CommandLimits.clamp's own)
+            limits.clamp(w, current, [(a - b) / dt for a, b in zip(current, previous)])
+            previous, current = current, w[nu:].tolist()
         return out
