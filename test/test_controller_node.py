@@ -584,7 +584,7 @@ def test_diagnostics_wait_for_the_next_command_while_joint_states_arrive(arm, tm
             assert node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS
             calls = []
             send, publish = node._send, node._publish_diagnostics
-            node._send = lambda u: calls.append("command") or send(u)
+            node._send = lambda *a: calls.append("command") or send(*a)
             node._publish_diagnostics = lambda: calls.append("diagnostics") or publish()
             now = node.get_clock().now().nanoseconds
 
