@@ -99,6 +99,27 @@ def test_points_between_steps_are_interpolated_and_a_late_command_takes_its_curr
     np.testing.assert_array_equal(run(late, 4), [rest, rest, points[1], points[2]])
 
 
+def test_a_stop_brakes_the_drives_where_they_are_on_the_points_and_a_newer_command_takes_over(nominal):
+    sim = SimulatedArm(HardwareProfile.named("realistic", noise_std=(0.0,), encoder_resolution=(0.0,)), DT, nominal)
+    steps, points = ramp(sim.rho, 1, 40, rate=(2e-3, 0.0))     # 0.2 m/s on the carriage
+    sim.receive_command(points, steps)
+    run(sim, 20)
+    moving = sim.v.copy()
+    assert moving[0] > 0.19
+    sim.receive_stop()                                          # arrives at the next step, not before
+    run(sim, 1)
+    np.testing.assert_array_equal(sim.drives.setpoint, points[19])   # step 20: still the command's point
+    stop = sim.drives.stopping_point(sim.rho, sim.v)
+    rho = run(sim, 30)
+    np.testing.assert_allclose(rho[-1], stop, rtol=0, atol=1e-12)   # at rest where braking at a_max leads
+    assert rho[-1][0] < points[-1][0] - 0.01 and np.all(np.abs(np.diff(rho[-5:], axis=0)) < 1e-12)
+    steps2, points2 = ramp(sim.rho, sim.k + 1, 3, rate=(-1e-4, 0.0))
+    sim.receive_command(points2, steps2)
+    assert sim.pending_commands == 1
+    run(sim, 6)
+    np.testing.assert_allclose(sim.rho, points2[-1], rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("names, positions, times, match", [
     (["carriage", "elbow"], [[0.1, 0.9]], [1], "names the joints"),
     (["carriage", "carriage"], [[0.1, 0.9]], [1], "names the joints"),

@@ -87,7 +87,8 @@ publishes
     and the next ``command_lookahead`` setpoints (:mod:`marionette_control.tracking.lookahead`: the plan's
     feed-forward with the feedback correction continued), positions only, ``joint_names`` = ``command_joints``,
     header stamp = the joint state's, point i at time_from_start (d + 1 + i)·Δt (when the drives are to be there);
-    a hold is one point with a zero stamp and time ("now"). The receiving side samples the latest trajectory at every
+    a hold is a trajectory without points (joint_trajectory_controller's stop: the drives, which may be ahead of the
+    last command on its points, brake to a stop where they are). The receiving side samples the latest trajectory at every
     cycle, so a late or lost command leaves the drives following the previous one's next points
     (docs/tracking.md, "Commands that carry the next setpoints");
     ``~/tracking`` (marionette_interfaces/TrackingState, reliable) — one message per tick: header
@@ -419,12 +420,13 @@ class ControllerNode(ManagedNode):
     def _send(self, u: np.ndarray, lookahead: Optional[np.ndarray] = None, stamp: int = 0) -> None:
         """Publishes u (nU,) as the command, in command_joints order; with ``command_interface`` joint_trajectory
         with the next inputs ``lookahead`` (L, nU) (a tick's: points at (d + 1 + i)·Δt after the stamp of its joint
-        state ``stamp`` [ns], where the drives are to be) or, without, as one point to take now (a hold)."""
+        state ``stamp`` [ns], where the drives are to be) or, without, as a trajectory without points (a hold: the
+        drives stop where they are, which may be past u on the last command's points)."""
         sent = u if self._perm_is_identity else u[self._perm]
         if not self._trajectory_commands:
             self._cmd_pub.publish(multi_array_bytes(sent))  # serialized: rclpy publishes the bytes as they are
-        elif lookahead is None:
-            self._cmd_pub.publish(joint_trajectory(self.command_joint_names(), 0.0, sent[None, :]))
+        elif lookahead is None:   # a hold: joint_trajectory_controller's stop (the drives may be ahead of u)
+            self._cmd_pub.publish(joint_trajectory(self.command_joint_names(), 0.0, np.zeros((0, len(sent)))))
         else:
             points = np.vstack([u, lookahead])[:, self._perm]
             self._cmd_pub.publish(joint_trajectory(self.command_joint_names(), self.core.dt, points,

@@ -70,7 +70,8 @@ positions only, every drive named once in ``joint_names``. A point is where the 
 (``header.stamp`` + ``time_from_start``; a zero stamp: from the current step's stamp), so it is the setpoint of the
 step ending then; the drives sample the newest command that has arrived at every step, between points linearly,
 past the last point holding it (:mod:`marionette_control.sim.setpoint_stream`: a late or lost command leaves them
-on the previous command's next points). Commands naming other joints, with points of another length, times not
+on the previous command's next points). A trajectory without points is a stop, as for joint_trajectory_controller:
+the drives brake to a stop where they are when it takes effect. Commands naming other joints, with points of another length, times not
 increasing, non-finite values or more than ``MAX_POINTS`` points are refused with a throttled warning naming what
 was wrong; the node keeps running.
 
@@ -413,9 +414,12 @@ class SimulatorNode(ManagedNode):
     def _on_trajectory(self, msg) -> None:
         """A joint_trajectory_controller command: its points are the setpoints of the steps ending at their times
         (header stamp + time_from_start; a zero stamp: from the current step), sampled at every step
-        (:mod:`marionette_control.sim.setpoint_stream`)."""
+        (:mod:`marionette_control.sim.setpoint_stream`); no points: a stop."""
         if not self._engaged(self.trajectory_topic):
             return
+        if not msg.points:   # joint_trajectory_controller's stop: the drives brake to a stop
+            self.sim.receive_stop()
+            return self._accepted(self.trajectory_topic)
         stamp = msg.header.stamp.sec * NANOSECONDS + msg.header.stamp.nanosec or self.now_ns
         try:
             steps, points = trajectory_points(

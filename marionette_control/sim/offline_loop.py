@@ -291,6 +291,8 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         if res.lookahead is not None:   # joint_trajectory: the command and its next points, for steps c + d, …
             points = np.vstack([res.command[nu:], res.lookahead[:, nu:]])
             sim.receive_command(points, sim.k + d + np.arange(len(points)))
+        elif res.command is not None and core.lookahead is not None:   # a hold: joint_trajectory's stop
+            sim.receive_stop()
         elif res.command is not None:
             sim.receive_command(res.command[nu:])
         sim.step()

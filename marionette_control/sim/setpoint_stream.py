@@ -17,7 +17,9 @@ position controller's command is the one-point case):
 
 So a command that arrives late (jitter) or not at all leaves the drives following the previous command's next
 points instead of holding its first one (docs/tracking.md, "Commands that carry the next setpoints").
-A forward position command is one point due at its arrival: the drives' setpoint from that step on.
+A forward position command is one point due at its arrival: the drives' setpoint from that step on. A *stop*
+(joint_trajectory_controller's empty trajectory) brakes the drives to a stop at its arrival (:meth:`.Drives.hold`)
+and holds them there until a newer command takes over.
 """
 
 from __future__ import annotations
@@ -91,8 +93,9 @@ def trajectory_points(joint_names, positions, times_ns, command_index, stamp_ns:
 class SetpointStream:
     """The commands received and the setpoint they give at each step (module docstring); nk drives.
 
-    ``receive(steps, points, arrival)`` : steps (m,) increasing, points (m, nk); ``setpoint(k)`` : (nk,) or None
-    (no command governs step k yet: the drives keep the setpoint they have); ``clear()`` drops every command.
+    ``receive(steps, points, arrival)`` : steps (m,) increasing, points (m, nk), or both None: a stop;
+    ``setpoint(k)`` : (nk,) or None (no command governs step k yet, or a stop does: the drives keep the setpoint they
+    have); ``stopping(k)`` : a stop takes effect at step k; ``clear()`` drops every command.
     """
 
     def __init__(self, nk: int):
@@ -104,13 +107,18 @@ class SetpointStream:
         self._commands.clear()
 
     def receive(self, steps: np.ndarray, points: np.ndarray, arrival: int) -> None:
-        """A command whose points ``points`` (m, nk) are the setpoints of ``steps`` (m,), arriving at step
-        ``arrival`` (no earlier than the last command's; the caller keeps that order)."""
+        """A command whose points ``points`` (m, nk) are the setpoints of ``steps`` (m,) (both None: a stop),
+        arriving at step ``arrival`` (no earlier than the last command's; the caller keeps that order)."""
         self.last_arrival = arrival
-        effective = max(arrival, math.ceil(float(steps[0]) - 1e-9))
+        effective = arrival if steps is None else max(arrival, math.ceil(float(steps[0]) - 1e-9))
         while self._commands and self._commands[-1][0] >= effective:
             self._commands.pop()   # superseded before it took effect
-        self._commands.append((effective, np.asarray(steps, dtype=float), np.asarray(points, dtype=float)))
+        self._commands.append((effective, None if steps is None else np.asarray(steps, dtype=float),
+                               None if points is None else np.asarray(points, dtype=float)))
+
+    def stopping(self, k: int) -> bool:
+        """A stop takes effect at step k (after :meth:`setpoint` of step k)."""
+        return bool(self._commands) and self._commands[0][0] == k and self._commands[0][1] is None
 
     def pending(self, k: int) -> list[int]:
         """The steps at which the commands received take effect, those after step k (increasing)."""
@@ -122,7 +130,7 @@ class SetpointStream:
         commands = self._commands
         while len(commands) > 1 and commands[1][0] <= k:
             commands.popleft()
-        if not commands or commands[0][0] > k:
+        if not commands or commands[0][0] > k or commands[0][1] is None:
             return None
         _, steps, points = commands[0]
         if k >= steps[-1]:

@@ -255,15 +255,25 @@ class SimulatedArm:
         """
         points = check_points(targets, steps, self.nk, self.model.config_names[self.nd:])
         saturated = self.limits.saturate(points)
+        arrival = self._arrival()
+        self._stream.receive(np.array([arrival]) if steps is None else np.asarray(steps, dtype=float), saturated,
+                             arrival)
+        return bool(np.any(saturated != points))
+
+    def receive_stop(self) -> None:
+        """A stop received during the current cycle (joint_trajectory_controller's empty trajectory): arriving as a
+        command does, the drives brake to a stop there (:meth:`hold` then) and stay until a newer command."""
+        arrival = self._arrival()
+        self._stream.receive(None, None, arrival)
+
+    def _arrival(self) -> int:
+        """The step a command received now arrives at: k + command_delay_steps (+ jitter), never before the last."""
         p = self.profile
         delay = p.command_delay_steps
         if p.command_jitter_steps and p.command_jitter_probability and \
                 self._jitter_rng.random() < p.command_jitter_probability:
             delay += int(self._jitter_rng.integers(1, p.command_jitter_steps + 1))
-        arrival = max(self.k + delay, self._stream.last_arrival)
-        self._stream.receive(np.array([arrival]) if steps is None else np.asarray(steps, dtype=float), saturated,
-                             arrival)
-        return bool(np.any(saturated != points))
+        return max(self.k + delay, self._stream.last_arrival)
 
     def hold(self) -> None:
         """The drives stop where they can (braking at their limits), dropping pending commands."""
@@ -276,7 +286,9 @@ class SimulatedArm:
         Returns None, or the fault (the arm has then recovered; see the module docstring).
         """
         setpoint = self._stream.setpoint(self.k)
-        if setpoint is not None:
+        if self._stream.stopping(self.k):
+            self.drives.hold(self.rho, self.v)
+        elif setpoint is not None:
             self.drives.command(setpoint)
         self._apply_disturbances()
         rho_next = self.drives.advance(self.rho, self.v)
