@@ -531,6 +531,13 @@ def test_trajectory_commands_set_the_drives_at_their_points_and_bad_ones_are_ref
     # (the warnings name what was wrong, sim.setpoint_stream's errors: test_command_lookahead.py; they are throttled)
     probe.trajectory(drives, [q0[2:4]], [1])    # stamp 0: from now
     assert wait_for(lambda: np.array_equal(probe.latest()[3][2:4], q0[2:4]), 5.0)
+    # no points: a stop (joint_trajectory_controller's), the drives stay where they are, short of the points' end
+    probe.trajectory(drives, q0[2:4] + np.outer(np.arange(1, 101), [1e-3, 0.0]), range(1, 101))
+    assert wait_for(lambda: probe.latest()[3][2] > q0[2] + 5e-3, 5.0)
+    probe.trajectory(drives, np.zeros((0, 2)), [])
+    stamp = probe.latest()[1]
+    assert wait_for(lambda: probe.latest()[1] > stamp + 120 * DT_NS, 5.0)
+    assert probe.latest()[3][2] < q0[2] + 0.099 and probe.states_since(0.0)[-20][3][2] == probe.latest()[3][2]
     assert proc.poll() is None
 
 
