@@ -88,8 +88,8 @@ publishes
     feed-forward with the feedback correction continued), positions only, ``joint_names`` = ``command_joints``,
     header stamp = the joint state's, point i at time_from_start (d + 1 + i)·Δt (when the drives are to be there);
     a hold is a trajectory without points (joint_trajectory_controller's stop: the drives, which may be ahead of the
-    last command on its points, brake to a stop where they are). The receiving side samples the latest trajectory at every
-    cycle, so a late or lost command leaves the drives following the previous one's next points
+    last command on its points, brake to a stop where they are). The receiving side samples the latest trajectory at
+    every cycle, so a late or lost command leaves the drives following the previous one's next points
     (docs/tracking.md, "Commands that carry the next setpoints");
     ``~/tracking`` (marionette_interfaces/TrackingState, reliable) — one message per tick: header
     stamp = the joint state's, tick k, x_d(k), x̂_k and their difference with the state names, the

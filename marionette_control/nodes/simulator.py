@@ -70,10 +70,10 @@ positions only, every drive named once in ``joint_names``. A point is where the 
 (``header.stamp`` + ``time_from_start``; a zero stamp: from the current step's stamp), so it is the setpoint of the
 step ending then; the drives sample the newest command that has arrived at every step, between points linearly,
 past the last point holding it (:mod:`marionette_control.sim.setpoint_stream`: a late or lost command leaves them
-on the previous command's next points). A trajectory without points is a stop, as for joint_trajectory_controller:
-the drives brake to a stop where they are when it takes effect. Commands naming other joints, with points of another length, times not
-increasing, non-finite values or more than ``MAX_POINTS`` points are refused with a throttled warning naming what
-was wrong; the node keeps running.
+on the previous command's next points). A trajectory without points is a stop, as for
+joint_trajectory_controller: the drives brake to a stop where they are when it takes effect. Commands naming other
+joints, with points of another length, times not increasing, non-finite values or more than 100 points
+(``MAX_POINTS``) are refused with a throttled warning naming what was wrong; the node keeps running.
 
 Time
 ----

@@ -70,9 +70,9 @@ def trajectory_points(joint_names, positions, times_ns, command_index, stamp_ns:
     content): ``joint_names`` its joints, ``positions`` (m lists) each point's positions in that order,
     ``times_ns`` (m,) each point's time_from_start [ns], ``stamp_ns`` its header stamp; command_index : {hardware
     joint name: kinematic index} of the drives (every one must be named, each once); step_of : stamp [ns] → the
-    step whose *end* it is (a point is where a drive is to be at its time, so it is the setpoint of the step ending
-    then). Raises :class:`CommandError` for other joints, positions of another length or too many points (the
-    times and values are checked by :func:`check_points`)."""
+    (real) step of that stamp; a point is where the drives are to be at its time, so it is the setpoint of the step
+    before, the one ending then. Raises :class:`CommandError` for other joints, positions of another length or too
+    many points (the times and values are checked by :func:`check_points`)."""
     names = list(joint_names)
     if sorted(names) != sorted(command_index) or len(set(names)) != len(names):
         raise CommandError(f"a trajectory command names the joints {sorted(command_index)} once each, got {names}")
