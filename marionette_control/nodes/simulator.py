@@ -370,7 +370,7 @@ class SimulatorNode(ManagedNode):
             if self.values["command_timeout_action"] == "hold":
                 self.sim.hold()
             self.get_logger().warning(
-                f"no valid command on {self.command_topic} for {timeout:g} s: "
+                f"no valid command on {self.command_topic} or {self.trajectory_topic} for {timeout:g} s: "
                 + ("braking the drives to a stop" if self.values["command_timeout_action"] == "hold"
                    else "continuing to the last setpoint"))
 
