@@ -389,7 +389,8 @@ class Probe:
         ``stamp_ns`` (0: now)."""
         from marionette_control.nodes.convert import joint_trajectory
 
-        msg = joint_trajectory(names, DT, np.asarray(points, dtype=float), stamp=stamp_ns)
+        msg = joint_trajectory(names, DT, np.asarray(points, dtype=float))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
         for p, s in zip(msg.points, steps):
             p.time_from_start.sec, p.time_from_start.nanosec = divmod(int(round(s * DT_NS)), 10**9)
         self.traj_pub.publish(msg)
