@@ -1,7 +1,8 @@
 """The next setpoints a command carries: the tick's command continued along the plan, within the drives' limits.
 
 With ``command_interface: joint_trajectory`` a tick's command is a short trajectory (ros2_control's
-joint_trajectory_controller): the input u(j) of step j = k + d that the tick computed, then ``command_lookahead``
+joint_trajectory_controller): the input u(j) of step j = k + d that the tick computed (its kinematic part the drives'
+positions one step ahead, ρ_{j+1}: thesis §3.6), then ``command_lookahead``
 inputs for the steps after it. The hardware side samples the latest trajectory it has at every cycle
 (:mod:`marionette_control.sim.setpoint_stream` in the stand-in), so a command that arrives late or not at all leaves
 the drives following the previous command's next points instead of holding its first — the jerk on the string of a
@@ -16,10 +17,10 @@ continuation halved every step::
 each clamped (:meth:`~.command_limits.CommandLimits.clamp`) from the stream state the point before leaves (ρ_{j+i},
 v_{j+i} = (ρ_{j+i} − ρ_{j+i−1})/Δt, from the state u(j) was clamped from), so the points are a stream the drives can
 follow exactly. Δc(j) = 0 when the previous command was not the previous step's (a run's first tick, a missed tick,
-a hold) or the plan in effect changed. Why this rule (docs/tracking.md, measured on three motions): the correction
-moves by up to ~0.5 mm per step on the wave, so a point that holds it (Δc taken 0) leaves a step in the
+a hold) or the plan in effect changed. Why this rule (docs/tracking.md, measured on the wave and the bow): the
+correction moves by up to ~0.5 mm per step on the wave, so a point that holds it (Δc taken 0) leaves a step in the
 setpoints' second difference where the next command takes over (10 % of commands one step late: 0.38–0.61 N
-lowest tension); continuing its rate for one step removes it (0.67–0.69 N, as without late commands); continuing
+lowest tension); continuing its rate for one step removes it (0.665–0.681 N, as without late commands); continuing
 it undamped over a command two steps late overshoots where the correction turns (0.05 N once), halving it keeps
 that bounded (2 Δc at most). The plan alone (the correction dropped) is worse than holding (0 N).
 """
