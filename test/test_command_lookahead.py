@@ -179,8 +179,8 @@ def test_lookahead_continues_the_correction_at_its_last_rate_halved_within_the_l
     gains = np.array([1.0, 1.5, 1.75, 1.875])           # 2 − 2^(1−i)
     np.testing.assert_allclose(second, plan[12:16] + [3e-4, 0.0] + np.outer(gains, [1e-4, 0.0]), rtol=0, atol=1e-15)
     # another plan in effect, or not the previous step: the change is not continued
-    np.testing.assert_allclose(look.points(plan[12] + [5e-4, 0.0], 12, feedforward, "plan", limits, plan[11] + [3e-4, 0.0]),
-                               plan[13:17] + [5e-4, 0.0], rtol=0, atol=1e-15)
+    other_plan = look.points(plan[12] + [5e-4, 0.0], 12, feedforward, "plan", limits, plan[11] + [3e-4, 0.0])
+    np.testing.assert_allclose(other_plan, plan[13:17] + [5e-4, 0.0], rtol=0, atol=1e-15)
     # a correction that changed fast: its continuation is clamped to a stream within the drives' limits
     look.points(plan[19] + [0.0, -3e-3], 19, feedforward, None, limits, plan[18])
     u = plan[20] + [0.0, 1e-3]                          # admissible after plan[19]: Δv = 0.1 m/s = a_max Δt

@@ -128,9 +128,9 @@ PARAMS = [
     ParamSpec("command_topic", "forward_position_controller/commands",
               "std_msgs/Float64MultiArray command topic (ros2_control forward position controller; with "
               "command_interface forward_position)", read_only=True),
-    ParamSpec("command_interface", ControllerOptions.command_interface, "What a command is: 'forward_position' (one "
-              "setpoint per drive on command_topic, std_msgs/Float64MultiArray) or 'joint_trajectory' (the setpoint and "
-              "the next command_lookahead ones, trajectory_msgs/JointTrajectory on trajectory_command_topic: a late or "
+    ParamSpec("command_interface", ControllerOptions.command_interface, "What a command is: 'forward_position' "
+              "(one setpoint per drive on command_topic, std_msgs/Float64MultiArray) or 'joint_trajectory' (the "
+              "setpoint and the next command_lookahead ones, trajectory_msgs/JointTrajectory on trajectory_command_topic: a late or "
               "lost command leaves the drives following the previous one's next points; docs/tracking.md 'Commands "
               "that carry the next setpoints')", check=_choice(*COMMAND_INTERFACES), read_only=True),
     ParamSpec("command_lookahead", ControllerOptions.command_lookahead, "Setpoints after the first a joint_trajectory "
