@@ -178,7 +178,7 @@ def test_lookahead_continues_the_correction_at_its_last_rate_halved_within_the_l
     second = look.points(plan[11] + [3e-4, 0.0], 11, feedforward, None, limits, plan[10] + [2e-4, 0.0])
     gains = np.array([1.0, 1.5, 1.75, 1.875])           # 2 − 2^(1−i)
     np.testing.assert_allclose(second, plan[12:16] + [3e-4, 0.0] + np.outer(gains, [1e-4, 0.0]), rtol=0, atol=1e-15)
-    # another plan in effect, or not the previous step: the change is not continued
+    # another plan in effect: the change is not continued
     other_plan = look.points(plan[12] + [5e-4, 0.0], 12, feedforward, "plan", limits, plan[11] + [3e-4, 0.0])
     np.testing.assert_allclose(other_plan, plan[13:17] + [5e-4, 0.0], rtol=0, atol=1e-15)
     # a correction that changed fast: its continuation is clamped to a stream within the drives' limits
