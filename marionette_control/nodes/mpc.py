@@ -84,6 +84,7 @@ from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control import _core
+from marionette_control.ocp import blas_threads
 from marionette_control.ocp.mpc import Deadline, RecedingHorizon, Update
 from marionette_control.ocp.mpc_options import PARAMS, command_inputs, mpc_options, planners, planning_problem
 from marionette_control.ocp.rti import RealTimeIteration
@@ -342,7 +343,13 @@ class MPCNode(Node):
         state on the preparation made after the last plan, its plan published unless it is done after the job's due
         time or ``deadline`` after the start (``deadline_missed``: its iterate still starts the next tick), then the
         preparation for the next tick's plan, before its estimate arrives. The update's time is the feedback's; the
-        preparation's is recorded apart."""
+        preparation's is recorded apart. numpy's BLAS runs one thread meanwhile, as in the optimizer's solves
+        (:func:`~marionette_control.ocp.blas_threads.single_threaded`: its products are small, and a threaded one
+        leaves a worker spinning on the core the controller needs)."""
+        with blas_threads.single_threaded():
+            self._iterate_once(job)
+
+    def _iterate_once(self, job: "_Job") -> None:
         rti, start = job.rti, self._now()
         if job.due - start < MIN_BUDGET:
             age = start - (job.stamp.sec + job.stamp.nanosec / NS)
