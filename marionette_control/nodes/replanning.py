@@ -18,8 +18,8 @@ planner's worker thread (:mod:`marionette_control.latest_worker`), the executor'
 start from each ``~/tracking`` message after the tick's command is out. The two threads share the interpreter's
 lock, though, and a thread that holds it while the kernel does not run it holds up the other: a SCHED_IDLE or niced
 planner thread preempted in the middle of its Python work would stall the controller's next tick (priority
-inversion), so it runs at the controller's priority. The interpreter's switch interval is :data:`SWITCH_INTERVAL`
-(Python's default 5 ms is half a tick): the iteration hands the lock to a waiting tick that soon.
+inversion), so it runs at the controller's priority. Python's switch interval (5 ms) is kept: with 0.2 ms the
+tick's p99 was no lower (docs/mpc.md).
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ from marionette_control.nodes.process import run_node
 
 #: what the planner of this process is set to, whatever the arguments say (module docstring)
 PLANNER_OVERRIDES = {"method": "rti", "latency_steps": 1, "deadline": 0.0, "nice": 0, "idle_scheduling": False}
-#: the interpreter's switch interval in this process [s] (sys.setswitchinterval; module docstring)
-SWITCH_INTERVAL = 0.0002
 
 
 def make_planners(_controller) -> list:
@@ -47,7 +45,6 @@ def make_planners(_controller) -> list:
 def main(args=None) -> int:
     """Runs both nodes until SIGINT/SIGTERM (:func:`marionette_control.nodes.process.run_node`): the controller's
     shutdown (the hold command), then the planner's updates stopped."""
-    sys.setswitchinterval(SWITCH_INTERVAL)
     planners: list = []
 
     def companions(node) -> list:
