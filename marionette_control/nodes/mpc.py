@@ -329,10 +329,8 @@ class MPCNode(Node):
         opt, deadline = self.options, None
         if opt.deadline is not None:
             now = self._now()
-            if job.due - now < MIN_BUDGET:
-                age = now - (job.stamp.sec + job.stamp.nanosec / NS)
-                return self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too "
-                                                    "late to plan from (the node fell behind)")
+            if self._stale(job, now):
+                return
             deadline = Deadline(min(job.due, now + opt.deadline), self._now)
         up = job.mpc.plan(job.start, job.x0, job.run, job.previous, job.tick, deadline=deadline)
         self._record(job.tick, up)
@@ -351,10 +349,8 @@ class MPCNode(Node):
 
     def _iterate_once(self, job: "_Job") -> None:
         rti, start = job.rti, self._now()
-        if job.due - start < MIN_BUDGET:
-            age = start - (job.stamp.sec + job.stamp.nanosec / NS)
-            return self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too "
-                                                "late to plan from (the node fell behind)")
+        if self._stale(job, start):
+            return
         if rti.iterate is not None and rti.iterate.run != job.run:
             rti.reset()
         up = rti.feedback(job.start, job.x0, job.run, job.tick)
@@ -370,6 +366,16 @@ class MPCNode(Node):
                 rti.prepared = None
         up.prepare, up.prepare_cpu = time.perf_counter() - t0, time.thread_time() - c0
         self._record(job.tick, up)
+
+    def _stale(self, job: "_Job", now: float) -> bool:
+        """True (and counted as ``stale_estimate``) when less than MIN_BUDGET is left at ``now`` before the job's
+        plan is due."""
+        if job.due - now >= MIN_BUDGET:
+            return False
+        age = now - (job.stamp.sec + job.stamp.nanosec / NS)
+        self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too late to plan "
+                                     "from (the node fell behind)")
+        return True
 
     def _publish(self, job: "_Job", up: Update) -> None:
         """Publishes the plan of ``up`` (if any) made for ``job``, unless the run or the motion changed meanwhile."""
