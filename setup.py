@@ -215,6 +215,7 @@ setup(
             "marionette_optimizer = marionette_control.nodes.optimizer:main",
             "marionette_controller = marionette_control.nodes.controller:main",
             "marionette_mpc = marionette_control.nodes.mpc:main",
+            "marionette_replanning = marionette_control.nodes.replanning:main",
             "marionette_bringup = marionette_control.cli.bringup:main",
             # tools
             "marionette-optimize = marionette_control.cli.optimize:main",

@@ -131,13 +131,14 @@ class Probe(ProbeNode):
                 np.array([r[2] for r in rows]))
 
 
-def run_scenario(scenario, wave, node_processes, estimators=("kalman",)) -> dict:
-    """{controller: (ticks k (n,), true configurations (n, nq), estimates (n, nx))} for one scenario."""
+def run_scenario(scenario, wave, node_processes, estimators=("kalman",), controllers=None) -> dict:
+    """{controller: (ticks k (n,), true configurations (n, nq), estimates (n, nx))} for one scenario; controllers:
+    {node name: parameters} (default: controller_closed and controller_open, feedback true and false)."""
     traj, files = wave
     profile = _profile(scenario)
     name, sim_params = SCENARIOS[scenario]
     delay = profile.command_delay_steps
-    controllers = {"controller_closed": {"feedback": "true"}, "controller_open": {"feedback": "false"}}
+    controllers = controllers or {"controller_closed": {"feedback": "true"}, "controller_open": {"feedback": "false"}}
     if "legendre" in estimators:
         # feed-forward only: closed through the plain transform's noisy momenta the loop leaves the path tolerance
         # (offline, 1 mrad: at 1.1 s with the default gains, at 2.2 s with the gains before integral action); the
@@ -187,10 +188,11 @@ def errors(traj, k, true_q) -> dict:
             for i, n in enumerate(("shoulder", "elbow"))}
 
 
-def offline(traj, files, scenario) -> dict:
+def offline(traj, files, scenario, command_interface="forward_position") -> dict:
     profile = _profile(scenario)
     t = Trajectory.load(files[profile.command_delay_steps])
-    r = run_loop(t, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps), hold_cycles=0)
+    r = run_loop(t, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps,
+                                               command_interface=command_interface), hold_cycles=0)
     return {n: (s["rms_deg"], s["max_deg"]) for n, s in r.summary().items()}
 
 
@@ -226,6 +228,27 @@ def test_closed_loop_against_feed_forward_under_each_effect(scenario, wave, node
     ref = offline(traj, files, scenario)
     for n in closed:
         assert abs(closed[n][0] - ref[n][0]) <= 0.08 + 0.15 * ref[n][0], (scenario, closed, ref)
+
+
+@pytest.mark.slow
+def test_joint_trajectory_commands_drive_the_simulator_node(wave, node_processes):
+    """The controller with ``command_interface: joint_trajectory`` (trajectory_msgs/JointTrajectory, a command and
+    its next setpoints) drives the simulator node on the realistic profile across processes: every tick counted,
+    issue 12's targets met, and the offline loop's figures with the same interface reproduced (the tolerance of the
+    test above) — the stamps and point times the simulator maps onto its steps are the offline loop's steps (late
+    commands: test_command_lookahead.py offline; across processes this machine's own irregularities at a run's start
+    dipped the string of either interface now and then, so the tension is not asserted here)."""
+    traj, files = wave
+    runs = run_scenario("combined", wave, node_processes,
+                        controllers={"controller_trajectory": {"command_interface": "joint_trajectory"}})
+    k, q, _ = runs["trajectory"]
+    assert len(k) >= 0.98 * (STEPS + 1) and k[0] == 0 and k[-1] == STEPS, f"ticks {len(k)}"
+    closed = errors(traj, k, q)
+    ref = offline(traj, files, "combined", "joint_trajectory")
+    print(f"joint_trajectory across processes {closed}, offline {ref}")
+    assert all(rms <= 0.5 and mx <= 2.0 for rms, mx in closed.values()), closed
+    for n in closed:
+        assert abs(closed[n][0] - ref[n][0]) <= 0.08 + 0.15 * ref[n][0], (closed, ref)
 
 
 def test_estimators_against_the_true_state_with_and_without_noise(wave, node_processes):

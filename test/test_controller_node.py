@@ -562,6 +562,21 @@ def test_joint_state_parser_reads_what_rclpy_deserializes():
     u = np.array([0.3, -1.25, 7.0])
     assert list(deserialize_message(multi_array_bytes(u), Float64MultiArray).data) == list(u)
 
+    from trajectory_msgs.msg import JointTrajectory
+
+    from marionette_control.nodes.convert import command_trajectory_bytes  # the joint_trajectory command
+
+    for names, points, stamp, first in ((["carriage", "string_length"], np.random.default_rng(1).random((11, 2)),
+                                         1_795_853_151_730_515_524, 2),
+                                        (["carriage", "string_length"], np.zeros((0, 2)), 0, 0),   # a stop
+                                        (["a", "bcdefg", "hi"], np.array([[1.0, -2.0, 3.5]]), 5, 7)):
+        m = deserialize_message(command_trajectory_bytes(names, stamp, first, 0.01, points), JointTrajectory)
+        assert m.header.stamp.sec * 10**9 + m.header.stamp.nanosec == stamp and m.header.frame_id == ""
+        assert list(m.joint_names) == names and [list(p.positions) for p in m.points] == points.tolist()
+        assert [p.time_from_start.sec * 10**9 + p.time_from_start.nanosec for p in m.points] == \
+            [(first + i) * 10_000_000 for i in range(len(points))]
+        assert not any(len(p.velocities) or len(p.accelerations) or len(p.effort) for p in m.points)
+
 
 @pytest.mark.ros
 def test_diagnostics_wait_for_the_next_command_while_joint_states_arrive(arm, tmp_path):
@@ -584,7 +599,7 @@ def test_diagnostics_wait_for_the_next_command_while_joint_states_arrive(arm, tm
             assert node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS
             calls = []
             send, publish = node._send, node._publish_diagnostics
-            node._send = lambda u: calls.append("command") or send(u)
+            node._send = lambda *a: calls.append("command") or send(*a)
             node._publish_diagnostics = lambda: calls.append("diagnostics") or publish()
             now = node.get_clock().now().nanoseconds
 

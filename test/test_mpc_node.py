@@ -5,10 +5,13 @@ called with the messages a controller would publish) and its plans are caught on
 subscription of the same context. A controller tracking the wave exactly (estimates on the motion,
 the motion's commands) gets a plan every 0.1 s of ticks that starts where the motion is; messages that
 do not fit (other state names, command joints, another trajectory, a plan the node did not make, an
-estimate too old to plan from) are skipped and counted by reason, and the node keeps going.
+estimate too old to plan from) are skipped and counted by reason, and the node keeps going. With ``method`` 'rti'
+every tick's estimate gets a plan (one real-time iteration); a method it does not know is refused at start-up.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -19,6 +22,7 @@ from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackingState
 from marionette_control.nodes.convert import plan_from_msg
 from marionette_control.nodes.mpc import MPCNode
+from marionette_control.parameters import ParameterError
 
 from arm_helpers import wave_motion
 from marionette_control.identification.online import CONFIRMATIONS
@@ -39,21 +43,19 @@ def wave(tmp_path_factory):
     return problem, motion, motion.save(tmp_path_factory.mktemp("mpc_node") / "wave.npz")
 
 
-@pytest.fixture
-def node(wave, request):
-    """The node on the wave; ``request.param``: True (the updates under SCHED_IDLE) or a list of further
-    parameters."""
-    _, _, path = wave
-    param = getattr(request, "param", False)
-    idle, extra = (param, []) if isinstance(param, bool) else (False, param)
+@contextlib.contextmanager
+def planner_node(path, **overrides):
+    """The node on the wave's problem without a deadline, on the default scheduler, with ``overrides``."""
+    values = {"trajectory_file": str(path), "problem_spec": "optimize/marionette_arm_wave.yaml", "deadline": 0.0,
+              "nice": 0, "idle_scheduling": False, **overrides}
     with isolated_ros():
         context = rclpy.Context()
         rclpy.init(context=context)
-        n = MPCNode(context=context, parameter_overrides=[
-            Parameter("trajectory_file", value=str(path)),
-            Parameter("problem_spec", value="optimize/marionette_arm_wave.yaml"),
-            Parameter("deadline", value=0.0), Parameter("nice", value=0), Parameter("idle_scheduling", value=idle),
-            *extra])
+        try:
+            n = MPCNode(context=context, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+        except BaseException:
+            context.try_shutdown()
+            raise
         plans = []
         n.create_subscription(PlanMsg, "~/plan", plans.append, 10)
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
@@ -66,6 +68,12 @@ def node(wave, request):
             executor.shutdown()
             n.destroy_node()
             context.try_shutdown()
+
+
+@pytest.fixture
+def node(wave, request):
+    with planner_node(wave[2], idle_scheduling=getattr(request, "param", False)) as n:
+        yield n
 
 
 def tracking(node, motion, k: int, run: int = 1, plan: int = 0, age: float = 0.0) -> TrackingState:
@@ -210,12 +218,44 @@ def test_a_plan_finished_after_the_controller_started_another_run_is_not_publish
     assert plan_from_msg(node.plans_received[0]).run == 2
 
 
-@pytest.mark.parametrize("node", [[Parameter("identify", value=["shoulder.damping", "elbow.damping"])]],
-                         indirect=True)
-def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_on_the_fit(node, wave):
+def test_with_method_rti_every_tick_gets_a_plan_from_one_real_time_iteration(wave):
+    """method 'rti' (ocp/rti.py): an update per tick, its plan starting at k + d + latency_steps and published, the
+    preparation for the next tick timed apart; a controller on the motion gets the motion's window back. The
+    estimates are stamped a minute ahead: the plans' due times are not what this checks (no wall-clock rates)."""
+    _, motion, path = wave
+    with planner_node(path, method="rti", latency_steps=1) as n:
+        for k in range(0, 21):     # each plan received before the next tick (the subscription keeps 10)
+            feed(n, tracking(n, motion, k, age=-60.0))
+            spin_until(n, lambda: len(n.plans_received) == k + 1)
+        stats = n.statistics()
+        assert stats["updates"] == 21 and stats["published"] == 21, stats
+        # a feasible iterate every tick (the first, from drives held before the run's first command, clamped)
+        assert all(r.startswith(("step_", "clamped_")) for r in stats["reasons"]), stats
+        assert stats["prepare_ms"]["max"] > 0 and n.skipped == dict.fromkeys(n.skipped, 0)
+    plans = [plan_from_msg(m) for m in n.plans_received]
+    assert [(p.start, p.sequence, p.estimate_tick) for p in plans] == [(k + 2, k + 1, k) for k in range(21)]
+    # one iteration per tick works off what the drives' hold before the run's first command put between the first
+    # plans and the motion: the plans come back to the motion's window
+    gaps = [float(np.abs(p.trajectory.X - motion.X[p.start:p.end + 1]).max()) for p in plans]
+    print("largest difference from the motion's window per plan:", gaps)
+    assert gaps[-1] < 1e-4 and gaps[-1] < 0.1 * gaps[0], gaps
+
+
+def test_a_method_it_does_not_know_is_refused_at_start_up(wave):
+    with pytest.raises(ParameterError, match="parameter 'method' must be one of receding_horizon, rti, got 'rtx'"):
+        with planner_node(wave[2], method="rtx"):
+            pass
+
+
+def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_on_the_fit(wave):
     """docs/mpc.md, "Online identification": the joint states by hardware name (a sample missing by its stamp is a
     gap the window waits out), the fit on a thread of its own after an update, its model taken by the next."""
-    problem, motion, _ = wave
+    _, motion, path = wave
+    with planner_node(path, identify=["shoulder.damping", "elbow.damping"]) as node:
+        check_identification(node, motion)
+
+
+def check_identification(node, motion) -> None:
     seen: list = []
     run_loop(motion, HardwareProfile.named("realistic", plant_model_file="plants/damping_x3.yaml", seed=1),
              ControllerOptions(feedback=False), settle_cycles=0, hold_cycles=0, observers=[seen.append])
@@ -244,3 +284,9 @@ def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_
     feed(node, *(tracking(node, motion, i) for i in range(11 + 10 * CONFIRMATIONS, 21 + 10 * CONFIRMATIONS)))
     assert mpc.system is not nominal and mpc.system.model.hash == node.identifier.model().hash
     assert node.statistics()["published"] == 3 + CONFIRMATIONS   # every update planned
+
+
+def test_identify_with_method_rti_is_refused_at_start_up(wave):
+    with pytest.raises(ParameterError, match="online identification is for method 'receding_horizon', not 'rti'"):
+        with planner_node(wave[2], method="rti", identify=["elbow.damping"]):
+            pass

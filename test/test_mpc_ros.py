@@ -8,7 +8,9 @@ pushes the forearm (test/test_mpc.py's push, at tick 560 of the run). Errors are
 (``~/true_joint_states``, never seen by a controller) against the motion at each tick's stamp, the string's
 tension is the plant's (the effort of its length joint there); nothing depends on wall-clock rates (ticks and
 plans are counted, samples matched by stamp). A second test runs a planner whose plans cannot be on time and
-one whose plans arrive after their first step: nothing is handed over, and the controllers track on.
+one whose plans arrive after their first step: nothing is handed over, and the controllers track on. A third runs
+the controller with its planner in one process (``nodes/replanning.py``: a real-time iteration every tick) through
+the same push.
 """
 
 from __future__ import annotations
@@ -232,3 +234,43 @@ def test_plans_that_cannot_be_on_time_or_come_late_are_not_handed_over(wave, ros
         assert r["ticks"] >= 0.98 * (steps + 1) and not r["last"].active_faults, (c, r["last"].active_faults)
         errors = np.degrees(r["q"][:, :2] - motion.X[r["k"], :2])
         assert np.abs(errors).max() < 3.0, c   # tracked on (the realistic arm's LQR error: about 1 deg at most)
+
+
+def test_the_planner_in_the_controllers_process_replans_every_tick_through_the_push(wave, ros_nodes):
+    """nodes/replanning.py: the controller ``controller_rti`` and marionette_mpc with method 'rti' in one process,
+    plans on the topic between them. Nearly every tick switches to a new plan and none is refused; the push at
+    5.6 s is recovered, every command within the drives' limits and the plant's string at or above its minimum
+    tension throughout."""
+    problem, motion, path = wave
+    N, dt = motion.N, motion.dt
+    _start_system(ros_nodes, path, {}, {})    # the simulator
+    ros_nodes("marionette_control.nodes.replanning", [
+        "--ros-args", "-r", "marionette_controller:__node:=controller_rti", "-p", f"trajectory_file:={path}",
+        "-p", "use_sim_time:=true", "-p", "problem_spec:=optimize/marionette_arm_wave.yaml",
+        "-p", "plan_topic:=/marionette_mpc/plan", "-p", "tracking_topic:=/controller_rti/tracking"], None)
+    probe = Probe(["controller_rti"])
+    try:
+        probe.spin_until(lambda: probe.status.get("marionette_mpc", {}).get("motion"), 60.0, "the planner's motion")
+        r = probe.run("controller_rti", N, dt, PUSH)
+        probe.spin_until(lambda: int(probe.status.get("controller_rti", {}).get("plans.offered", 0))
+                         >= r["last"].plan_switches, 10.0, "the controller's diagnostics")
+        planner = probe.status["marionette_mpc"]
+    finally:
+        probe.close()
+    nd = problem.model.nd
+    errors = r["q"][:, :nd] - motion.X[r["k"], :nd]
+    recovery = None if r["aborted"] else recovery_time(r["k"], errors, PUSH.tick, N, dt)
+    tension = r["tension"][:, problem.model.config_index("string_length")]
+    last = r["last"]
+    print(f"RTI in the controller's process: recovery {recovery} s, lowest tension {tension.min():.3f} N, "
+          f"{last.plan_switches} plans switched to, {last.plan_rejections} refused; planner {planner}")
+    assert planner["method"] == "rti"
+    assert not r["aborted"] and r["ticks"] >= 0.98 * (N + 1) and len(r["k"]) >= 0.98 * (N + 1)
+    assert np.degrees(np.abs(errors[r["k"] >= PUSH.tick]).max()) > 2.0   # the push was felt
+    assert recovery is not None and recovery <= 1.0, recovery
+    _limits_hold(r["commands"], r["k_all"], problem.hardware_limits, dt)
+    assert tension.min() >= problem.hardware_limits.min_tension.min() - 1e-9, tension.min()
+    # a plan for every tick whose plan starts within the motion (k + d + 1 <= N - min_steps), switched to at the
+    # next tick; none refused
+    due = N - MPCOptions().min_steps - 2 + 1
+    assert last.plan_rejections == 0 and last.plan_switches >= 0.9 * due, (due, last.plan_switches, planner)

@@ -184,7 +184,7 @@ def test_jitter_is_seeded_bounded_and_keeps_the_order(nominal):
         out = []
         for _ in range(1000):   # a command every 4th cycle: the order rule never binds here
             sim.receive_command(sim.rho)
-            out.append(sim._pending[-1][0] - sim.k)
+            out.append(sim._stream.last_arrival - sim.k)
             for _ in range(4):
                 sim.step()
         return np.array(out)
@@ -200,7 +200,7 @@ def test_jitter_is_seeded_bounded_and_keeps_the_order(nominal):
     for _ in range(100):
         sim.receive_command(sim.rho)
         sim.step()
-        steps = [e for e, _ in sim._pending]
+        steps = sim._stream.pending(sim.k - 1)
         assert steps == sorted(steps)
 
 

@@ -286,6 +286,7 @@ class Probe:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
         from std_srvs.srv import Trigger
+        from trajectory_msgs.msg import JointTrajectory
         from visualization_msgs.msg import MarkerArray
 
         self.node = rclpy.create_node("sim_probe", context=context)
@@ -301,6 +302,7 @@ class Probe:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._diag, 10)
         self.node.create_subscription(MarkerArray, "/marionette_simulator/markers", self.markers.append, 10)
         self.cmd_pub = self.node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
+        self.traj_pub = self.node.create_publisher(JointTrajectory, "/joint_trajectory_controller/joint_trajectory", 10)
         self.reset_client = self.node.create_client(Trigger, "/marionette_simulator/reset")
         self.disturb_client = self.node.create_client(Disturb, "/marionette_simulator/disturb")
         self.param_client = self.node.create_client(SetParameters, "/marionette_simulator/set_parameters")
@@ -381,6 +383,17 @@ class Probe:
         from std_msgs.msg import Float64MultiArray
 
         self.cmd_pub.publish(Float64MultiArray(data=[float(v) for v in values]))
+
+    def trajectory(self, names, points, steps, stamp_ns=0):
+        """A JointTrajectory command: positions ``points`` of the joints ``names`` at ``steps`` × dt after
+        ``stamp_ns`` (0: now)."""
+        from marionette_control.nodes.convert import joint_trajectory
+
+        msg = joint_trajectory(names, DT, np.asarray(points, dtype=float))
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
+        for p, s in zip(msg.points, steps):
+            p.time_from_start.sec, p.time_from_start.nanosec = divmod(int(round(s * DT_NS)), 10**9)
+        self.traj_pub.publish(msg)
 
     def close(self):
         self.executor.shutdown()
@@ -489,6 +502,44 @@ def test_bad_commands_are_refused_and_the_node_keeps_serving(sim):
     assert wait_for(lambda: np.allclose(probe.latest()[3][2:], target, atol=1e-12), 5.0)
     assert proc.poll() is None
     assert "refused a command" in log.read_text()
+
+
+def test_trajectory_commands_set_the_drives_at_their_points_and_bad_ones_are_refused(sim):
+    """trajectory_msgs/JointTrajectory (ros2_control joint_trajectory_controller): a point stamped for step s is the
+    position the drives are at in the joint state of step s (perfect profile: no delay, exact drives); bad commands
+    are refused (counted), the node keeps serving."""
+    probe, proc, log = sim
+    probe.reset()
+    _, stamp, names, q0, _ = probe.latest()
+    drives = [names[2], names[3]]
+    points = q0[2:4] + np.outer([1, 2, 3, 4], [2e-3, -1e-3])
+    first = stamp + 30 * DT_NS                 # a joint state is published for every step: its stamp is the step's
+    probe.trajectory(drives[::-1], points[:, ::-1], [0, 1, 2, 3], first)   # by name: the order does not matter
+    assert wait_for(lambda: probe.latest()[1] >= first + 5 * DT_NS, 5.0)
+    at = {m[1]: m[3][2:4] for m in probe.states_since(0.0)}
+    for i in range(4):
+        np.testing.assert_array_equal(at[first + i * DT_NS], points[i])
+    np.testing.assert_array_equal(at[first + 5 * DT_NS], points[-1])    # past the last point: hold
+    n_diag = len(probe.diagnostics)
+    rejected = int(probe.diagnostics[-1]["commands_rejected"]) if probe.diagnostics else 0
+    probe.trajectory(["carriage", "elbow"], [[0.1, 0.2]], [1])                        # other joints
+    probe.trajectory(drives, [[0.1, 0.9], [0.1, 0.9]], [2, 1])                        # times not increasing
+    probe.trajectory(drives, [[0.1, float("nan")]], [1])                              # NaN
+    probe.trajectory(drives, [q0[2:4]] * 101, range(1, 102))                          # too many points
+    assert wait_for(lambda: len(probe.diagnostics) > n_diag
+                    and int(probe.diagnostics[-1]["commands_rejected"]) >= rejected + 4, 3.0), probe.diagnostics[-1:]
+    np.testing.assert_array_equal(probe.latest()[3][2:4], points[-1])   # nothing moved
+    # (the warnings name what was wrong, sim.setpoint_stream's errors: test_command_lookahead.py; they are throttled)
+    probe.trajectory(drives, [q0[2:4]], [1])    # stamp 0: from now
+    assert wait_for(lambda: np.array_equal(probe.latest()[3][2:4], q0[2:4]), 5.0)
+    # no points: a stop (joint_trajectory_controller's), the drives stay where they are, short of the points' end
+    probe.trajectory(drives, q0[2:4] + np.outer(np.arange(1, 101), [1e-3, 0.0]), range(1, 101))
+    assert wait_for(lambda: probe.latest()[3][2] > q0[2] + 5e-3, 5.0)
+    probe.trajectory(drives, np.zeros((0, 2)), [])
+    stamp = probe.latest()[1]
+    assert wait_for(lambda: probe.latest()[1] > stamp + 120 * DT_NS, 5.0)
+    assert probe.latest()[3][2] < q0[2] + 0.099 and probe.states_since(0.0)[-20][3][2] == probe.latest()[3][2]
+    assert proc.poll() is None
 
 
 def test_infeasible_command_is_reported_and_the_node_keeps_serving(sim):

@@ -45,6 +45,39 @@ def multi_array_bytes(values: np.ndarray) -> bytes:
     return _MULTI_ARRAY_LE + struct.pack("<I4x" if data.size else "<I", data.size) + data.tobytes()
 
 
+def command_trajectory_bytes(names, stamp: int, first: int, dt: float, points: np.ndarray) -> bytes:
+    """trajectory_msgs/JointTrajectory with header stamp ``stamp`` [ns] (empty frame_id), ``joint_names`` = ``names``
+    and point i (of ``points`` (m, len(names))) at time_from_start (first + i)·dt with positions only, serialized
+    (plain CDR, little endian): the controller's joint_trajectory command without building the message (rclpy's
+    classes: 134 µs for 11 points, and 71 µs to serialize them). Every item is aligned to its size from the payload's
+    start (after the 4-byte encapsulation)."""
+    out = bytearray(b"\x00\x01\x00\x00")
+
+    def align(n: int) -> None:
+        out.extend(b"\x00" * (-(len(out) - 4) % n))
+
+    sec, nanosec = divmod(int(stamp), 1_000_000_000)
+    out += struct.pack("<iII", sec, nanosec, 1) + b"\x00"          # stamp, frame_id "" (length 1: its NUL)
+    align(4)
+    out += struct.pack("<I", len(names))
+    for name in names:
+        align(4)
+        text = name.encode()
+        out += struct.pack("<I", len(text) + 1) + text + b"\x00"
+    align(4)
+    out += struct.pack("<I", len(points))
+    for i, row in enumerate(np.asarray(points, dtype="<f8")):
+        align(4)
+        out += struct.pack("<I", row.size)
+        align(8)
+        out += row.tobytes()
+        align(4)
+        out += b"\x00" * 12                                        # velocities, accelerations, effort: empty
+        t_sec, t_nanosec = divmod(round((first + i) * dt * 1e9), 1_000_000_000)
+        out += struct.pack("<iI", t_sec, t_nanosec)
+    return bytes(out)
+
+
 def _flat(values) -> np.ndarray:
     return np.asarray(values, dtype=float)
 

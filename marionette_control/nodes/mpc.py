@@ -50,8 +50,19 @@ is a gap the window waits out) into an
 thread of its own (``mpc-identification``, with the updates' priority), so that a slow fit never holds an update
 back; a model it adopts is taken when the next update's estimate arrives while no update runs, before its
 prediction (:meth:`~marionette_control.ocp.mpc.RecedingHorizon.identify`), so that the prediction and the plan are
-on one model.
-/diagnostics adds the fits' counts by reason, the estimates in use and the fit times.
+on one model. With ``method`` 'receding_horizon' only: the real-time iteration with identification let the string go
+slack on damping ×3 offline (docs/mpc.md). /diagnostics adds the fits' counts by reason, the estimates in use and the fit times.
+
+Re-planning every tick (``method`` 'rti', issue 28)
+--------------------------------------------------
+With ``method`` 'rti' an update is one real-time iteration (:class:`~marionette_control.ocp.rti.RealTimeIteration`,
+docs/mpc.md "Re-planning every tick") from every tick's estimate: ``period`` is one tick, the estimate is predicted
+and refused as above, and on the worker thread the feedback step (one LQ rollout and a projection from the predicted
+state, on the linearization prepared before) makes the plan, published unless done after its due time or
+``deadline`` (``deadline_missed``); then the preparation for the next tick's plan runs, before its estimate arrives.
+The update's time is the feedback's; the preparations' times are in /diagnostics apart (``prepare_ms``), the
+iterations' outcomes (``step_<γ>``, ``clamped_<γ>``, ``infeasible``) in ``updates.<reason>``.
+:mod:`marionette_control.nodes.replanning` runs it in the controller's process.
 
 Graph (names relative to the node's namespace)
 ----------------------------------------------
@@ -92,8 +103,10 @@ from marionette_control.model.joint_map import JointMap
 from marionette_control.resources import config_file
 from marionette_control.tracking.joint_states import JointStateError, JointStateReader
 from marionette_control import _core
+from marionette_control.ocp import blas_threads
 from marionette_control.ocp.mpc import Deadline, RecedingHorizon, Update
-from marionette_control.ocp.mpc_options import PARAMS, command_inputs, mpc_options, planning_problem
+from marionette_control.ocp.mpc_options import PARAMS, command_inputs, mpc_options, planners, planning_problem
+from marionette_control.ocp.rti import RealTimeIteration
 from marionette_control.tracking.plan_switch import PlannedLaw
 from marionette_control.tracking.prediction import CommandHistory
 from marionette_control.tracking.law import TrackingLaw
@@ -126,7 +139,8 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability
 class _Job:
     """One update handed to the worker thread: the plan of run ``run`` from step ``start`` and its predicted state
     x0 (nx,), made from the estimate of tick ``tick`` stamped ``stamp`` (builtin_interfaces/Time), warm-started
-    from ``previous``, due at ``due`` (s, the node's clock)."""
+    from ``previous``, due at ``due`` (s, the node's clock); with method 'rti' ``rti`` is the real-time iteration
+    that makes it (None: ``mpc`` optimizes)."""
 
     mpc: RecedingHorizon
     run: int
@@ -136,6 +150,7 @@ class _Job:
     previous: object
     due: float
     stamp: object
+    rti: Optional[RealTimeIteration] = None
 
 
 class MPCNode(Node):
@@ -162,11 +177,15 @@ class MPCNode(Node):
         self._input_of = command_inputs(desc)
         self.identifier = None
         if self.options.identify:
+            if p["method"] != "receding_horizon":
+                raise ParameterError(f"parameters 'identify', 'method': online identification is for method "
+                                     f"'receding_horizon', not '{p['method']}' (docs/mpc.md, 'Online identification')")
             try:
                 self.identifier = planner_identification(config_file(p["model_file"]), self.options, self.problem.dt)
             except (OSError, ValueError) as e:
                 raise ParameterError(f"parameter 'identify': {e}") from None
         self.mpc: Optional[RecedingHorizon] = None
+        self.rti: Optional[RealTimeIteration] = None     # method 'rti': the iteration (self.mpc its RecedingHorizon)
         self.motion_source = ""
         # the worker thread's results, counts and the plans it made, and what the executor's thread reads of them
         self._lock = threading.Lock()
@@ -175,6 +194,7 @@ class MPCNode(Node):
         self.counts = collections.Counter()
         self.skipped = dict.fromkeys(SKIPS, 0)
         self.times = collections.deque(maxlen=STATS_WINDOW)
+        self.prepare_times = collections.deque(maxlen=STATS_WINDOW)   # method 'rti': (wall, CPU) of preparations
         self.last_update = ""
         self._last_log: dict[str, float] = {}
         self._plan_pub = self.create_publisher(PlanMsg, "~/plan", RELIABLE)
@@ -204,7 +224,8 @@ class MPCNode(Node):
         self._time = NodeTime(self)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(p["diagnostics_period"], self._publish_diagnostics, clock=steady)
-        self.get_logger().info(f"re-planning every {self.options.period:g} s over {self.options.horizon:g} s; "
+        every = "tick (real-time iteration)" if p["method"] == "rti" else f"{self.options.period:g} s"
+        self.get_logger().info(f"re-planning every {every} over {self.options.horizon:g} s; "
                                f"motion: {self.motion_source or 'waiting for ' + p['trajectory_topic']}")
 
     def _update_thread_priority(self) -> None:
@@ -248,13 +269,13 @@ class MPCNode(Node):
         """Re-plans ``motion`` from now on if it is the problem's optimum's shape (model, steps, Δt); else keeps
         what it has and reports why."""
         try:
-            mpc = RecedingHorizon(self.problem, motion, self.options, self.identifier)
+            mpc, rti = planners(self.p["method"], self.problem, motion, self.options, self.identifier)
         except (TrajectoryError, ValueError) as e:
             self.motion_error = f"{source}: {e}"
             self.get_logger().error(f"motion refused: {self.motion_error}")
             return
         with self._lock:
-            self.mpc, self.motion_source, self.motion_error = mpc, source, ""
+            self.mpc, self.rti, self.motion_source, self.motion_error = mpc, rti, source, ""
         self._reset_run(None)
         self.get_logger().info(f"motion {source}: {motion.N} steps of {motion.dt:g} s")
 
@@ -354,25 +375,70 @@ class MPCNode(Node):
         # this one, on the clock the graph runs on (simulated time under use_sim_time)
         due = stamp / NS + opt.latency_steps * mpc.dt - self.p["transport_margin"]
         replaced = self._worker.submit(_Job(mpc, self.run, k, j, x0, pending or self.law.active, due,
-                                            msg.header.stamp))
+                                            msg.header.stamp, self.rti))
         if replaced is not None:
             self._skip("superseded", f"the estimate of tick {replaced.tick} was replaced by tick {k}'s before an "
                                      "update could start from it (the previous update is still running)")
 
     def _update(self, job: "_Job") -> None:
         """One update (on the worker thread): the plan of ``job`` under its deadline, published if there is one."""
+        if job.rti is not None:
+            return self._iterate(job)
         opt, deadline = self.options, None
         if opt.deadline is not None:
             now = self._now()
-            if job.due - now < MIN_BUDGET:
-                age = now - (job.stamp.sec + job.stamp.nanosec / NS)
-                return self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too "
-                                                    "late to plan from (the node fell behind)")
+            if self._stale(job, now):
+                return
             deadline = Deadline(min(job.due, now + opt.deadline), self._now)
         up = job.mpc.plan(job.start, job.x0, job.run, job.previous, job.tick, deadline=deadline)
         self._record(job.tick, up)
+        self._publish(job, up)
         if self._fitter is not None:
             self._fitter.submit((job.mpc, job.tick))   # the next update takes a model it adopts
+
+    def _iterate(self, job: "_Job") -> None:
+        """One real-time iteration (method 'rti', on the worker thread; ocp/rti.py): the feedback from the job's
+        state on the preparation made after the last plan, its plan published unless it is done after the job's due
+        time or ``deadline`` after the start (``deadline_missed``: its iterate still starts the next tick), then the
+        preparation for the next tick's plan, before its estimate arrives. The update's time is the feedback's; the
+        preparation's is recorded apart. numpy's BLAS runs one thread meanwhile, as in the optimizer's solves
+        (:func:`~marionette_control.ocp.blas_threads.single_threaded`: its products are small, and a threaded one
+        leaves a worker spinning on the core the controller needs)."""
+        with blas_threads.single_threaded():
+            self._iterate_once(job)
+
+    def _iterate_once(self, job: "_Job") -> None:
+        rti, start = job.rti, self._now()
+        if self._stale(job, start):
+            return
+        if rti.iterate is not None and rti.iterate.run != job.run:
+            rti.reset()
+        up = rti.feedback(job.start, job.x0, job.run, job.tick)
+        due = min(job.due, start + self.options.deadline) if self.options.deadline is not None else job.due
+        if up.plan is not None and self._now() > due:
+            up.plan, up.reason = None, "deadline_missed"
+        self._publish(job, up)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if job.start + 1 <= job.mpc.N:
+            try:
+                rti.prepare(job.start + 1)
+            except _core.StepError:   # the next feedback prepares again and says why it cannot
+                rti.prepared = None
+        up.prepare, up.prepare_cpu = time.perf_counter() - t0, time.thread_time() - c0
+        self._record(job.tick, up)
+
+    def _stale(self, job: "_Job", now: float) -> bool:
+        """True (and counted as ``stale_estimate``) when less than MIN_BUDGET is left at ``now`` before the job's
+        plan is due."""
+        if job.due - now >= MIN_BUDGET:
+            return False
+        age = now - (job.stamp.sec + job.stamp.nanosec / NS)
+        self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too late to plan "
+                                     "from (the node fell behind)")
+        return True
+
+    def _publish(self, job: "_Job", up: Update) -> None:
+        """Publishes the plan of ``up`` (if any) made for ``job``, unless the run or the motion changed meanwhile."""
         if up.plan is None:
             return
         with self._lock:
@@ -395,6 +461,8 @@ class MPCNode(Node):
             self.counts[up.reason] += 1
             self.counts["updates"] += 1
             self.times.append((up.elapsed, up.cpu))
+            if self.rti is not None:
+                self.prepare_times.append((up.prepare, up.prepare_cpu))
             self.last_update = (f"tick {k}: {up.reason}, {up.iterations} iterations, {up.elapsed * 1e3:.1f} ms"
                                 + (f", plan {up.plan.sequence} for steps {up.plan.start}..{up.plan.end}" if up.plan
                                    else ""))
@@ -404,17 +472,20 @@ class MPCNode(Node):
     # ------------------------------------------------------------------------------ diagnostics
 
     def statistics(self) -> dict:
-        """{"update_ms": {median, p99, max}, "update_cpu_ms": {...}, "updates", "published", reasons, "skipped"}."""
+        """{"update_ms": {median, p99, max}, "update_cpu_ms": {...}, "updates", "published", reasons, "skipped"}; with
+        method 'rti' also "prepare_ms" and "prepare_cpu_ms" (the preparations after the plans)."""
         with self._lock:
             out = {"updates": self.counts["updates"], "published": self.counts["published"],
                    "reasons": {r: n for r, n in self.counts.items() if r not in ("updates", "published")},
                    "skipped": dict(self.skipped)}
-            times = list(self.times)
-        if times:
-            t = 1e3 * np.array(times)
-            for i, key in enumerate(("update_ms", "update_cpu_ms")):
-                out[key] = {"median": float(np.median(t[:, i])), "p99": float(np.percentile(t[:, i], 99)),
-                            "max": float(t[:, i].max())}
+            series = {("update_ms", "update_cpu_ms"): list(self.times),
+                      ("prepare_ms", "prepare_cpu_ms"): list(self.prepare_times)}
+        for keys, times in series.items():
+            if times:
+                t = 1e3 * np.array(times)
+                for i, key in enumerate(keys):
+                    out[key] = {"median": float(np.median(t[:, i])), "p99": float(np.percentile(t[:, i], 99)),
+                                "max": float(t[:, i].max())}
         return out
 
     def _publish_diagnostics(self) -> None:
@@ -425,8 +496,9 @@ class MPCNode(Node):
                                      f": waiting for {self.p['trajectory_topic']}")
         else:
             level, message = DiagnosticStatus.OK, f"planning {self.motion_source}"
-        values = [("motion", self.motion_source), ("motion_error", self.motion_error),
-                  ("horizon_s", f"{self.options.horizon:g}"), ("period_s", f"{self.options.period:g}"),
+        period = self.problem.dt if self.p["method"] == "rti" else self.options.period
+        values = [("motion", self.motion_source), ("motion_error", self.motion_error), ("method", self.p["method"]),
+                  ("horizon_s", f"{self.options.horizon:g}"), ("period_s", f"{period:g}"),
                   ("latency_steps", str(self.options.latency_steps)),
                   ("deadline_s", "none" if self.options.deadline is None else f"{self.options.deadline:g}"),
                   ("run", "" if self.run is None else str(self.run)), ("last_tick", str(self.last_tick)),
@@ -440,7 +512,7 @@ class MPCNode(Node):
             values += [(f"identified.{k}", f"{v:.6g}") for k, v in ident["current"].items()]
             values += [(f"identification.fit_ms.{q}", f"{1e3 * v:.3f}") for q, v in ident["fit_seconds"].items()
                        if v is not None]
-        for key in ("update_ms", "update_cpu_ms"):
+        for key in ("update_ms", "update_cpu_ms", "prepare_ms", "prepare_cpu_ms"):
             if key in stats:
                 values += [(f"{key}.{q}", f"{v:.3f}") for q, v in stats[key].items()]
         st = DiagnosticStatus(level=level, name=status_name(self, "planning"), message=message,

@@ -63,7 +63,7 @@ class StopFlag:
 
 def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] = None, args=None, *,
              started: Optional[Callable] = None, stopping: Optional[Callable] = None,
-             cleanup: Optional[Callable] = None) -> int:
+             cleanup: Optional[Callable] = None, companions: Optional[Callable] = None) -> int:
     """Runs one node until SIGINT/SIGTERM or an external shutdown; returns the exit status.
 
     name : the node's name, for the configuration-error line on stderr.
@@ -75,6 +75,8 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
     stopping(node, executor, stop) : called after a signal while the context is still up, to finish
         work before the shutdown (it may keep spinning; ``stop.count`` tells a second signal).
     cleanup(node) : always called before the executor is shut down (e.g. joining worker threads).
+    companions(node) -> [Node]: nodes made after the node and spun on its executor in this process (the
+        controller's planner: :mod:`.replanning`); destroyed after it. ``cleanup`` is the place to stop their work.
 
     Returns 0 after a signal or an external shutdown (status 0, no traceback), 2 on a
     configuration error; other exceptions propagate (a bug: traceback, status 1).
@@ -85,13 +87,17 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
 
     stop = StopFlag()
     node = executor = None
+    others = []
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         if stop:
             return 0  # stopped during start-up
         node = make_node()
+        if companions is not None:
+            others = list(companions(node))
         executor = make_executor(node) if make_executor is not None else SingleThreadedExecutor()
-        executor.add_node(node)
+        for n in [node, *others]:
+            executor.add_node(n)
         executor.spin_once(timeout_sec=0.0)  # the executor's own threads exist from here
         if started is not None:
             started(node, executor)
@@ -111,8 +117,9 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
                 cleanup(node)
             if executor is not None:
                 executor.shutdown(timeout_sec=5.0)
-            if node is not None:
-                node.destroy_node()
+            for n in [node, *others]:
+                if n is not None:
+                    n.destroy_node()
             rclpy.try_shutdown()
         finally:
             stop.restore()

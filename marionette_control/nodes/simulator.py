@@ -64,6 +64,17 @@ k + ``command_delay_steps`` on. Commands with the wrong length or a non-finite v
 with a throttled warning; the last valid command stays. Out-of-range targets are saturated (with
 a throttled warning), as a drive with position limits does.
 
+The hardware side of ros2_control's ``joint_trajectory_controller`` too: ``trajectory_msgs/JointTrajectory`` on
+``<trajectory_controller_name>/joint_trajectory`` (default ``joint_trajectory_controller/joint_trajectory``),
+positions only, every drive named once in ``joint_names``. A point is where the drives are to be at its time
+(``header.stamp`` + ``time_from_start``; a zero stamp: from the current step's stamp), so it is the setpoint of the
+step ending then; the drives sample the newest command that has arrived at every step, between points linearly,
+past the last point holding it (:mod:`marionette_control.sim.setpoint_stream`: a late or lost command leaves them
+on the previous command's next points). A trajectory without points is a stop, as for
+joint_trajectory_controller: the drives brake to a stop where they are when it takes effect. Commands naming other
+joints, with points of another length, times not increasing, non-finite values or more than 100 points
+(``MAX_POINTS``) are refused with a throttled warning naming what was wrong; the node keeps running.
+
 Time
 ----
 ``publish_clock: true``: the simulator is the graph's clock. Simulated time starts at 0 (at the
@@ -89,7 +100,8 @@ Interfaces
   links, string, masses of the plant; if ``marker_rate`` > 0), ``/diagnostics``
   (diagnostic_msgs/DiagnosticArray, 1 Hz wall: simulated time, profile, counters, the string's lowest tension
   ``tension_min_n``, time slack ``slack_s`` and ``slack_episodes`` since configure);
-* subscribes ``<controller_name>/commands`` (std_msgs/Float64MultiArray, reliable);
+* subscribes ``<controller_name>/commands`` (std_msgs/Float64MultiArray, reliable) and
+  ``<trajectory_controller_name>/joint_trajectory`` (trajectory_msgs/JointTrajectory, reliable);
 * services (while configured) ``~/reset`` (std_srvs/Trigger: the initial rest state, drives there, pending
   commands, measurements and disturbances dropped; time keeps running) and ``~/disturb``
   (marionette_interfaces/Disturb: push a body of the plant), and the lifecycle services.
@@ -116,6 +128,7 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA, Float64MultiArray
 from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
 from marionette_interfaces.srv import Disturb
@@ -130,6 +143,7 @@ from marionette_control.sim.simulator_options import (NODE_PARAMETERS, PROFILE_F
                                             hardware_profile, profile_parameters)
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.schedule import NANOSECONDS, AnswerGate, MeasurementQueue, StepSchedule
+from marionette_control.sim.setpoint_stream import CommandError, trajectory_points
 from marionette_control.sim.simulator import SimulatedArm, StepFault
 
 NODE_NAME = "marionette_simulator"
@@ -212,6 +226,10 @@ class SimulatorNode(ManagedNode):
         self._keep(self.destroy_subscription, self.create_subscription(
             Float64MultiArray, self.command_topic, self._on_command,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)))
+        self.trajectory_topic = f"{self.values['trajectory_controller_name']}/joint_trajectory"
+        self._keep(self.destroy_subscription, self.create_subscription(
+            JointTrajectory, self.trajectory_topic, self._on_trajectory,
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)))
         self._keep(self.destroy_service, self.create_service(Trigger, "~/reset", self._on_reset))
         self._keep(self.destroy_service, self.create_service(Disturb, "~/disturb", self._on_disturb))
         self._marker_frames = self._marker_layout()
@@ -225,7 +243,7 @@ class SimulatorNode(ManagedNode):
             f"{p.command_delay_steps} steps, drives {p.drive_mode}) for the nominal model "
             f"'{cfg.description.model.name}' with dt={self.dt:g} s; joint_states {', '.join(cfg.joint_names)} at "
             f"{1.0 / (cfg.publish_every * self.dt):g} Hz; commands on {self.resolve_topic_name(self.command_topic)} "
-            f"for {list(self.values['command_joints'])}; "
+            f"for {list(self.values['command_joints'])} and {self.resolve_topic_name(self.trajectory_topic)}; "
             + (f"publishing /clock at real-time factor {self.values['real_time_factor']:g}"
                if self.clock_pub else "wall-clock stamps") + "; the drives braked until activated")
 
@@ -352,52 +370,80 @@ class SimulatorNode(ManagedNode):
             if self.values["command_timeout_action"] == "hold":
                 self.sim.hold()
             self.get_logger().warning(
-                f"no valid command on {self.command_topic} for {timeout:g} s: "
+                f"no valid command on {self.command_topic} or {self.trajectory_topic} for {timeout:g} s: "
                 + ("braking the drives to a stop" if self.values["command_timeout_action"] == "hold"
                    else "continuing to the last setpoint"))
 
     # ---------------------------------------------------------------- commands and services
 
-    def _on_command(self, msg) -> None:
+    def _engaged(self, topic: str) -> bool:
+        """The drives take commands (active); else the command on ``topic`` is refused with a throttled warning."""
         if self.sim is None:  # a message the executor had taken before cleanup destroyed the subscription
-            return
+            return False
         if not self.engaged:
             self.commands_refused += 1
             self.get_logger().warning(
-                f"refused a command on {self.command_topic}: the simulator is {self.lifecycle_state}, its drives "
+                f"refused a command on {topic}: the simulator is {self.lifecycle_state}, its drives "
                 "braked (ros2_control: no command interfaces until the hardware is activated)",
                 throttle_duration_sec=2.0)
+        return self.engaged
+
+    def _rejected(self, message: str) -> None:
+        self.commands_rejected += 1
+        self.get_logger().warning(f"{message}; keeping the last valid command", throttle_duration_sec=2.0)
+
+    def _on_command(self, msg) -> None:
+        if not self._engaged(self.command_topic):
             return
         data = msg.data
         n = len(self.cfg.command_index)
         if len(data) != n:
-            self.commands_rejected += 1
-            self.get_logger().warning(
-                f"refused a command with {len(data)} values on {self.command_topic}: expected {n} "
-                f"({', '.join(self.values['command_joints'])}); keeping the last valid command",
-                throttle_duration_sec=2.0)
-            return
+            return self._rejected(f"refused a command with {len(data)} values on {self.command_topic}: expected {n} "
+                                  f"({', '.join(self.values['command_joints'])})")
         values = np.asarray(data, dtype=float)
         if not np.all(np.isfinite(values)):
-            self.commands_rejected += 1
-            self.get_logger().warning(
-                f"refused a command with non-finite values {values.tolist()} on {self.command_topic}; keeping the "
-                "last valid command", throttle_duration_sec=2.0)
-            return
+            return self._rejected(f"refused a command with non-finite values {values.tolist()} on "
+                                  f"{self.command_topic}")
         target = np.empty(self.sim.nk)
         target[self.cfg.command_index] = values
         if self.sim.receive_command(target):
-            self.commands_saturated += 1
             saturated = self.sim.limits.saturate(target)[self.cfg.command_index]
-            self.get_logger().warning(
-                f"command {values.tolist()} outside the actuator range: saturated to {saturated.tolist()}",
-                throttle_duration_sec=2.0)
+            self._saturated(f"command {values.tolist()} outside the actuator range: saturated to {saturated.tolist()}")
+        self._accepted(self.command_topic)
+
+    def _on_trajectory(self, msg) -> None:
+        """A joint_trajectory_controller command: its points are the setpoints of the steps ending at their times
+        (header stamp + time_from_start; a zero stamp: from the current step), sampled at every step
+        (:mod:`marionette_control.sim.setpoint_stream`); no points: a stop."""
+        if not self._engaged(self.trajectory_topic):
+            return
+        if not msg.points:   # joint_trajectory_controller's stop: the drives brake to a stop
+            self.sim.receive_stop()
+            return self._accepted(self.trajectory_topic)
+        stamp = msg.header.stamp.sec * NANOSECONDS + msg.header.stamp.nanosec or self.now_ns
+        try:
+            steps, points = trajectory_points(
+                msg.joint_names, [p.positions for p in msg.points],
+                [p.time_from_start.sec * NANOSECONDS + p.time_from_start.nanosec for p in msg.points],
+                self.cfg.drive_index, stamp, lambda t: self.schedule.steps_at(t) - self._steps_before)
+            saturated = self.sim.receive_command(points, steps)
+        except CommandError as e:
+            return self._rejected(f"refused a command on {self.trajectory_topic}: {e}")
+        if saturated:
+            self._saturated(f"a trajectory command on {self.trajectory_topic} outside the actuator range: saturated")
+        self._accepted(self.trajectory_topic)
+
+    def _saturated(self, message: str) -> None:
+        self.commands_saturated += 1
+        self.get_logger().warning(message, throttle_duration_sec=2.0)
+
+    def _accepted(self, topic: str) -> None:
         self.commands_accepted += 1
         self.answers.command_received()
         self.last_command_k = self.k
         if self.timed_out:
             self.timed_out = False
-            self.get_logger().info(f"commands on {self.command_topic} resumed")
+            self.get_logger().info(f"commands on {topic} resumed")
 
     def _on_reset(self, request, response):
         if self.sim is None:  # a request the executor had taken before cleanup destroyed the service

@@ -2,7 +2,7 @@
 
 :data:`PARAMS` lists every parameter of the receding-horizon planner (``nodes/mpc.py``, ``config/mpc.yaml``)
 as :class:`~marionette_control.parameters.ParamSpec` entries; :func:`mpc_options` makes the
-:class:`~.mpc.MPCOptions` of their values, :func:`planning_problem` the problem the tracked motion is the
+:class:`~.mpc.MPCOptions` of their values, :func:`planners` the planner of ``method`` for a motion, :func:`planning_problem` the problem the tracked motion is the
 optimum of (a YAML spec's, or the optimizer node's for a request of a library motion), and
 :func:`command_inputs` reads the controller's commands by hardware joint name. Each refuses with a
 :class:`~marionette_control.parameters.ParameterError` naming the parameter.
@@ -10,17 +10,32 @@ optimum of (a YAML spec's, or the optimizer node's for a request of a library mo
 
 from __future__ import annotations
 
+import dataclasses
+
 from marionette_control.model.joint_map import JointMap
 from marionette_control.ocp import request
-from marionette_control.ocp.mpc import MPCOptions
+from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
 from marionette_control.ocp.problem import Problem
+from marionette_control.ocp.rti import RealTimeIteration
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import build_problem
 from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.resources import config_file
 
 _DEFAULTS = MPCOptions()
+#: the planner's ways of re-planning (parameter ``method``, :func:`planners`)
+METHODS = ("receding_horizon", "rti")
+
+
+def _method_error(value) -> "str | None":
+    return None if value in METHODS else f"parameter 'method' must be one of {', '.join(METHODS)}, got {value!r}"
+
+
 PARAMS = [
+    ParamSpec("method", METHODS[0], "How the plans are made: 'receding_horizon' optimizes the window every 'period' "
+              "(ocp/mpc.py RecedingHorizon); 'rti' one real-time iteration at every tick (ocp/rti.py: 'period' is one "
+              "tick, the preparation for the next tick runs right after each plan; a plan done after 'deadline' or "
+              "its due tick is not published)", check=_method_error, read_only=True),
     ParamSpec("model_file", "marionette_arm.yaml", "YAML model file (under config/ or absolute): the model, the drives' "
               "limits the controller clamps to and the hardware joint names of its commands; the controller's file",
               read_only=True),
@@ -85,6 +100,22 @@ def mpc_options(values: dict) -> MPCOptions:
         raise ParameterError(str(e)) from None
 
 
+def planners(method: str, problem: Problem, motion, options: MPCOptions, identifier=None) -> tuple:
+    """(horizon, rti) for ``motion`` (a Trajectory): with ``method`` 'receding_horizon' the
+    :class:`~.mpc.RecedingHorizon` of ``options`` and None; with 'rti' the :class:`~.rti.RealTimeIteration` of
+    ``options`` at a period of one tick of ``problem`` and without a deadline of its own (a fixed amount of work per
+    tick), and the RecedingHorizon it predicts and checks with; ``identifier``: the online identification of
+    ``options.identify`` (:class:`~.mpc.RecedingHorizon`). Raises ValueError for a motion that is not the
+    problem's optimum's shape (RecedingHorizon's)."""
+    if method == "receding_horizon":
+        return RecedingHorizon(problem, motion, options, identifier), None
+    if method != "rti":
+        raise ParameterError(_method_error(method))
+    rti = RealTimeIteration(problem, motion, dataclasses.replace(options, period=problem.dt, deadline=None),
+                            identifier)
+    return rti.horizon, rti
+
+
 def planning_problem(values: dict, model) -> Problem:
     """The problem of ``problem_spec``, or the optimizer node's for a request of ``motion`` on ``model`` (the
     model file's): the problem the tracked motion is the optimum of."""
@@ -105,4 +136,4 @@ def command_inputs(description) -> dict:
     return {h: m.nu + i for i, h in enumerate(names)}
 
 
-__all__ = ["PARAMS", "mpc_options", "planning_problem", "command_inputs"]
+__all__ = ["METHODS", "PARAMS", "mpc_options", "planners", "planning_problem", "command_inputs"]

@@ -36,6 +36,7 @@ class SimulatorConfig:
     q0: np.ndarray                     # the initial configuration of the nominal model (drives start here)
     joint_names: list
     command_index: np.ndarray          # command data[i] -> kinematic index command_index[i]
+    drive_index: dict                  # {hardware name of a drive: its kinematic index}
     publish_every: int
     marker_every: int                  # 0: no markers
 
@@ -118,7 +119,8 @@ def configure(values: dict, use_sim_time: bool = False) -> SimulatorConfig:
                            disturbance_limits=disturbance_limits(values))
     except ValueError as e:   # the plant cannot rest with the drives at the initial pose
         raise ParameterError(f"parameter 'initial_configuration': {e}") from None
-    return SimulatorConfig(desc, profile, sim, q0, joint_names, command_index, publish_every, marker_every)
+    return SimulatorConfig(desc, profile, sim, q0, joint_names, command_index, {h: i for i, h in enumerate(kin_hw)},
+                           publish_every, marker_every)
 
 
 def _is_arm(desc: ModelDescription) -> bool:

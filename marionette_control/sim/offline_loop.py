@@ -10,6 +10,7 @@ loop::
     q_meas = arm.measure()                                    # joint state of cycle c, stamped t_c
     result = core.on_joint_state(q_meas, t_c, t_c)            # the controller's tick
     arm.receive_command(result.command)                       # if it sent one: received during cycle c
+                                                              # (with its next points: joint_trajectory)
     arm.step()                                                # x_{c+1} = f(x_c, u_c) on the plant
 
 Only the transport is missing: in the node graph a joint state reaches the controller and its
@@ -294,7 +295,12 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
                 pushes[res.k].apply(sim)
             if mpc is not None and res.k % mpc.period == 0 and res.k + d + latency < trajectory.N:
                 replan(res.k, res.x_hat)
-        if res.command is not None:
+        if res.lookahead is not None:   # joint_trajectory: the command and its next points, for steps c + d, …
+            points = np.vstack([res.command[nu:], res.lookahead[:, nu:]])
+            sim.receive_command(points, sim.k + d + np.arange(len(points)))
+        elif res.command is not None and core.lookahead is not None:   # a hold: joint_trajectory's stop
+            sim.receive_stop()
+        elif res.command is not None:
             sim.receive_command(res.command[nu:])
         sim.step()
         stamp += dt_ns

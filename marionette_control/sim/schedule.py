@@ -54,6 +54,11 @@ class StepSchedule:
             return self._c + (k - self._k) * self.dt_ns
         return k * self.dt_ns
 
+    def steps_at(self, stamp_ns: int) -> float:
+        """The step (real: between two steps' stamps) whose stamp ``stamp_ns`` is."""
+        base = self._c - self._k * self.dt_ns if self.wall_stamps else 0
+        return (stamp_ns - base) / self.dt_ns
+
     def step_at(self, stamp_ns: int) -> int:
         """The first step whose stamp is at or after ``stamp_ns``."""
         base = self._c - self._k * self.dt_ns if self.wall_stamps else 0

@@ -39,7 +39,6 @@ is reset.
 
 from __future__ import annotations
 
-import collections
 import math
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -55,6 +54,7 @@ from marionette_control.sim.disturbance import (Disturbance, DisturbanceLimits, 
 from marionette_control.sim.drives import Drives
 from marionette_control.sim.plant import load_plant, rest_configuration
 from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.setpoint_stream import SetpointStream, check_points
 from marionette_control.sim.strings import PlantStep
 
 
@@ -121,8 +121,7 @@ class SimulatedArm:
         self._set_measurement(profile)
         seeds = np.random.SeedSequence(None if profile.seed < 0 else profile.seed).spawn(2)
         self._noise_rng, self._jitter_rng = (np.random.default_rng(s) for s in seeds)
-        self._pending: collections.deque = collections.deque()   # (effective step, setpoint (nk,))
-        self._last_effective = 0
+        self._stream = SetpointStream(self.nk)   # the commands received (:mod:`.setpoint_stream`)
         self._disturbances: list[Disturbance] = []
         self._u = np.zeros(m.nU)
         self._tension = np.full(len(self.limits.strings), np.nan)
@@ -171,7 +170,8 @@ class SimulatedArm:
 
     @property
     def pending_commands(self) -> int:
-        return len(self._pending)
+        """Commands received that have not taken effect yet."""
+        return len(self._stream.pending(self.k))
 
     @property
     def bodies(self) -> list[str]:
@@ -213,8 +213,7 @@ class SimulatedArm:
         self._u[: self.nu] = 0.0
         self._slack[:] = False
         self.drives.reset(self.rho)
-        self._pending.clear()
-        self._last_effective = self.k
+        self._stream.clear()
         self._disturbances.clear()
 
     def set_profile(self, profile: HardwareProfile) -> None:
@@ -243,31 +242,42 @@ class SimulatedArm:
             q = np.where(self._quantized, np.round(q / self._safe_resolution) * self._safe_resolution, q)
         return q
 
-    def receive_command(self, targets: np.ndarray) -> bool:
-        """A position command (nk,) for the kinematic configurations, received during the current cycle.
+    def receive_command(self, targets: np.ndarray, steps: Optional[np.ndarray] = None) -> bool:
+        """A position command for the kinematic configurations, received during the current cycle k: ``targets``
+        (nk,) a setpoint (the forward position controller's command), or (m, nk) the setpoints of ``steps`` (m,)
+        (increasing step numbers of this arm, real: a joint_trajectory_controller command;
+        :mod:`.setpoint_stream`).
 
-        Saturated to the drives' range (returns True when it was); takes effect at step
-        k + command_delay_steps (+ jitter), never before a command received earlier.
+        Saturated to the drives' range (returns True when a point was); arrives at step k + command_delay_steps
+        (+ jitter), never before a command received earlier; a setpoint takes effect there, a trajectory's points
+        at their own steps from there on. Raises ValueError (:func:`.setpoint_stream.check_points`) for a
+        command of the wrong shape, non-finite values or steps not increasing.
         """
-        targets = np.asarray(targets, dtype=float)
-        if targets.shape != (self.nk,) or not np.all(np.isfinite(targets)):
-            raise ValueError(f"a command has {self.nk} finite values "
-                             f"({', '.join(self.model.config_names[self.nd:])}), got {targets.tolist()}")
-        saturated = self.limits.saturate(targets)
+        points = check_points(targets, steps, self.nk, self.model.config_names[self.nd:])
+        saturated = self.limits.saturate(points)
+        arrival = self._arrival()
+        self._stream.receive(np.array([arrival]) if steps is None else np.asarray(steps, dtype=float), saturated,
+                             arrival)
+        return bool(np.any(saturated != points))
+
+    def receive_stop(self) -> None:
+        """A stop received during the current cycle (joint_trajectory_controller's empty trajectory): arriving as a
+        command does, the drives brake to a stop there (:meth:`hold` then) and stay until a newer command."""
+        arrival = self._arrival()
+        self._stream.receive(None, None, arrival)
+
+    def _arrival(self) -> int:
+        """The step a command received now arrives at: k + command_delay_steps (+ jitter), never before the last."""
         p = self.profile
         delay = p.command_delay_steps
         if p.command_jitter_steps and p.command_jitter_probability and \
                 self._jitter_rng.random() < p.command_jitter_probability:
             delay += int(self._jitter_rng.integers(1, p.command_jitter_steps + 1))
-        effective = max(self.k + delay, self._last_effective)
-        self._last_effective = effective
-        self._pending.append((effective, saturated))
-        return bool(np.any(saturated != targets))
+        return max(self.k + delay, self._stream.last_arrival)
 
     def hold(self) -> None:
         """The drives stop where they can (braking at their limits), dropping pending commands."""
-        self._pending.clear()
-        self._last_effective = self.k
+        self._stream.clear()
         self.drives.hold(self.rho, self.v)
 
     def step(self) -> Optional[StepFault]:
@@ -275,8 +285,11 @@ class SimulatedArm:
 
         Returns None, or the fault (the arm has then recovered; see the module docstring).
         """
-        while self._pending and self._pending[0][0] <= self.k:
-            self.drives.command(self._pending.popleft()[1])
+        setpoint = self._stream.setpoint(self.k)
+        if self._stream.stopping(self.k):
+            self.drives.hold(self.rho, self.v)
+        elif setpoint is not None:
+            self.drives.command(setpoint)
         self._apply_disturbances()
         rho_next = self.drives.advance(self.rho, self.v)
         q_before = self._x[: self.nq].copy()
@@ -328,8 +341,7 @@ class SimulatedArm:
                 except (_core.StepError, FloatingPointError, ImplausibleStep) as e:
                     message += f"; with the actuators {action.replace('_', ' ')}: {e}"
                 else:
-                    self._pending.clear()
-                    self._last_effective = self.k
+                    self._stream.clear()
                     self.drives.reset(self.rho)
                     return StepFault(message, action)
         self.reset()

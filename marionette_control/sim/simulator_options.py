@@ -110,6 +110,10 @@ NODE_PARAMETERS = [
     ParamSpec("controller_name", "forward_position_controller",
               "name of the ros2_control forward position controller whose commands the simulator takes: "
               "std_msgs/Float64MultiArray on <controller_name>/commands", check=_ros_name, read_only=True),
+    ParamSpec("trajectory_controller_name", "joint_trajectory_controller",
+              "name of the ros2_control joint_trajectory_controller whose commands the simulator takes as well: "
+              "trajectory_msgs/JointTrajectory on <trajectory_controller_name>/joint_trajectory, sampled at every "
+              "step (sim/setpoint_stream.py)", check=_ros_name, read_only=True),
     ParamSpec("command_joints", ["carriage", "string_length"],
               "the controller's joints, in the order of the command data (hardware joint names of the model's "
               "kinematic configurations, each exactly once)", check=_nonempty_names, read_only=True),

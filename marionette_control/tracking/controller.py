@@ -64,6 +64,7 @@ from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.faults import ERROR, OK, STALE, WARN, Faults
 from marionette_control.tracking.intake import SampleIntake
 from marionette_control.tracking.joint_states import NS, JointStateReader
+from marionette_control.tracking.lookahead import Lookahead
 from marionette_control.tracking.controller_options import ControllerOptions, controller_options
 from marionette_control.tracking.plan_switch import Plan
 from marionette_control.tracking.sample_checks import SampleChecks
@@ -183,6 +184,9 @@ class ControllerCore:
         self._start_age: Optional[int] = None  # age of the run's last sample before its first tick (:meth:`_accept`)
         self.start_skipped = 0      # samples passed over at the run's start as queued (:meth:`_accept`)
         self.compute_times = ComputeTimes(options.stats_window)
+        # the next setpoints of every tick's command (command_interface joint_trajectory), else None
+        self.lookahead = (Lookahead(options.command_lookahead) if options.command_interface == "joint_trajectory"
+                          else None)
         self.set_timing(options.state_timeout, options.stamp_tolerance)
 
     # what the node, the tools and the tests read of the parts
@@ -304,6 +308,8 @@ class ControllerCore:
         self._tick_stamp = None
         self._start_age = None
         self.run_guarded_ticks = 0
+        if self.lookahead is not None:
+            self.lookahead.reset()
         tracking.reset_estimate()
         tracking.clear_plans()
         msg = f"started tracking {staging.source} ({tracking.N} steps, dt {self.dt:g} s)"
@@ -490,6 +496,10 @@ class ControllerCore:
         self.ticks += 1
         self.last_x_hat, self.last_x_ref = x_hat, x_ref
         res.kind, res.command, res.k, res.x_hat, res.x_ref = "tick", u, k, x_hat, x_ref
+        if self.lookahead is not None:
+            tr, j = self.staging.tracking, k + self.delay
+            res.lookahead = self.lookahead.points(u, j, tr.law.feedforward, tr.law.active, tr.limits,
+                                                  tr.history.stream_state(j, tr.system.dt)[0])
         if self.staging.tracking.guarded:
             res.guarded = True
             self.guarded_ticks += 1

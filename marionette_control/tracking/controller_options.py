@@ -20,11 +20,16 @@ from marionette_control.model.joint_map import JointMap, JointMapError
 from marionette_control.model.yaml_model import ModelDescription
 from marionette_control.parameters import ParameterError, ParamSpec
 from marionette_control.tracking.estimation import ESTIMATORS, EstimatorNoise
+from marionette_control.tracking.lookahead import MAX_LOOKAHEAD
 from marionette_control.tracking.plan_switch import SwitchTolerance
 from marionette_control.tracking.quiet_feedback import QuietOptions
 from marionette_control.tracking.sample_checks import PlausibilityOptions
 from marionette_control.tracking.tolerances import default_tolerances
 
+
+#: What a tick's command is: one setpoint (ros2_control's forward position controller) or a short trajectory
+#: (its joint_trajectory_controller; :mod:`.lookahead`).
+COMMAND_INTERFACES = ("forward_position", "joint_trajectory")
 
 #: The longest command delay the controller compensates (steps).
 MAX_DELAY_STEPS = 10
@@ -55,6 +60,9 @@ class ControllerOptions:
         (:mod:`.integral_action`, "Anti-windup"); False: it integrates through saturation
     quiet : QuietOptions of the quiet feedback (:mod:`.quiet_feedback`: the feedback on the arm's own state lagged,
         stepped aside after a surprise; cutoff 0: off)
+    command_interface : "forward_position" (a tick's command is one setpoint) or "joint_trajectory" (it carries
+        ``command_lookahead`` next setpoints: :mod:`.lookahead`, ``TickResult.lookahead``)
+    command_lookahead : points after the first a joint_trajectory command carries (1 … MAX_LOOKAHEAD)
     """
 
     state_timeout: float = 0.05
@@ -74,6 +82,8 @@ class ControllerOptions:
     feedback_acceleration: float = 0.0
     anti_windup: bool = True
     quiet: QuietOptions = field(default_factory=QuietOptions)
+    command_interface: str = "forward_position"
+    command_lookahead: int = 10
 
     def __post_init__(self):
         validation.nonnegative(self.tension_reserve, "tension_reserve (N)")
@@ -83,6 +93,10 @@ class ControllerOptions:
             raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
         validation.integer(self.command_delay_steps, "command_delay_steps", minimum=0, maximum=MAX_DELAY_STEPS)
         validation.integer(self.buffer_size, "buffer_size", minimum=2)
+        if self.command_interface not in COMMAND_INTERFACES:
+            raise ValueError(f"command_interface must be one of {', '.join(COMMAND_INTERFACES)}, got "
+                             f"{self.command_interface!r}")
+        validation.integer(self.command_lookahead, "command_lookahead", minimum=1, maximum=MAX_LOOKAHEAD)
         unknown = set(self.tolerances) - {"start", "path", "goal"}
         if unknown:
             raise ValueError(f"tolerances: unknown kind(s) {', '.join(sorted(unknown))} (start, path, goal)")
@@ -112,7 +126,19 @@ PARAMS = [
     ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState topic (sensor-data QoS)",
               read_only=True),
     ParamSpec("command_topic", "forward_position_controller/commands",
-              "std_msgs/Float64MultiArray command topic (ros2_control forward position controller)", read_only=True),
+              "std_msgs/Float64MultiArray command topic (ros2_control forward position controller; with "
+              "command_interface forward_position)", read_only=True),
+    ParamSpec("command_interface", ControllerOptions.command_interface, "What a command is: 'forward_position' "
+              "(one setpoint per drive on command_topic, std_msgs/Float64MultiArray) or 'joint_trajectory' (the "
+              "setpoint and the next command_lookahead ones, trajectory_msgs/JointTrajectory on trajectory_command_topic: a late or "
+              "lost command leaves the drives following the previous one's next points; docs/tracking.md 'Commands "
+              "that carry the next setpoints')", check=_choice(*COMMAND_INTERFACES), read_only=True),
+    ParamSpec("command_lookahead", ControllerOptions.command_lookahead, "Setpoints after the first a joint_trajectory "
+              "command carries: the command continued along the plan's feed-forward, within the drives' limits",
+              minimum=1, maximum=MAX_LOOKAHEAD, read_only=True),
+    ParamSpec("trajectory_command_topic", "joint_trajectory_controller/joint_trajectory",
+              "trajectory_msgs/JointTrajectory command topic (ros2_control joint_trajectory_controller; with "
+              "command_interface joint_trajectory)", read_only=True),
     ParamSpec("command_joints", ["carriage", "string_length"], "Hardware joint names of the kinematic "
               "configurations in the order of the command's data (the forward position controller's 'joints')",
               read_only=True),
@@ -225,7 +251,8 @@ PARAMS = [
 ]
 
 #: parameters that shape the core's commands (the rest are about transport, logging and scheduling)
-CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "estimator", "estimator_noise.measurement",
+CORE_PARAMS = {"state_timeout", "stamp_tolerance", "command_delay_steps", "command_interface", "command_lookahead",
+               "estimator", "estimator_noise.measurement",
                "estimator_noise.momentum", "estimator_noise.actuator", "feedback", "tension_reserve", "start_blend",
                "feedback_acceleration", "anti_windup", "quiet_feedback.cutoff", "quiet_feedback.detector_measurement",
                "quiet_feedback.threshold", "quiet_feedback.drive_threshold", "quiet_feedback.hold",
@@ -282,7 +309,8 @@ def controller_options(values: dict, desc: ModelDescription) -> ControllerOption
                                  float(v["estimator_noise.actuator"])),
             feedback=bool(v["feedback"]), tension_reserve=float(v["tension_reserve"]),
             start_blend=float(v["start_blend"]), feedback_acceleration=float(v["feedback_acceleration"]),
-            anti_windup=bool(v["anti_windup"]),
+            anti_windup=bool(v["anti_windup"]), command_interface=v["command_interface"],
+            command_lookahead=int(v["command_lookahead"]),
             quiet=QuietOptions(*(float(v[f"quiet_feedback.{n}"]) for n in (
                 "cutoff", "detector_measurement", "threshold", "drive_threshold", "hold"))),
             plausibility=PlausibilityOptions(*(float(v[f"plausibility.{n}"]) for n in (

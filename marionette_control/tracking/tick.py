@@ -89,10 +89,12 @@ class TickResult:
     event : a trajectory event of this call (taken, switched, a switch refused: its message), else "".
     plan_event : a plan refused at this tick (its message), else "" (switches are counted, not reported).
     guarded : the tension guard moved this tick's command (:mod:`.tension_guard`).
+    lookahead : ndarray (L, nU) the inputs of the L steps after the command's (:mod:`.lookahead`) with
+        ``command_interface`` joint_trajectory and a "tick", else None (a one-point command).
     """
 
     __slots__ = ("kind", "command", "k", "stamp_ns", "x_hat", "x_ref", "fault", "fault_message", "new_fault",
-                 "recovered", "missed", "compute_ns", "event", "plan_event", "guarded")
+                 "recovered", "missed", "compute_ns", "event", "plan_event", "guarded", "lookahead")
 
     def __init__(self, kind="none", command=None, stamp_ns=0):
         self.kind = kind
@@ -110,6 +112,7 @@ class TickResult:
         self.event = ""
         self.plan_event = ""
         self.guarded = False
+        self.lookahead = None
 
 
 class Tracking:

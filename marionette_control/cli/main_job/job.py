@@ -1,7 +1,7 @@
 """Main job: the whole loop on the simulated marionette arm, closed loop against feed-forward only.
 
     python -m marionette_control.cli.main_job [--out DIR] [--motion wave] [--profile realistic|perfect]
-                                          [--plant FILE] [--seed N] [--push T [--push-force N] [--mpc]] [--calibrate]
+                                          [--plant FILE] [--seed N] [--push T [--push-force N] [--mpc [rti]]] [--calibrate]
                                           [--real-time-factor X] [--no-bag] [--timeout S]
 
 Starts the simulator, optimizer and controller as separate processes (the bringup's ``--sim`` node set),
@@ -21,7 +21,8 @@ simulator reset to its initial rest state before each (so every run starts from 
 ``push_mpc`` (with ``--push T --mpc``)
     the same push with receding-horizon re-planning: ``marionette_mpc`` (the bringup's ``--mpc``) plans for a
     controller of its own, ``marionette_controller_mpc``, which takes its plans (docs/mpc.md). The other
-    controllers take none.
+    controllers take none. With ``--mpc rti`` the planner re-plans at every tick (a real-time iteration, its
+    ``method`` 'rti') in the process of that controller (:mod:`marionette_control.nodes.replanning`) instead.
 
 ``--calibrate`` closes the sim-to-real loop (docs/calibration.md): before the motion, the identification motion
 (``config/motions/identify.yaml``) is optimized and tracked closed loop with a bag recorder of its own
@@ -49,7 +50,8 @@ the optimized trajectory at every tick. Output in ``--out`` (default ``out/main/
   optimization statistics, the simulated hardware (``simulated_hardware``) and what the simulator reported;
   with ``--push``: ``push`` and ``push_recovery.lqr_s`` (with ``--mpc`` also ``mpc_s``: seconds from the push
   until the arm stays within 1° of the motion to its end; null if never, an aborted run included); with
-  ``--mpc``: ``mpc`` (the planner's update times, updates, plans published, switched to and rejected);
+  ``--mpc``: ``mpc`` (the planner's method, update times — with ``rti`` also its preparations' —, updates, plans
+  published, switched to and rejected, and the tick compute p99 of the re-planned and of the LQR-only run);
 * ``angles.png`` (thesis Fig. 6.10: desired, optimized, closed- and open-loop true angles and errors),
   ``actuators.png`` (Fig. 6.11: drive positions, speeds and accelerations with their limits, the plant's string
   tension with its minimum); with ``--push``: ``push_error.png``, ``push_angles.png``, ``push_actuators.png``
@@ -110,6 +112,7 @@ from marionette_control.model.motion import desired_states, load_motion
 from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.nodes.bag_recorder import RecorderProcess
 from marionette_control.nodes.convert import disturb_request, trajectory_from_msg
+from marionette_control.ocp.mpc_options import METHODS
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import recovery_time, scripted_push
 from marionette_control.sim.plant import load_plant
@@ -158,7 +161,7 @@ class RunSpec:
     push_time: Optional[float] = None
 
 
-def run_plan(push_time: Optional[float], mpc: bool) -> list[RunSpec]:
+def run_plan(push_time: Optional[float], mpc: Optional[str]) -> list[RunSpec]:
     runs = [RunSpec("closed_loop", CLOSED, True), RunSpec("open_loop", FEEDFORWARD, False)]
     if push_time is not None:
         runs.append(RunSpec("push_lqr", CLOSED, True, push_time))
@@ -200,13 +203,14 @@ class Processes:
 
 
 def start_processes(procs: Processes, profile: str, delay: int, real_time_factor: float, out: Path,
-                    record: bool, mpc: bool, plant: Optional[str] = None, model_file: Optional[str] = None,
-                    seed: Optional[int] = None) -> None:
+                    record: bool, mpc: Optional[str], plant: Optional[str] = None,
+                    model_file: Optional[str] = None, seed: Optional[int] = None) -> None:
     """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` and its noise ``seed``
     when given, optimizer
     saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
-    with ``mpc`` the planner, planning for the re-planned controller), the feed-forward-only controller, with
-    ``mpc`` the re-planned controller, and the bag recorder. ``model_file``: the model file of the optimizer, the
+    with ``mpc`` 'receding_horizon' the planner, planning for the re-planned controller), the feed-forward-only
+    controller, with ``mpc`` the re-planned controller — with 'rti' in one process with its planner
+    (:mod:`marionette_control.nodes.replanning`) —, and the bag recorder. ``model_file``: the model file of the optimizer, the
     controllers and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
     gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
     at rest: the start of their trajectories)."""
@@ -214,7 +218,7 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
     # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
     planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
-               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc else []
+               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc == "receding_horizon" else []
     plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
     plant_args += ["-p", f"{SIMULATOR}:seed:={seed}"] if seed is not None else []
     model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
@@ -234,8 +238,11 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
     if mpc:
         controllers[REPLANNED] = ["-p", f"plan_topic:=/{PLANNER}/plan"]
     for name, params in controllers.items():
-        procs.start(name, ["marionette_control.nodes.controller", "--ros-args",
-                           "--params-file", str(config_file("controller.yaml")), "-r", f"__node:={name}",
+        module, rename = "marionette_control.nodes.controller", f"__node:={name}"
+        if name == REPLANNED and mpc == "rti":   # the planner in the controller's process: rename the controller only
+            module, rename = "marionette_control.nodes.replanning", f"{CLOSED}:__node:={name}"
+            params = [*params, "-p", f"tracking_topic:=/{name}/tracking"]
+        procs.start(name, [module, "--ros-args", "--params-file", str(config_file("controller.yaml")), "-r", rename,
                            "-p", f"command_delay_steps:={delay}", "-p", "use_sim_time:=true", *params])
     if record:
         procs.start("recorder", ["marionette_control.cli.bag_record", "-o", str(out / "bag"), *RECORDED])
@@ -471,7 +478,7 @@ def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path,
         report["push"] = push
         report["push_recovery"] = {f"{n[len('push_'):]}_s": r for n, r in recovery.items()}
         if "push_mpc" in runs:
-            report["mpc"] = mpc_statistics(runs["push_mpc"])
+            report["mpc"] = mpc_statistics(runs["push_mpc"], runs["push_lqr"])
         labels = {"push_lqr": "LQR only", "push_mpc": "MPC (re-planned)"}
         t_push = push["time_s"]
         F.plot_push_error({labels.get(n, n): e for n, e in pushed.items()}, t_push,
@@ -486,9 +493,12 @@ def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path,
                                push_actuators_plot=str(out / "push_actuators.png"))
 
 
-def mpc_statistics(run) -> dict:
-    """``report.json``'s ``mpc``: the planner's update times (wall clock: prediction, optimization, gains) and
-    outcomes, and the plans the controller switched to and rejected in the re-planned run."""
+def mpc_statistics(run, lqr_run) -> dict:
+    """``report.json``'s ``mpc``: the planner's method, update times (wall clock: prediction, optimization, gains;
+    with 'rti' the feedback step, its preparations apart in ``prepare_ms``; the thread's CPU time in
+    ``update_cpu_ms``) and outcomes, the plans the controller
+    switched to and rejected in the re-planned run, and the tick compute time's p99 [µs] of the re-planned run
+    and of the LQR-only run ``lqr_run`` (its controller in a process without a planner)."""
     p = run.planner
 
     def number(key):
@@ -497,7 +507,12 @@ def mpc_statistics(run) -> dict:
         except (KeyError, ValueError):
             return None
 
-    return {"update_ms": {q: number(f"update_ms.{q}") for q in ("median", "p99", "max")},
+    return {"method": p.get("method", "receding_horizon"),
+            "update_ms": {q: number(f"update_ms.{q}") for q in ("median", "p99", "max")},
+            "update_cpu_ms": {q: number(f"update_cpu_ms.{q}") for q in ("median", "p99", "max")},
+            "prepare_ms": {q: number(f"prepare_ms.{q}") for q in ("median", "p99", "max")},
+            "tick_compute_p99_us": {"replanned": A.stats(run.compute_us, "us").get("p99"),
+                                    "lqr_only": A.stats(lqr_run.compute_us, "us").get("p99")},
             "updates": int(number("updates") or 0), "published": int(number("plans_published") or 0),
             "outcomes": {k[len("updates."):]: int(v) for k, v in p.items() if k.startswith("updates.") and v.isdigit()},
             "switched": run.plans.get("switched"), "rejected": run.plans.get("rejected"),
@@ -554,7 +569,8 @@ class GraphRuns:
     identification: Optional[dict] = None
 
 
-def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: int, record: bool, mpc: bool,
+def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: int, record: bool,
+              mpc: Optional[str],
               plant: Optional[str] = None, model_file: Optional[str] = None, identify: bool = False,
               save_path: str = "trajectory.npz") -> GraphRuns:
     """Starts the node graph (:func:`start_processes`: the simulator's ``plant``, the nodes' ``model_file``), with
@@ -618,7 +634,7 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
     model = load_packaged_model(variant.resolve()).model
     # the plant named explicitly: the profile's, or with none (perfect) the nominal model, not the calibrated one
     second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(None, False), delay, record=False,
-                       mpc=False, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
+                       mpc=None, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
                        save_path="trajectory_calibrated.npz")
     nd, dt = model.nd, second.traj.dt
     names = list(model.config_names[:nd])
@@ -712,8 +728,10 @@ def main(argv=None) -> int:
     p.add_argument("--push", type=float, metavar="T", help="also run the closed loop with a push T s into the motion")
     p.add_argument("--push-force", type=float, metavar="N", help="peak of the push's half sine [N], in the arm's "
                    "plane; default: offline_loop.scripted_push's (docs/mpc.md's push)")
-    p.add_argument("--mpc", action="store_true", help="also run the push with receding-horizon re-planning "
-                   "(marionette_mpc, docs/mpc.md); needs --push")
+    p.add_argument("--mpc", nargs="?", const=METHODS[0], choices=METHODS, metavar="METHOD",
+                   help="also run the push with receding-horizon re-planning (marionette_mpc, docs/mpc.md): alone, "
+                   "or 'receding_horizon', the 10 Hz planner in a process of its own; 'rti': a real-time iteration "
+                   "every tick in the controller's process; needs --push")
     p.add_argument("--real-time-factor", type=float, metavar="X",
                    help="simulated seconds per wall-clock second (the simulator's clock; default "
                         f"{REAL_TIME_FACTOR:g}, with --mpc {MPC_REAL_TIME_FACTOR:g})")
@@ -751,8 +769,10 @@ def main(argv=None) -> int:
         say(f"after the push ({name[:-2].upper()}): back within 1° {'never' if r is None else f'{r:.2f} s after it'}")
     if "mpc" in report:
         m = report["mpc"]
-        say(f"re-planning: {m['updates']} updates (median {m['update_ms']['median']} ms, p99 {m['update_ms']['p99']} "
-            f"ms), {m['published']} plans published, {m['switched']} switched to, {m['rejected']} rejected")
+        tc = m["tick_compute_p99_us"]
+        say(f"re-planning ({m['method']}): {m['updates']} updates (median {m['update_ms']['median']} ms, p99 "
+            f"{m['update_ms']['p99']} ms), {m['published']} plans published, {m['switched']} switched to, "
+            f"{m['rejected']} rejected; tick compute p99 {tc['replanned']:.0f} µs (LQR only: {tc['lqr_only']:.0f} µs)")
     missed = {n: r["lockstep"]["timeouts"] for n, r in report["runs"].items() if r["lockstep"]["timeouts"]}
     if missed:
         say("warning: the simulator stopped waiting for a command (" + ", ".join(f"{n}: {v}" for n, v in missed.items())

@@ -94,10 +94,14 @@ def markdown(report: dict) -> str:
     if "mpc" in report:
         m = report["mpc"]
         ms = m["update_ms"]
-        lines += ["## Receding-horizon re-planning", "",
+        tc = m.get("tick_compute_p99_us", {})
+        lines += ["## Receding-horizon re-planning", "", f"- method: {m.get('method', 'receding_horizon')}; the "
+                  f"controller's tick compute p99: {tc.get('replanned')} µs (LQR-only run: {tc.get('lqr_only')} µs)",
                   f"- updates: {m['updates']} (outcomes: "
                   + ", ".join(f"{k} {v}" for k, v in m["outcomes"].items()) + "), wall time per update: median "
-                  f"{ms['median']} ms, p99 {ms['p99']} ms, max {ms['max']} ms",
+                  f"{ms['median']} ms, p99 {ms['p99']} ms, max {ms['max']} ms"
+                  + ("; preparations: median {median} ms, p99 {p99} ms, max {max} ms".format(**m["prepare_ms"])
+                     if m.get("prepare_ms", {}).get("p99") is not None else ""),
                   f"- plans published {m['published']}, switched to {m['switched']}, rejected {m['rejected']}"
                   + (" (" + ", ".join(f"{k} {v}" for k, v in m["rejected_by_reason"].items()) + ")"
                      if m["rejected_by_reason"] else ""), ""]
