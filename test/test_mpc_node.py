@@ -25,6 +25,13 @@ from marionette_control.nodes.mpc import MPCNode
 from marionette_control.parameters import ParameterError
 
 from arm_helpers import wave_motion
+from marionette_control.identification.online import CONFIRMATIONS
+from marionette_control.model.joint_map import JointMap
+from marionette_control.model.yaml_model import load_packaged_model
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.tracking.controller_options import ControllerOptions
+from sensor_msgs.msg import JointState
 from ros_helpers import isolated_ros
 
 NS = 1_000_000_000
@@ -237,4 +244,49 @@ def test_with_method_rti_every_tick_gets_a_plan_from_one_real_time_iteration(wav
 def test_a_method_it_does_not_know_is_refused_at_start_up(wave):
     with pytest.raises(ParameterError, match="parameter 'method' must be one of receding_horizon, rti, got 'rtx'"):
         with planner_node(wave[2], method="rtx"):
+            pass
+
+
+def test_with_identify_the_node_fits_the_joint_states_after_an_update_and_plans_on_the_fit(wave):
+    """docs/mpc.md, "Online identification": the joint states by hardware name (a sample missing by its stamp is a
+    gap the window waits out), the fit on a thread of its own after an update, its model taken by the next."""
+    _, motion, path = wave
+    with planner_node(path, identify=["shoulder.damping", "elbow.damping"]) as node:
+        check_identification(node, motion)
+
+
+def check_identification(node, motion) -> None:
+    seen: list = []
+    run_loop(motion, HardwareProfile.named("realistic", plant_model_file="plants/damping_x3.yaml", seed=1),
+             ControllerOptions(feedback=False), settle_cycles=0, hold_cycles=0, observers=[seen.append])
+    names = JointMap.of(node.model, load_packaged_model("marionette_arm.yaml").hardware_joints).hardware_names
+    t0 = node.get_clock().now().nanoseconds
+
+    def joint_states(ticks):
+        for i in ticks:
+            msg = JointState(name=list(reversed(names)), position=list(reversed(seen[i].tolist())))
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t0 + i * 10_000_000, NS)
+            node._on_joint_state(msg)
+
+    joint_states([*range(200, 300), *range(301, 351)])        # sample 300 lost: 150 stamps, a gap in the window
+    mpc, nominal = node.mpc, node.mpc.system
+    feed(node, *(tracking(node, motion, k) for k in range(0, 11)))   # updates at ticks 0 and 10, a fit after each
+    assert node._fitter.wait_idle(60.0)
+    assert node.identifier.counts["too_short"] >= 1 and node.identifier.counts["adopted"] == 0
+    joint_states(range(351, 451))                              # the gap has left the 1.5 s window
+    for k in range(11, 11 + 10 * CONFIRMATIONS, 10):           # a fit after each update, confirmed by the third
+        feed(node, *(tracking(node, motion, i) for i in range(k, k + 10)))
+        assert node._fitter.wait_idle(60.0)
+        joint_states(range(440 + k, 450 + k))
+    assert node.identifier.counts["adopted"] == 1, node.identifier.counts
+    assert node.identifier.current == pytest.approx({"shoulder.damping": 0.06, "elbow.damping": 0.03}, rel=0.03)
+    assert mpc.system is nominal                               # taken by the next update
+    feed(node, *(tracking(node, motion, i) for i in range(11 + 10 * CONFIRMATIONS, 21 + 10 * CONFIRMATIONS)))
+    assert mpc.system is not nominal and mpc.system.model.hash == node.identifier.model().hash
+    assert node.statistics()["published"] == 3 + CONFIRMATIONS   # every update planned
+
+
+def test_identify_with_method_rti_is_refused_at_start_up(wave):
+    with pytest.raises(ParameterError, match="online identification is for method 'receding_horizon', not 'rti'"):
+        with planner_node(wave[2], method="rti", identify=["elbow.damping"]):
             pass

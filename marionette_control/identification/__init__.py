@@ -15,7 +15,9 @@ error, and the simulation of short windows from measured states the output error
 * :mod:`.output_error` — the simulation error over short windows with exact sensitivities;
 * :mod:`.fit` — the fit (prior, Gauss–Newton, uncertainty, identifiability, physical consistency);
 * :mod:`.excitation` — an identification motion the optimizer makes feasible;
-* :mod:`.variant` — the calibrated model as a variant model file (``base:`` + ``overrides:``).
+* :mod:`.variant` — the calibrated model as a variant model file (``base:`` + ``overrides:``);
+* :mod:`.online` — the receding-horizon planner's online identification: the last seconds of joint states, fitted
+  on request, an estimate adopted only when the fit can be trusted.
 
 Imports the layers below it (``docs/architecture.md``, "Layers"); nothing of ROS (bags are read through
 :mod:`marionette_control.bags.bagio`).

@@ -112,7 +112,8 @@ class Calibration:
     (p, p); noise (nq,) the sensor noise used; chi2, dof : the whitened residuals' sum of squares and degrees of
     freedom (χ²/dof ≈ 1 when the noise model holds); directions : [(data's standard deviation, {name:
     weight})] the parameter combinations the data fixes, best first; tension (N,) the string tension estimates
-    [N] per node (NaN where unused); iterations; scale_note.
+    [N] per node (NaN where unused); iterations; scale_note; converged : the Gauss–Newton iteration stopped on
+    its step tolerance or at a point no step lowers (not on its iteration limit).
     """
 
     parameters: list
@@ -127,6 +128,7 @@ class Calibration:
     iterations: int
     scale_note: str
     nodes: int = 0
+    converged: bool = True
 
     def estimate(self, name: str) -> ParameterEstimate:
         return next(e for e in self.estimates if e.name == name)
@@ -207,7 +209,8 @@ def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names:
 
     def gauss_newton(theta):
         """Gauss-Newton, re-weighting at every iterate, halving a step that leaves the physical bounds or does not
-        lower the objective; returns (θ, evaluations)."""
+        lower the objective; returns (θ, evaluations, converged: stopped on the step tolerance or where no step
+        lowers the objective)."""
         nonlocal W
         evaluations = 0
         for _ in range(max_iterations):
@@ -223,20 +226,20 @@ def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names:
                         break
                 alpha *= 0.5
             else:
-                break
+                return theta, evaluations, True
             theta = trial
             if np.max(np.abs(alpha * step) / s) < tolerance:
-                break
-        return theta, evaluations
+                return theta, evaluations, True
+        return theta, evaluations, False
 
-    theta, iterations = gauss_newton(theta)
+    theta, iterations, converged = gauss_newton(theta)
     # nodes where the fitted model needs the string to push are not the holonomic model's (a slack string,
     # marionette_control.sim.strings): they are left out and the fit repeated from where it ended
     slack = np.flatnonzero(np.any(point(theta).multipliers[ee.nodes] <= 0.0, axis=1))
     if len(slack):
         ee.nodes = np.delete(ee.nodes, slack)
         cache.clear()
-        theta, more = gauss_newton(theta)
+        theta, more, converged = gauss_newton(theta)
         iterations += more
     W = _Whitening(point(theta), sigma)
     pt = point(theta)
@@ -253,8 +256,10 @@ def fit_equation_error(params: ModelParameters, Q: np.ndarray, dt: float, names:
     note = ("the masses, inertias and damping are fixed by the data only up to a common factor (no force is "
             "measured: gravity and the string's tension scale with the masses); that factor is the prior's"
             + (" and the known (weighed) values'" if any(priors[n].known for n in linear) else "")) if linear else ""
-    return _calibration(params, parameters, priors, theta, covariance, J[:n_data] * s, sigma, chi2, dof, tension,
-                        iterations, note, len(pt.nodes))
+    out = _calibration(params, parameters, priors, theta, covariance, J[:n_data] * s, sigma, chi2, dof, tension,
+                       iterations, note, len(pt.nodes))
+    out.converged = converged
+    return out
 
 
 def _calibration(params, parameters, priors, theta, covariance, data_jacobian, noise, chi2, dof, multipliers,

@@ -40,6 +40,19 @@ not published); one with less than 2 ms left when its update starts is skipped (
 the node fell behind). An update that misses its deadline publishes nothing (``deadline_missed``); a
 plan that arrives late anyway is refused by the controller (``late``, in its counts).
 
+Online identification (``identify``, off by default; docs/mpc.md)
+----------------------------------------------------------------
+With parameter names in ``identify`` the node also reads the measured joint states the controller reads
+(``joint_states_topic``, by the model file's hardware joint names,
+:class:`~marionette_control.tracking.joint_states.JointStateReader`; a sample missing by its stamp, or unreadable,
+is a gap the window waits out) into an
+:class:`~marionette_control.identification.online.OnlineIdentification`. After each update the fit runs on a
+thread of its own (``mpc-identification``, with the updates' priority), so that a slow fit never holds an update
+back; a model it adopts is taken when the next update's estimate arrives while no update runs, before its
+prediction (:meth:`~marionette_control.ocp.mpc.RecedingHorizon.identify`), so that the prediction and the plan are
+on one model. With ``method`` 'receding_horizon' only: the real-time iteration with identification let the string go
+slack on damping ×3 offline (docs/mpc.md). /diagnostics adds the fits' counts by reason, the estimates in use and the fit times.
+
 Re-planning every tick (``method`` 'rti', issue 28)
 --------------------------------------------------
 With ``method`` 'rti' an update is one real-time iteration (:class:`~marionette_control.ocp.rti.RealTimeIteration`,
@@ -54,7 +67,8 @@ iterations' outcomes (``step_<γ>``, ``clamped_<γ>``, ``infeasible``) in ``upda
 Graph (names relative to the node's namespace)
 ----------------------------------------------
 subscribes ``tracking_topic`` (TrackingState, reliable, depth 100), ``trajectory_topic``
-(TrackedTrajectory, reliable + transient local) unless ``trajectory_file`` is set;
+(TrackedTrajectory, reliable + transient local) unless ``trajectory_file`` is set, ``joint_states_topic``
+(sensor_msgs/JointState, sensor-data QoS) with ``identify`` only;
 publishes ``~/plan`` (marionette_interfaces/Plan, reliable) and ``/diagnostics`` (one status
 "marionette_mpc: planning" every ``diagnostics_period``: the motion, updates, plans published, the
 outcome of every update by reason, the update time's median, p99 and max over the last 500 updates,
@@ -78,11 +92,16 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
 
 from marionette_interfaces.msg import Plan as PlanMsg
 from marionette_interfaces.msg import TrackedTrajectory, TrackingState
 from marionette_control.tracking.command_limits import CommandLimits
+from marionette_control.identification.online import planner_identification
+from marionette_control.model.joint_map import JointMap
+from marionette_control.resources import config_file
+from marionette_control.tracking.joint_states import JointStateError, JointStateReader
 from marionette_control import _core
 from marionette_control.ocp import blas_threads
 from marionette_control.ocp.mpc import Deadline, RecedingHorizon, Update
@@ -156,6 +175,15 @@ class MPCNode(Node):
         self.limits = CommandLimits.from_limits(from_description(desc)).for_dt(self.problem.dt)
         # the command's entries by hardware joint name -> index into u (model order)
         self._input_of = command_inputs(desc)
+        self.identifier = None
+        if self.options.identify:
+            if p["method"] != "receding_horizon":
+                raise ParameterError(f"parameters 'identify', 'method': online identification is for method "
+                                     f"'receding_horizon', not '{p['method']}' (docs/mpc.md, 'Online identification')")
+            try:
+                self.identifier = planner_identification(config_file(p["model_file"]), self.options, self.problem.dt)
+            except (OSError, ValueError) as e:
+                raise ParameterError(f"parameter 'identify': {e}") from None
         self.mpc: Optional[RecedingHorizon] = None
         self.rti: Optional[RealTimeIteration] = None     # method 'rti': the iteration (self.mpc its RecedingHorizon)
         self.motion_source = ""
@@ -174,6 +202,14 @@ class MPCNode(Node):
         # updates run on a thread of their own, so that the executor keeps the node's clock (/clock under
         # use_sim_time) current and the commands recorded while one runs: its deadline is on that clock
         self._worker = LatestJobWorker(self._update, "mpc-updates", self._update_thread_priority)
+        self._fitter = None
+        if self.identifier is not None:
+            self._reader = JointStateReader(JointMap.of(m, desc.hardware_joints))
+            self._last_sample_ns: Optional[int] = None
+            self._fitter = LatestJobWorker(lambda job: job[0].identify(job[1]), "mpc-identification",
+                                           self._update_thread_priority)
+            self.create_subscription(JointState, p["joint_states_topic"], self._on_joint_state,
+                                     qos_profile_sensor_data)
         self.create_subscription(TrackingState, p["tracking_topic"], self._on_tracking, TRACKING_QOS)
         if p["trajectory_file"]:
             try:
@@ -204,8 +240,28 @@ class MPCNode(Node):
         return self._worker.wait_idle(timeout)
 
     def stop_updates(self) -> None:
-        """Ends the updates' thread (a running update finishes first); re-raises what ended it, if anything did."""
+        """Ends the updates' thread (a running update finishes first) and the fits' if any; re-raises what ended
+        them, if anything did."""
         self._worker.stop()
+        if self._fitter is not None:
+            self._fitter.stop()
+
+    def _on_joint_state(self, msg) -> None:
+        """A measured configuration for the online identification (module docstring): samples missing between
+        this one and the last by their stamps, or unreadable, are gaps."""
+        stamp = msg.header.stamp.sec * NS + msg.header.stamp.nanosec
+        nq = self.model.nq
+        if self._last_sample_ns is not None:
+            missing = int(round((stamp - self._last_sample_ns) / (self.problem.dt * NS))) - 1
+            for _ in range(min(max(missing, 0), int(self.options.identify_window / self.problem.dt) + 1)):
+                self.identifier.record(np.full(nq, np.nan))
+        self._last_sample_ns = stamp
+        try:
+            q = self._reader.read(msg)
+        except JointStateError as e:
+            q = np.full(nq, np.nan)
+            self._log_throttled("joint_state", f"joint state for the online identification: {e}")
+        self.identifier.record(q)
 
     # ------------------------------------------------------------------------------ the motion
 
@@ -213,7 +269,7 @@ class MPCNode(Node):
         """Re-plans ``motion`` from now on if it is the problem's optimum's shape (model, steps, Δt); else keeps
         what it has and reports why."""
         try:
-            mpc, rti = planners(self.p["method"], self.problem, motion, self.options)
+            mpc, rti = planners(self.p["method"], self.problem, motion, self.options, self.identifier)
         except (TrajectoryError, ValueError) as e:
             self.motion_error = f"{source}: {e}"
             self.get_logger().error(f"motion refused: {self.motion_error}")
@@ -308,6 +364,8 @@ class MPCNode(Node):
         with self._lock:
             pending = self.last_plan if (self.last_plan is not None and self.last_plan.start > k + d
                                          and self.last_plan is not self.law.active) else None
+        if self._fitter is not None and self._worker.wait_idle(0.0):
+            mpc.take_identified()   # no update runs: this one predicts and plans on the identified model
         try:
             j, x0 = mpc.predict(k, x_hat, self.history, self.law, self.limits, pending)
         except _core.StepError:
@@ -335,6 +393,8 @@ class MPCNode(Node):
         up = job.mpc.plan(job.start, job.x0, job.run, job.previous, job.tick, deadline=deadline)
         self._record(job.tick, up)
         self._publish(job, up)
+        if self._fitter is not None:
+            self._fitter.submit((job.mpc, job.tick))   # the next update takes a model it adopts
 
     def _iterate(self, job: "_Job") -> None:
         """One real-time iteration (method 'rti', on the worker thread; ocp/rti.py): the feedback from the job's
@@ -446,6 +506,12 @@ class MPCNode(Node):
                   ("last_update", self.last_update)]
         values += [(f"updates.{r}", str(n)) for r, n in sorted(stats["reasons"].items())]
         values += [(f"skipped.{r}", str(n)) for r, n in stats["skipped"].items()]
+        if self.identifier is not None:
+            ident = self.identifier.summary()
+            values += [(f"identification.{r}", str(n)) for r, n in ident["counts"].items()]
+            values += [(f"identified.{k}", f"{v:.6g}") for k, v in ident["current"].items()]
+            values += [(f"identification.fit_ms.{q}", f"{1e3 * v:.3f}") for q, v in ident["fit_seconds"].items()
+                       if v is not None]
         for key in ("update_ms", "update_cpu_ms", "prepare_ms", "prepare_cpu_ms"):
             if key in stats:
                 values += [(f"{key}.{q}", f"{v:.3f}") for q, v in stats[key].items()]

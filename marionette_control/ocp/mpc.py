@@ -46,6 +46,21 @@ re-plans the rest of the motion from where the arm is, several times a second:
    :class:`~marionette_control.tracking.plan_switch.Plan`, which the controller switches to at its first step
    (:meth:`~marionette_control.tracking.controller.ControllerCore.offer_plan`, :mod:`marionette_control.tracking.plan_switch`).
 
+**Online identification** (``MPCOptions.identify``, off by default; docs/mpc.md, "Online identification"). With
+a :class:`ModelIdentifier` (:class:`marionette_control.identification.online.OnlineIdentification`: the last
+``identify_window`` s of measured configurations, the equation error of thesis §5.1.3) the planner is given every
+measured configuration (:meth:`RecedingHorizon.observe`) and, between updates, asks for a fit at most every
+``identify_period`` s (:meth:`RecedingHorizon.identify`). A model it adopts is prepared there — its
+:class:`_core.DiscreteSystem` and the terminal cost-to-go along the motion on it (:func:`cost_to_go`, 5 ms on the
+wave) — and taken at the start of the next update (:meth:`RecedingHorizon.take_identified`: by
+:meth:`RecedingHorizon.update`; by the planner node before its prediction, when no update runs; by the real-time
+iteration, :mod:`.rti`, after its next plan, before it prepares the one after), so that the window's dynamics, the
+prediction to the plan's start, the warm start's tracking, the plan's gains and the terminal term are all the
+identified model's; the windows are rebuilt on it. The plans keep the controller's model identity (the controller
+tracks them with its own, nominal estimate): only parameters that leave the configurations, the momenta's masses
+and the string's geometry unchanged (the damping) may be adopted, which
+:func:`~marionette_control.identification.online.planner_identification` ensures.
+
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
 motion (so the motion stays the window's optimum) and the same weight the tracking gains put on the
@@ -59,9 +74,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 
@@ -141,6 +157,10 @@ class MPCOptions:
     drive_acceleration : w_a ≥ 0, weight of ½ w_a |a_k − a*_k|² on the drives' accelerations a_k against the
         motion's a*_k (s⁴/m², the tracking gains' acceleration weight in the cost's ½ convention; 0: none)
     min_steps : no update when fewer steps of the motion remain after the plan's start
+    identify : names of the model parameters the planner re-identifies online (module docstring; e.g.
+        ``("shoulder.damping", "elbow.damping")``); empty: none (the default)
+    identify_window : s of measured configurations each fit uses
+    identify_period : s between fits at least (a fit runs after an update, its model is taken by the next)
 
     The plans' tracking gains are the problem's (``Problem.gains``, whose ``delay_steps`` is the controller's
     command delay).
@@ -155,10 +175,17 @@ class MPCOptions:
     schedule: tuple = (("quasi_newton", None),)
     drive_acceleration: float = 3.0e-4
     min_steps: int = 10
+    identify: tuple = ()
+    identify_window: float = 1.5
+    identify_period: float = 0.1
 
     def __post_init__(self):
         validation.nonnegative(self.drive_acceleration, "MPC option 'drive_acceleration'")
-        for name in ("horizon", "period", "tolerance"):
+        if isinstance(self.identify, str) or not all(isinstance(n, str) and n for n in self.identify):
+            raise ValueError(f"MPC option 'identify' must be a sequence of parameter names (e.g. "
+                             f"['shoulder.damping', 'elbow.damping']), got {self.identify!r}")
+        object.__setattr__(self, "identify", tuple(self.identify))
+        for name in ("horizon", "period", "tolerance", "identify_window", "identify_period"):
             validation.positive(getattr(self, name), f"MPC option '{name}'")
         if self.deadline is not None and validation.problem(self.deadline, positive=True):
             raise ValueError(f"MPC option 'deadline' must be None or a finite number of seconds > 0, got "
@@ -287,6 +314,18 @@ def predict_start(system, limits, history: CommandHistory, k: int, x_hat: np.nda
     return x
 
 
+class ModelIdentifier(Protocol):
+    """What the planner needs of an online identification (module docstring;
+    :class:`marionette_control.identification.online.OnlineIdentification`)."""
+
+    def record(self, q: np.ndarray) -> None:
+        """One measured configuration q (nq,) in model order."""
+
+    def propose(self):
+        """A model fitted to the recent configurations to plan on (same configurations, constraints and string
+        geometry as the problem's), or None to keep the current one."""
+
+
 class RecedingHorizon:
     """Re-optimizes the rest of a motion over a receding horizon (module docstring).
 
@@ -299,9 +338,18 @@ class RecedingHorizon:
         were (its design record, :meth:`~marionette_control.lq.gains.GainDesign.of`: the weights and the
         controller's command delay); without gains, they and the plans' are the problem's ``gains``.
     options : MPCOptions
+    identifier : ModelIdentifier
+        The online identification of ``options.identify`` (module docstring); required when that is not empty,
+        refused otherwise.
     """
 
-    def __init__(self, problem: Problem, motion: Trajectory, options: MPCOptions = MPCOptions()):
+    def __init__(self, problem: Problem, motion: Trajectory, options: MPCOptions = MPCOptions(),
+                 identifier: Optional[ModelIdentifier] = None):
+        if bool(options.identify) != (identifier is not None):
+            raise ValueError("MPC option 'identify' " + (
+                f"names {', '.join(options.identify)} but the planner was given no identifier (make it with "
+                "marionette_control.identification.online.planner_identification)" if options.identify else
+                "is empty but the planner was given an identifier: name the parameters it identifies"))
         model = problem.model
         motion.check_model(model)
         if motion.N != problem.N or not math.isclose(motion.dt, problem.dt, rel_tol=1e-9):
@@ -339,6 +387,46 @@ class RecedingHorizon:
                                                  ).for_dt(self.dt)
         self.updates = 0
         self._windows: dict = {}   # start step -> the window's cost (window)
+        self.identifier = identifier
+        self.identify_steps = max(1, int(round(options.identify_period / self.dt)))
+        self.identifications: list = []   # (tick, adopted, seconds of the fit and the model's preparation)
+        self._last_fit: Optional[int] = None
+        self._pending: Optional[tuple] = None   # (system, g, P) of an adopted model, taken by the next update
+        self._pending_lock = threading.Lock()   # the planner node fits on a thread of its own (nodes/mpc.py)
+
+    # ---------------------------------------------------------------------------------- online identification
+
+    def observe(self, q: np.ndarray) -> None:
+        """Gives the identifier (if any) one measured configuration q (nq,) in model order."""
+        if self.identifier is not None:
+            self.identifier.record(q)
+
+    def identify(self, k: int) -> Optional[bool]:
+        """Between updates, after tick k: asks the identifier for a model when ``identify_period`` has passed
+        since the last fit (None: no fit due or no identifier; a tick before the last fit's is a new run) and, when
+        it proposes one, prepares it — its system and the terminal cost-to-go along the motion on it
+        (:func:`cost_to_go`) — for the next update (True). May run on another thread than the updates."""
+        if self.identifier is None or (self._last_fit is not None and 0 <= k - self._last_fit < self.identify_steps):
+            return None
+        t0 = time.perf_counter()
+        self._last_fit = k
+        model = self.identifier.propose()
+        if model is not None:
+            system = _core.DiscreteSystem(model, self.dt, tolerance=self.system.tolerance,
+                                          max_iterations=self.system.max_iterations)
+            prepared = (system, *cost_to_go(system, self.cost, self.motion.X, self.motion.U))
+            with self._pending_lock:
+                self._pending = prepared
+        self.identifications.append((k, model is not None, time.perf_counter() - t0))
+        return model is not None
+
+    def take_identified(self) -> None:
+        """Plans on the model :meth:`identify` prepared, if any (the windows are rebuilt on it)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.system, self.g, self.P = pending
+            self._windows.clear()
 
     # ---------------------------------------------------------------------------------- the window
 
@@ -473,6 +561,7 @@ class RecedingHorizon:
         t0, c0 = time.perf_counter(), time.thread_time()
         if deadline is None and self.options.deadline is not None:
             deadline = Deadline.wall(self.options.deadline, t0)
+        self.take_identified()
         try:
             j, x0 = self.predict(k, x_hat, history, law, limits, pending)
         except _core.StepError:
@@ -537,4 +626,4 @@ class RecedingHorizon:
 
 
 __all__ = ["WARM_START_RESERVE", "SEED_GAIN_SCALES", "GAINS_RESERVE", "CHAIN_TOLERANCE", "Deadline", "MPCOptions",
-           "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]
+           "ModelIdentifier", "RecedingHorizon", "Update", "cost_to_go", "window_cost", "predict_start"]

@@ -67,6 +67,15 @@ PARAMS = [
     ParamSpec("drive_acceleration", _DEFAULTS.drive_acceleration, "Weight of the drives' accelerations against the "
               "motion's in the window's cost [s^4/m^2] (ocp/mpc.py MPCOptions)", minimum=0.0, maximum=1e6,
               read_only=True),
+    ParamSpec("identify", [], "Model parameters the planner re-identifies online from the measured joint states and "
+              "plans on (e.g. [shoulder.damping, elbow.damping]; docs/mpc.md, 'Online identification'); empty: none",
+              read_only=True),
+    ParamSpec("identify_window", _DEFAULTS.identify_window, "Seconds of measured joint states each online fit uses",
+              minimum=0.05, maximum=60.0, read_only=True),
+    ParamSpec("identify_period", _DEFAULTS.identify_period, "Time between online fits at least [s, of the "
+              "controller's ticks]", minimum=0.001, maximum=60.0, read_only=True),
+    ParamSpec("joint_states_topic", "joint_states", "The controller's sensor_msgs/JointState topic (sensor-data QoS): "
+              "subscribed only with identify, by the model file's hardware joint names", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
               maximum=60.0, read_only=True),
     ParamSpec("nice", 10, "Niceness of the updates' thread (os.nice): on a computer whose cores the controller "
@@ -84,22 +93,26 @@ def mpc_options(values: dict) -> MPCOptions:
         return MPCOptions(horizon=float(values["horizon"]), period=float(values["period"]),
                           latency_steps=int(values["latency_steps"]),
                           deadline=float(values["deadline"]) or None, max_iterations=int(values["max_iterations"]),
-                          drive_acceleration=float(values["drive_acceleration"]))
+                          drive_acceleration=float(values["drive_acceleration"]), identify=tuple(values["identify"]),
+                          identify_window=float(values["identify_window"]),
+                          identify_period=float(values["identify_period"]))
     except ValueError as e:
         raise ParameterError(str(e)) from None
 
 
-def planners(method: str, problem: Problem, motion, options: MPCOptions) -> tuple:
+def planners(method: str, problem: Problem, motion, options: MPCOptions, identifier=None) -> tuple:
     """(horizon, rti) for ``motion`` (a Trajectory): with ``method`` 'receding_horizon' the
     :class:`~.mpc.RecedingHorizon` of ``options`` and None; with 'rti' the :class:`~.rti.RealTimeIteration` of
     ``options`` at a period of one tick of ``problem`` and without a deadline of its own (a fixed amount of work per
-    tick), and the RecedingHorizon it predicts and checks with. Raises ValueError for a motion that is not the
+    tick), and the RecedingHorizon it predicts and checks with; ``identifier``: the online identification of
+    ``options.identify`` (:class:`~.mpc.RecedingHorizon`). Raises ValueError for a motion that is not the
     problem's optimum's shape (RecedingHorizon's)."""
     if method == "receding_horizon":
-        return RecedingHorizon(problem, motion, options), None
+        return RecedingHorizon(problem, motion, options, identifier), None
     if method != "rti":
         raise ParameterError(_method_error(method))
-    rti = RealTimeIteration(problem, motion, dataclasses.replace(options, period=problem.dt, deadline=None))
+    rti = RealTimeIteration(problem, motion, dataclasses.replace(options, period=problem.dt, deadline=None),
+                            identifier)
     return rti.horizon, rti
 
 

@@ -127,11 +127,15 @@ class RealTimeIteration:
     options : MPCOptions
         :func:`rti_options` (a plan every tick: ``period`` one time step); the window's length is ``horizon``.
 
+    identifier :
+        The online identification of ``options.identify`` (:class:`~.mpc.RecedingHorizon`'s).
+
     The interface the offline closed loop drives (``sim/offline_loop.py``): ``options``, ``period``, ``motion``,
-    :meth:`update`.
+    :meth:`update`, :meth:`observe`, :meth:`identify`.
     """
 
-    def __init__(self, problem: Problem, motion: Trajectory, options: Optional[MPCOptions] = None):
+    def __init__(self, problem: Problem, motion: Trajectory, options: Optional[MPCOptions] = None,
+                 identifier=None):
         options = options or rti_options(dt=problem.dt)
         _, period = options.steps(problem.dt)
         if period != 1:
@@ -140,17 +144,23 @@ class RealTimeIteration:
         if options.deadline is not None:
             raise ValueError(f"a real-time iteration does a fixed amount of work per tick: MPC option 'deadline' "
                              f"must be None, got {options.deadline!r}")
-        self.horizon = RecedingHorizon(problem, motion, options)
+        self.horizon = RecedingHorizon(problem, motion, options, identifier)
         for start in range(self.horizon.N):   # every window built before the first tick (RecedingHorizon.window)
             self.horizon.window(start)
         self.options = options
         self.motion = self.horizon.motion
         self.period = 1
-        self.system = self.horizon.system
+        self.observe, self.identify = self.horizon.observe, self.horizon.identify
+        self.identifications = self.horizon.identifications
         self._tolerance = self.horizon.optimizer_options.feasibility_tolerance
         self.iterate: Optional[Plan] = None      # the last iterate (handed over or not)
         self.prepared: Optional[Prepared] = None
         self.updates = 0
+
+    @property
+    def system(self):
+        """The horizon's system: the model it plans on (an identified one once adopted, :mod:`.mpc`)."""
+        return self.horizon.system
 
     def reset(self) -> None:
         """Forget the iterate and the preparation (a new run of the controller)."""
@@ -301,6 +311,7 @@ class RealTimeIteration:
         out = self.feedback(j, x0, run, k)
         t1, c1 = time.perf_counter(), time.thread_time()
         out.elapsed, out.cpu = t1 - t0, c1 - c0
+        self.horizon.take_identified()   # the preparation and the plans after it on an identified model (.mpc)
         try:
             self.prepare(j + 1)
         except _core.StepError:

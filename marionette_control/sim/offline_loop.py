@@ -36,8 +36,12 @@ in another process that answers within its deadline::
     [plans due] → core.offer_plan(plan)                        # arrived during the previous cycle
     q_meas = arm.measure(); result = core.on_joint_state(...)  # tick k (a plan due takes over)
     [push due at tick k] → arm.disturb(...)
-    [update due at tick k] → plan from x̂_k, due at cycle + latency_steps
+    [update due at tick k] → plan from x̂_k, due at cycle + latency_steps; then mpc.identify(k)
     arm.receive_command(...); arm.step()
+
+With online identification (``MPCOptions.identify``) the planner is given every measured configuration
+(``mpc.observe(q)``, before the tick) and fits after each update (when its ``identify_period`` is due); a model it
+adopts is taken by the next update (:mod:`marionette_control.ocp.mpc`, "Online identification").
 
 The plan's arrival is simulated time, so a run is reproducible; the update itself runs in wall
 clock under its own deadline (``MPCOptions.deadline``; None: an iteration budget only, what the
@@ -273,6 +277,7 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         updates.append(up.to_dict())
         if up.plan is not None:
             in_transit.append((cycles + latency, up.plan))
+        mpc.identify(k)   # between updates: a model the identification adopts is taken by the next
 
     def cycle():
         nonlocal stamp, cycles
@@ -281,6 +286,8 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
         q = sim.measure()
         for observe in observers:
             observe(q)
+        if mpc is not None:
+            mpc.observe(q)
         x_true = sim.true_state()
         res = core.on_joint_state(q, stamp, stamp)
         if res.kind == "tick":
@@ -323,6 +330,8 @@ def run_loop(trajectory: Trajectory, profile: HardwareProfile, options: Optional
     if mpc is not None:
         record = {"updates": updates, **core.plan_counts, "rejected": dict(core.plan_rejections),
                   "last_rejection": core.plan_rejection, "options": mpc.options}
+        if mpc.options.identify:
+            record["identification"] = [{"tick": t, "adopted": a, "seconds": s} for t, a, s in mpc.identifications]
     return LoopResult(k.astype(int), X_true, Q_meas, X_hat, X_ref, U, dict(core.fault_counts), core.status(), profile,
                       options, list(model.config_names[:model.nd]), trajectory.N, core.aborted, trajectory.dt,
                       X_motion, T, slack, guarded.astype(bool), trajectory.U, list(model.config_names[model.nd:]),

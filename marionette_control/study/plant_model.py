@@ -100,6 +100,7 @@ class OnlineFit(PlannerOn):
         self.fits: list = []
 
     def observe(self, q: np.ndarray) -> None:
+        """One joint state q (nq,) in model order (the offline loop gives its planner each: RecedingHorizon.observe)."""
         self.samples.append(np.array(q, dtype=float))
 
     def fit(self) -> Optional[dict]:
@@ -158,7 +159,7 @@ def run_case(case: str, problem, motion: Trajectory, plant_file: str, seed: int 
     elif case == "planner_fitted":
         planner = OnlineFit(problem, motion, mpc_options, ModelParameters(config_file("marionette_arm.yaml")),
                             window)
-        result = run_loop(motion, profile, options, mpc=planner, observers=[planner.observe])
+        result = run_loop(motion, profile, options, mpc=planner)   # the loop gives the planner every joint state
         fits = {"last": planner.fits[-1][1] if planner.fits else None, "count": len(planner.fits),
                 "median_s": float(np.median([f[2] for f in planner.fits])) if planner.fits else None}
     else:
