@@ -429,10 +429,13 @@ class MPCNode(Node):
 
     def _stale(self, job: "_Job", now: float) -> bool:
         """True (and counted as ``stale_estimate``) when less than MIN_BUDGET is left at ``now`` before the job's
-        plan is due."""
+        plan is due. The time is at least the estimate's stamp: a node clock behind it (under use_sim_time, a /clock
+        message not yet received when the estimate is) lags, and would grant a budget the graph does not have."""
+        stamp = job.stamp.sec + job.stamp.nanosec / NS
+        now = max(now, stamp)
         if job.due - now >= MIN_BUDGET:
             return False
-        age = now - (job.stamp.sec + job.stamp.nanosec / NS)
+        age = now - stamp
         self._skip("stale_estimate", f"the estimate of tick {job.tick} is {age * 1e3:.1f} ms old: too late to plan "
                                      "from (the node fell behind)")
         return True
@@ -466,7 +469,7 @@ class MPCNode(Node):
             self.last_update = (f"tick {k}: {up.reason}, {up.iterations} iterations, {up.elapsed * 1e3:.1f} ms"
                                 + (f", plan {up.plan.sequence} for steps {up.plan.start}..{up.plan.end}" if up.plan
                                    else ""))
-        if up.plan is None and up.reason != "end_of_motion":
+        if up.plan is None and up.reason not in ("end_of_motion", "awaiting_model"):
             self._log_throttled(up.reason, f"no plan from the estimate of tick {k}: {self.last_update}")
 
     # ------------------------------------------------------------------------------ diagnostics

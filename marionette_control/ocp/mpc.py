@@ -59,7 +59,12 @@ prediction to the plan's start, the warm start's tracking, the plan's gains and 
 identified model's; the windows are rebuilt on it. The plans keep the controller's model identity (the controller
 tracks them with its own, nominal estimate): only parameters that leave the configurations, the momenta's masses
 and the string's geometry unchanged (the damping) may be adopted, which
-:func:`~marionette_control.identification.online.planner_identification` ensures.
+:func:`~marionette_control.identification.online.planner_identification` ensures. With
+``plan_identified_only`` the planner plans nothing until it has adopted a model (``awaiting_model``): the
+controller's own law tracks the motion meanwhile, with its integral action, which a plan suspends, and on a plant
+no fit explains the planner never plans — the controller runs as without it. On the family's damping ×3 plant
+that is both better than the LQR alone and than plans from the first update (docs/mpc.md, "Online
+identification").
 
 The drives' acceleration term (``MPCOptions.drive_acceleration``) is the one term the window adds to
 the problem's: ½ w_a |a_k − a*_k|² against the motion's own drive accelerations a*_k, zero along the
@@ -161,6 +166,8 @@ class MPCOptions:
         ``("shoulder.damping", "elbow.damping")``); empty: none (the default)
     identify_window : s of measured configurations each fit uses
     identify_period : s between fits at least (a fit runs after an update, its model is taken by the next)
+    plan_identified_only : with ``identify``: no plan until a model is adopted (``awaiting_model``: the controller's
+        own law, its integral action included, acts meanwhile), then plans on it (module docstring)
 
     The plans' tracking gains are the problem's (``Problem.gains``, whose ``delay_steps`` is the controller's
     command delay).
@@ -178,6 +185,7 @@ class MPCOptions:
     identify: tuple = ()
     identify_window: float = 1.5
     identify_period: float = 0.1
+    plan_identified_only: bool = False
 
     def __post_init__(self):
         validation.nonnegative(self.drive_acceleration, "MPC option 'drive_acceleration'")
@@ -185,6 +193,9 @@ class MPCOptions:
             raise ValueError(f"MPC option 'identify' must be a sequence of parameter names (e.g. "
                              f"['shoulder.damping', 'elbow.damping']), got {self.identify!r}")
         object.__setattr__(self, "identify", tuple(self.identify))
+        if self.plan_identified_only and not self.identify:
+            raise ValueError("MPC option 'plan_identified_only' needs the parameters to identify in 'identify' (e.g. "
+                             "['shoulder.damping', 'elbow.damping'])")
         for name in ("horizon", "period", "tolerance", "identify_window", "identify_period"):
             validation.positive(getattr(self, name), f"MPC option '{name}'")
         if self.deadline is not None and validation.problem(self.deadline, positive=True):
@@ -211,7 +222,7 @@ class MPCOptions:
 class Update:
     """The outcome of one update: ``plan`` (None: no update) and why (``reason``: the optimizer's reason —
     converged, max_iterations, deadline, line_search_failed, ... — or ``end_of_motion``, ``infeasible``,
-    ``deadline_missed``, ``step_failed``), with the wall-clock times [s] of its parts and the CPU time of the
+    ``deadline_missed``, ``step_failed``, ``awaiting_model``), with the wall-clock times [s] of its parts and the CPU time of the
     thread that ran it (``cpu``: the computation without the waits a loaded machine adds), the iterations,
     the window's steps and the result's cost (without barriers). A real-time iteration (:mod:`.rti`) also records
     ``prepare`` and ``prepare_cpu``: the wall-clock and CPU time of the preparation for the next tick it did after
@@ -392,6 +403,7 @@ class RecedingHorizon:
         self.identifications: list = []   # (tick, adopted, seconds of the fit and the model's preparation)
         self._last_fit: Optional[int] = None
         self._pending: Optional[tuple] = None   # (system, g, P) of an adopted model, taken by the next update
+        self.identified = False   # an adopted model was taken: the plans are on it
         self._pending_lock = threading.Lock()   # the planner node fits on a thread of its own (nodes/mpc.py)
 
     # ---------------------------------------------------------------------------------- online identification
@@ -427,6 +439,7 @@ class RecedingHorizon:
         if pending is not None:
             self.system, self.g, self.P = pending
             self._windows.clear()
+            self.identified = True
 
     # ---------------------------------------------------------------------------------- the window
 
@@ -562,6 +575,10 @@ class RecedingHorizon:
         if deadline is None and self.options.deadline is not None:
             deadline = Deadline.wall(self.options.deadline, t0)
         self.take_identified()
+        if self.options.plan_identified_only and not self.identified:
+            self.updates += 1
+            return Update(None, "awaiting_model", k + history.delay + self.options.latency_steps,
+                          elapsed=time.perf_counter() - t0, cpu=time.thread_time() - c0)
         try:
             j, x0 = self.predict(k, x_hat, history, law, limits, pending)
         except _core.StepError:

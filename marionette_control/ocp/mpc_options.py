@@ -74,6 +74,9 @@ PARAMS = [
               minimum=0.05, maximum=60.0, read_only=True),
     ParamSpec("identify_period", _DEFAULTS.identify_period, "Time between online fits at least [s, of the "
               "controller's ticks]", minimum=0.001, maximum=60.0, read_only=True),
+    ParamSpec("plan_identified_only", _DEFAULTS.plan_identified_only, "With identify: no plan until an identified "
+              "model is adopted (the controller's own law acts meanwhile; docs/mpc.md, 'Online identification')",
+              read_only=True),
     ParamSpec("joint_states_topic", "joint_states", "The controller's sensor_msgs/JointState topic (sensor-data QoS): "
               "subscribed only with identify, by the model file's hardware joint names", read_only=True),
     ParamSpec("diagnostics_period", 1.0, "Period (s, steady clock) of /diagnostics messages", minimum=0.01,
@@ -95,7 +98,8 @@ def mpc_options(values: dict) -> MPCOptions:
                           deadline=float(values["deadline"]) or None, max_iterations=int(values["max_iterations"]),
                           drive_acceleration=float(values["drive_acceleration"]), identify=tuple(values["identify"]),
                           identify_window=float(values["identify_window"]),
-                          identify_period=float(values["identify_period"]))
+                          identify_period=float(values["identify_period"]),
+                          plan_identified_only=bool(values["plan_identified_only"]))
     except ValueError as e:
         raise ParameterError(str(e)) from None
 

@@ -144,6 +144,9 @@ class RealTimeIteration:
         if options.deadline is not None:
             raise ValueError(f"a real-time iteration does a fixed amount of work per tick: MPC option 'deadline' "
                              f"must be None, got {options.deadline!r}")
+        if options.plan_identified_only:
+            raise ValueError("MPC option 'plan_identified_only' is the receding horizon's: a real-time iteration "
+                             "carries its iterate from tick to tick and plans from the first")
         self.horizon = RecedingHorizon(problem, motion, options, identifier)
         for start in range(self.horizon.N):   # every window built before the first tick (RecedingHorizon.window)
             self.horizon.window(start)
