@@ -4,7 +4,12 @@
 Every run is the offline closed loop (``sim/offline_loop.run_loop``: the controller core and the hardware stand-in,
 cycle by cycle) on the ``realistic`` profile (a seed for its noise), the controller without its path tolerance's
 abort (so that a run that loses the arm still says how far it went), tracking the optimum of
-``config/optimize/marionette_arm_wave.yaml`` with ``motion.name`` (``--motions``):
+``config/optimize/marionette_arm_wave.yaml`` with ``motion.name`` (``--motions``), and planning on that spec's
+problem; with ``--problem request`` the optimizer node's problem for a request of the motion with its default
+options instead (:func:`~marionette_control.ocp.request.build_problem`, solved as the node solves it), and its optimum:
+what the main job tracks and its planner plans on (``problem_spec`` empty), bit for bit (docs/mpc.md, "Why the main
+job recovers slower"). The two differ in their weights, not their constraints: the request's default weighs the
+angles 1000 and the momenta 1, the spec 100 and 0.01.
 
 * ``lqr`` — the controller alone;
 * ``mpc10`` — :class:`~marionette_control.ocp.mpc.RecedingHorizon` with the planner node's defaults (a plan every
@@ -19,7 +24,13 @@ and CPU time per update (the RTI: feedback — estimate to plan — and preparat
 controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
 average. Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
 
-    .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...] [--json PATH]
+    .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...]
+        [--problem spec|request] [--variants lqr mpc10 rti] [--settle-cycles 20 ...] [--json PATH]
+
+``--settle-cycles``: the arm rests that many cycles before tracking starts (default 20), each drawing one encoder
+reading from the seed's noise generator, so that each count is the same seed's noise from another point: a run on
+the graph meets the simulator's generator wherever the job's earlier runs and its waits left it (seeded once, at the
+simulator's configure).
 
 The runs of docs/benchmarks.md set ``OPENBLAS_NUM_THREADS=1`` (recorded in the JSON): the controller and the planner
 share one process here, and one BLAS thread keeps numpy's pool out of the timings.
@@ -39,7 +50,9 @@ import numpy as np
 
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
+from marionette_control.ocp import request
 from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
+from marionette_control.ocp.retiming import solve_retimed
 from marionette_control.ocp.rti import RealTimeIteration, rti_options
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
@@ -52,9 +65,17 @@ UNBOUNDED_PATH = {"path": {"shoulder": 0.0, "elbow": 0.0}}
 PLANTS = {"realistic": {}, "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
           "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml")}
 VARIANTS = ("lqr", "mpc10", "rti")
+#: where the planned problem and the tracked optimum come from (``--problem``, module docstring)
+PROBLEMS = ("spec", "request")
+#: the offline loop's default rest before tracking starts [cycles] (``run_loop``'s ``settle_cycles``)
+SETTLE_CYCLES = 20
 
 
-def solved(motion: str):
+def solved(motion: str, source: str = "spec"):
+    """(problem, its optimum with its gains) for ``motion``: the spec's or the optimizer node's (``source``)."""
+    if source == "request":
+        problem = request.build_problem(arm.load_description().model, motion_name=motion)
+        return problem, solve_retimed(problem, problem.X0, problem.U0).trajectory
     result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), {"motion.name": motion}))
     return result.problem, result.trajectory
 
@@ -72,7 +93,9 @@ def ms(values) -> dict:
     return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "max": float(a.max())} if a.size else {}
 
 
-def run(problem, motion, variant: str, plant: str, seed: int, push_time) -> dict:
+def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle: int = SETTLE_CYCLES) -> dict:
+    """One closed-loop run; ``settle``: the cycles the arm rests before tracking starts, each drawing one encoder
+    reading from the noise generator (so a different count starts the run at another point of the seed's noise)."""
     desc = arm.load_description()
     profile = HardwareProfile.named("realistic", seed=seed, **PLANTS[plant])
     options = ControllerOptions(tolerances=UNBOUNDED_PATH, command_delay_steps=profile.command_delay_steps)
@@ -91,10 +114,11 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time) -> dict
     pushes = [] if push_time is None else [scripted_push(push_time, motion.dt, 0.6)]
     mpc = planner(variant, problem, motion)
     t0 = time.perf_counter()
-    r = run_loop(motion, profile, options, desc, core=core, pushes=pushes, mpc=mpc)
+    r = run_loop(motion, profile, options, desc, core=core, pushes=pushes, mpc=mpc, settle_cycles=settle)
     wall = time.perf_counter() - t0
     rec = r.record(from_description(desc))
-    out = {"variant": variant, "plant": plant, "seed": seed, "push_s": push_time, "aborted": rec["aborted"],
+    out = {"variant": variant, "plant": plant, "seed": seed, "settle_cycles": settle, "push_s": push_time,
+           "aborted": rec["aborted"],
            "recovery_s": r.recovery_time(pushes[0].tick) if pushes else None,
            "tension_min_n": rec["tension_min_n"]["motion"], "slack_s": rec["slack_s"]["motion"],
            "rms_deg": {k: v["rms_deg"] for k, v in rec["errors"].items()},
@@ -130,7 +154,10 @@ def row(r: dict) -> str:
             upd += (f" (CPU {c['median']:.2f} / {c['p99']:.2f}; whole tick {t['median']:.2f} / {t['p99']:.2f}, CPU "
                     f"{tc['median']:.2f} / {tc['p99']:.2f})")
         upd += f", {r['switched']}/{r['offered']} taken"
-    return (f"| {r['plant']} | {r['seed']} | {'none' if r['push_s'] is None else r['push_s']} | {r['variant']} | "
+        if r["variant"] == "rti":
+            upd += f", {r['reasons'].get('infeasible', 0)} infeasible"
+    seed = r["seed"] if r["settle_cycles"] == SETTLE_CYCLES else f"{r['seed']}, rest {r['settle_cycles']}"
+    return (f"| {r['plant']} | {seed} | {'none' if r['push_s'] is None else r['push_s']} | {r['variant']} | "
             f"{'abort' if r['aborted'] else rec} | {r['tension_min_n']:.3f} | {rms} | {upd} |")
 
 
@@ -139,9 +166,16 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--motions", nargs="+", default=["wave", "bow"], help="the first gets every seed and plant")
     ap.add_argument("--plants", nargs="*", default=["damping_x3", "hook_out_5mm"])
+    ap.add_argument("--problem", choices=PROBLEMS, default="spec", help="the problem planned on and its optimum "
+                    "tracked: the spec's, or the optimizer node's for a request of the motion (the main job's)")
+    ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="the runs of each case")
+    ap.add_argument("--settle-cycles", type=int, nargs="+", default=[SETTLE_CYCLES], help="rest cycles before "
+                    "tracking starts, each a run of every seed on the first motion and the realistic plant: the same "
+                    "seed's noise from another point, as a run on the graph meets it (docs/mpc.md)")
     ap.add_argument("--json", default=None, help="write every run's record here")
     args = ap.parse_args(argv)
     results = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_start": os.getloadavg(),
+               "problem": args.problem,
                "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "runs": []}
     print(f"load average at start: {os.getloadavg()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     print("| motion | plant | seed | push [s] | variant | recovery to 1° [s] | lowest tension [N] | RMS shoulder / "
@@ -151,22 +185,23 @@ def main(argv=None) -> None:
     first = args.motions[0]
     for seed in args.seeds:
         for push in (5.6, 3.0, None):
-            cases.append((first, "realistic", seed, push))
+            for settle in args.settle_cycles:
+                cases.append((first, "realistic", seed, push, settle))
     for plant in args.plants:
         for push in (5.6, 3.0):
-            cases.append((first, plant, args.seeds[0], push))
+            cases.append((first, plant, args.seeds[0], push, SETTLE_CYCLES))
     for other in args.motions[1:]:
         for push in (None, "middle"):
-            cases.append((other, "realistic", args.seeds[0], push))
+            cases.append((other, "realistic", args.seeds[0], push, SETTLE_CYCLES))
     problems = {}
-    for motion_name, plant, seed, push in cases:
+    for motion_name, plant, seed, push, settle in cases:
         if motion_name not in problems:
-            problems[motion_name] = solved(motion_name)
+            problems[motion_name] = solved(motion_name, args.problem)
         problem, motion = problems[motion_name]
         if push == "middle":
             push = round(0.5 * motion.N * motion.dt, 1)
-        for variant in VARIANTS:
-            r = run(problem, motion, variant, plant, seed, push)
+        for variant in args.variants:
+            r = run(problem, motion, variant, plant, seed, push, settle)
             r["motion"] = motion_name
             results["runs"].append(r)
             print(f"| {motion_name} " + row(r), flush=True)

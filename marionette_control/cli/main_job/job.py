@@ -202,37 +202,40 @@ class Processes:
             stop_process_group(p)
 
 
-def start_processes(procs: Processes, profile: str, delay: int, real_time_factor: float, out: Path,
-                    record: bool, mpc: Optional[str], plant: Optional[str] = None,
-                    model_file: Optional[str] = None, seed: Optional[int] = None) -> None:
-    """bringup --sim on the simulator's clock (simulator on ``profile``, its plant ``plant`` and its noise ``seed``
-    when given, optimizer
+def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, record: bool, mpc: Optional[str],
+                  motion: str, plant: Optional[str] = None, model_file: Optional[str] = None,
+                  seed: Optional[int] = None) -> list[tuple[str, list]]:
+    """[(name, ``python -m`` arguments)] of the job's processes: bringup --sim on the simulator's clock (simulator on
+    ``profile``, its plant ``plant`` and its noise ``seed`` when given, optimizer
     saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
     with ``mpc`` 'receding_horizon' the planner, planning for the re-planned controller), the feed-forward-only
     controller, with ``mpc`` the re-planned controller — with 'rti' in one process with its planner
     (:mod:`marionette_control.nodes.replanning`) —, and the bag recorder. ``model_file``: the model file of the optimizer, the
     controllers and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
     gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
-    at rest: the start of their trajectories)."""
+    at rest: the start of their trajectories). The planner plans on the optimizer's problem for a request of
+    ``motion`` (its ``motion`` parameter, ``ocp/mpc_options.planning_problem``): the problem of the optimum the job
+    requests and tracks."""
 
     # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
     # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
     planner = ["--mpc", "-p", f"{PLANNER}:tracking_topic:=/{REPLANNED}/tracking", "-p", f"{PLANNER}:nice:=0",
-               "-p", f"{PLANNER}:idle_scheduling:=false"] if mpc == "receding_horizon" else []
+               "-p", f"{PLANNER}:idle_scheduling:=false", "-p", f"{PLANNER}:motion:={motion}"] \
+        if mpc == "receding_horizon" else []
     plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
     plant_args += ["-p", f"{SIMULATOR}:seed:={seed}"] if seed is not None else []
     model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
         if model_file else []
-    procs.start("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
-                            "--real-time-factor", str(real_time_factor), *planner, *plant_args, *model_args,
-                            "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
-                            "-p", f"{SIMULATOR}:profile:={profile}",
-                            # no RViz markers: nobody looks at them here, and their messages load the machine
-                            "-p", f"{SIMULATOR}:marker_rate:=0.0",
-                            "-p", f"{SIMULATOR}:lockstep_timeout:={LOCKSTEP_TIMEOUT}",
-                            "-p", f"{OPTIMIZER}:save_directory:={out.resolve()}",
-                            "-p", f"{OPTIMIZER}:tracking_gains.delay_steps:={delay}",
-                            "-p", f"{CLOSED}:command_delay_steps:={delay}"])
+    lines = [("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
+                          "--real-time-factor", str(real_time_factor), *planner, *plant_args, *model_args,
+                          "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
+                          "-p", f"{SIMULATOR}:profile:={profile}",
+                          # no RViz markers: nobody looks at them here, and their messages load the machine
+                          "-p", f"{SIMULATOR}:marker_rate:=0.0",
+                          "-p", f"{SIMULATOR}:lockstep_timeout:={LOCKSTEP_TIMEOUT}",
+                          "-p", f"{OPTIMIZER}:save_directory:={out.resolve()}",
+                          "-p", f"{OPTIMIZER}:tracking_gains.delay_steps:={delay}",
+                          "-p", f"{CLOSED}:command_delay_steps:={delay}"])]
     controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}",
                                  *(["-p", f"model_file:={model_file}"] if model_file else [])]}
     if mpc:
@@ -241,11 +244,12 @@ def start_processes(procs: Processes, profile: str, delay: int, real_time_factor
         module, rename = "marionette_control.nodes.controller", f"__node:={name}"
         if name == REPLANNED and mpc == "rti":   # the planner in the controller's process: rename the controller only
             module, rename = "marionette_control.nodes.replanning", f"{CLOSED}:__node:={name}"
-            params = [*params, "-p", f"tracking_topic:=/{name}/tracking"]
-        procs.start(name, [module, "--ros-args", "--params-file", str(config_file("controller.yaml")), "-r", rename,
-                           "-p", f"command_delay_steps:={delay}", "-p", "use_sim_time:=true", *params])
+            params = [*params, "-p", f"tracking_topic:=/{name}/tracking", "-p", f"motion:={motion}"]
+        lines.append((name, [module, "--ros-args", "--params-file", str(config_file("controller.yaml")), "-r", rename,
+                             "-p", f"command_delay_steps:={delay}", "-p", "use_sim_time:=true", *params]))
     if record:
-        procs.start("recorder", ["marionette_control.cli.bag_record", "-o", str(out / "bag"), *RECORDED])
+        lines.append(("recorder", ["marionette_control.cli.bag_record", "-o", str(out / "bag"), *RECORDED]))
+    return lines
 
 
 # ============================================================================ the job's steps
@@ -573,7 +577,7 @@ def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: 
               mpc: Optional[str],
               plant: Optional[str] = None, model_file: Optional[str] = None, identify: bool = False,
               save_path: str = "trajectory.npz") -> GraphRuns:
-    """Starts the node graph (:func:`start_processes`: the simulator's ``plant``, the nodes' ``model_file``), with
+    """Starts the node graph (:func:`command_lines`: the simulator's ``plant``, the nodes' ``model_file``), with
     ``identify`` first records the identification run (:func:`identification_run`), then optimizes ``args.motion``
     and tracks it once per run of ``plan``; stops the graph."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -583,8 +587,9 @@ def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: 
         say(f"starting simulator ({args.profile} profile{', plant ' + plant if plant else ''}, real-time "
             f"factor {args.real_time_factor:g}), optimizer and controllers"
             + (f" on {model_file}" if model_file else "") + " ...")
-        start_processes(procs, args.profile, delay, args.real_time_factor, out, record, mpc, plant, model_file,
-                        args.seed)
+        for name, command in command_lines(args.profile, delay, args.real_time_factor, out, record, mpc, args.motion,
+                                           plant, model_file, args.seed):
+            procs.start(name, command)
         obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
         wait_for_joint_states(obs)
         reserve = CALIBRATION_RESERVE if args.calibrate else None
