@@ -3,11 +3,12 @@
 For each motion × plant × noise seed, on the realistic profile with the plant's file: feed-forward only, the LQR
 alone (the default controller), the 10 Hz planner (``MPCOptions(horizon=1.0, deadline=None)``: an iteration budget
 only, reproducible) and the same planner re-identifying the joints' damping from the last 1.5 s of joint states
-(``identify``); RMS and maximum error per joint over the motion, aborts, the plant string's lowest tension, the
-estimates the planner ended on and the fit times.
+(``identify``), and that planner planning only once a model is adopted (``identified_only``:
+``plan_identified_only``); RMS and maximum error per joint over the motion, aborts, the plant string's lowest
+tension, the estimates the planner ended on and the fit times.
 
     .venv/bin/python docs/online_identification.py [--motions wave,bow,figure_eight] [--plants ...] [--seeds 0,1,2]
-        [--cases feed_forward,lqr,planner,planner_identified] [--json out.json]
+        [--cases feed_forward,lqr,planner,planner_identified,identified_only] [--json out.json]
 
 The runs are seeded: the figures repeat but for the fits' times (about 15 min for the defaults on one core).
 """
@@ -34,7 +35,7 @@ from marionette_control.tracking.controller_options import ControllerOptions
 
 PLANTS = {"damping_x3": "plants/damping_x3.yaml", "realistic": "marionette_arm_plant.yaml",
           "forearm_heavy": "plants/forearm_heavy.yaml", "hook_out_5mm": "plants/hook_out_5mm.yaml"}
-CASES = ("feed_forward", "lqr", "planner", "planner_identified")
+CASES = ("feed_forward", "lqr", "planner", "planner_identified", "identified_only")
 #: motions drawn too fast for the drives: re-timed uniformly (test/test_motion_library.py)
 TOO_FAST = {"elbow_swings"}
 DAMPING = ("shoulder.damping", "elbow.damping")
@@ -53,8 +54,9 @@ def run_case(case: str, problem, motion, plant: str, seed: int) -> dict:
     profile = HardwareProfile.named("realistic", plant_model_file=PLANTS[plant], seed=seed)
     options = ControllerOptions(command_delay_steps=profile.command_delay_steps, feedback=case != "feed_forward")
     mpc, identifier = None, None
-    if case.startswith("planner"):
-        mpc_options = MPCOptions(horizon=1.0, deadline=None, identify=DAMPING if case == "planner_identified" else ())
+    if case.startswith("planner") or case == "identified_only":
+        mpc_options = MPCOptions(horizon=1.0, deadline=None, identify=DAMPING if case != "planner" else (),
+                                 plan_identified_only=case == "identified_only")
         identifier = planner_identification(config_file("marionette_arm.yaml"), mpc_options, motion.dt)
         mpc = RecedingHorizon(problem, motion, mpc_options, identifier)
     t0 = time.perf_counter()
