@@ -381,7 +381,18 @@ class Graph:
     # -- waiting (counted conditions; the timeouts only guard against a hang) --------------------------------
 
     def wait(self, predicate, what: str, timeout: float = 60.0) -> None:
-        assert wait_for(predicate, timeout), f"timed out waiting for {what}"
+        assert wait_for(predicate, timeout), f"timed out waiting for {what}; {self.state_of_the_graph()}"
+
+    def state_of_the_graph(self) -> str:
+        """What a timed-out wait saw: the controller's last /diagnostics (its state, trajectory events and counts,
+        faults) and the last tick, so that a failure on a loaded CI machine says which step did not happen."""
+        status = self.snapshot("diagnostics")
+        keys = ("state", "lifecycle_state", "trajectory_event", "trajectory_staged", "samples_received")
+        last = {k: v for k, v in status[-1].items() if k in keys or k.startswith(("trajectories.", "faults."))} \
+            if status else "no /diagnostics received"
+        ticks = self.snapshot("ticks")
+        tick = f"tick {ticks[-1].tick} of {ticks[-1].num_steps}" if ticks else "no tick"
+        return f"the controller's last status: {last}; its last tick: {tick} ({len(ticks)} ticks)"
 
     def snapshot(self, name: str) -> list:
         with self.lock:
