@@ -353,6 +353,64 @@ void bind_discrete_system(py::module_& m) {
           "u = ubar - K (x - xbar) from x0; with constraint_forces=True also Lam (N, m), the multipliers "
           "lambda_k of its steps (see constraint_forces).")
       .def(
+          "project_clamped",
+          [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K, const Arr& lower,
+             const Arr& upper, const Arr& rate, const Arr& acceleration, double dt) -> py::tuple {
+            const Model& M = s.model();
+            const Sizes z(M);
+            const double* xp = state_arg(M, x0, "x0");
+            const long N = horizon(M, Ubar);
+            check_array(Xbar, {N + 1, z.nx}, "Xbar (reference states, N+1 rows)", state_names(M));
+            check_array(K, {N, z.nU, z.nx}, "K (feedback gains, (N, nU, nx))");
+            check_array(lower, {z.nU}, "lower (input lower limits)", input_names(M));
+            check_array(upper, {z.nU}, "upper (input upper limits)", input_names(M));
+            check_array(rate, {z.nk}, "rate (drive speed limits)");
+            check_array(acceleration, {z.nk}, "acceleration (drive acceleration limits)");
+            if (!(dt > 0)) throw py::value_error("dt (the clamp's time step) must be > 0, got " + std::to_string(dt));
+            auto X = empty({N + 1, z.nx});
+            auto U = empty({N, z.nU});
+            auto Lam = empty({N, M.nc()});
+            {
+              py::gil_scoped_release release;
+              std::lock_guard<std::mutex> g(s.mutex());
+              double* Xo = X.mutable_data();
+              double* Uo = U.mutable_data();
+              double* Lo = Lam.mutable_data();
+              const double *lo = lower.data(), *hi = upper.data(), *vmax = rate.data(), *amax = acceleration.data();
+              const long nu = z.nU - z.nk;
+              std::copy(xp, xp + z.nx, Xo);
+              mc::VecX dx(z.nx);
+              for (long k = 0; k < N; ++k) {
+                const double* x = Xo + k * z.nx;
+                Eigen::Map<mc::VecX> u(Uo + k * z.nU, z.nU);
+                dx = Eigen::Map<const mc::VecX>(x, z.nx) - Eigen::Map<const mc::VecX>(Xbar.data() + k * z.nx, z.nx);
+                u = Eigen::Map<const mc::VecX>(Ubar.data() + k * z.nU, z.nU);
+                u.noalias() -= Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                                   K.data() + k * z.nU * z.nx, z.nU, z.nx) * dx;
+                // tracking.command_limits.CommandLimits.clamp from the drive state (rho, v) of x
+                for (long i = 0; i < z.nk; ++i) {
+                  const double r = x[z.nd + i], w = x[z.n + z.nd + i];
+                  const double a_step = amax[i] * (dt * dt), v_step = vmax[i] * dt;
+                  const double e_lo = w * dt - a_step, e_hi = w * dt + a_step;
+                  double e = u[nu + i] - r;
+                  e = e < e_lo ? e_lo : e > e_hi ? e_hi : e;
+                  e = e < -v_step ? -v_step : e > v_step ? v_step : e;
+                  u[nu + i] = r + e;
+                }
+                for (long i = 0; i < z.nU; ++i) u[i] = u[i] < lo[i] ? lo[i] : u[i] > hi[i] ? hi[i] : u[i];
+                s.step(x, u.data(), Xo + (k + 1) * z.nx);
+                Eigen::Map<mc::VecX>(Lo + k * M.nc(), M.nc()) = s.last_lambda();
+              }
+            }
+            return py::make_tuple(X, U, Lam);
+          },
+          py::arg("x0"), py::arg("Xbar"), py::arg("Ubar"), py::arg("K"), py::arg("lower"), py::arg("upper"),
+          py::arg("rate"), py::arg("acceleration"), py::arg("dt"),
+          "The trajectory (X, U, Lam (N, m)) that tracks (Xbar, Ubar) from x0 with u = clamp(ubar - K (x - xbar)), "
+          "the clamp of tracking.command_limits.CommandLimits from the drive state of x (the step limited around "
+          "v dt by acceleration dt^2, then to rate dt, then u to [lower, upper]); each step solved as step(x, u) "
+          "solves it (from q_k, with the last solve's multipliers).")
+      .def(
           "del_residual",
           [](DiscreteSystem& s, const Arr& p0, const Arr& Q, const Arr& Uf, const Arr& Lam,
              bool jacobian) -> py::object {

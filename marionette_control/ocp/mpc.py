@@ -516,19 +516,11 @@ class RecedingHorizon:
     def tracked(self, x0: np.ndarray, X: np.ndarray, U: np.ndarray, K: np.ndarray) -> tuple:
         """(X, U, Lam (n, m)): (X, U) tracked from x0 with the gains K and every input clamped to the drives'
         limits (less the warm-start reserve), as the controller does: u_i = clamp(U_i − K_i(x_i − X_i)) from the
-        drive state of x_i; Lam the steps' multipliers."""
-        m = self.model
-        nd, nq = m.nd, m.nq
-        step, clamp = self.system.step, self._drives.clamp
-        Xo, Uo = np.empty_like(X), np.empty_like(U)
-        Lam = np.empty((U.shape[0], m.nc))
-        x = Xo[0] = x0
-        for i in range(U.shape[0]):
-            u = clamp(U[i] - K[i] @ (x - X[i]), x[nd:nq], x[nq + nd:])
-            Uo[i] = u
-            x, _, lam = step(x, u)
-            Xo[i + 1], Lam[i] = x, lam.ravel()
-        return Xo, Uo, Lam
+        drive state of x_i (:meth:`~marionette_control.tracking.command_limits.CommandLimits.clamp`); Lam the
+        steps' multipliers. The core's loop (``DiscreteSystem.project_clamped``), each step solved as
+        ``DiscreteSystem.step`` solves it."""
+        d = self._drives
+        return self.system.project_clamped(x0, X, U, K, d.lower, d.upper, d.rate, d.acceleration, d.dt)
 
     # ---------------------------------------------------------------------------------- one update
 
