@@ -16,6 +16,7 @@ import pytest
 
 from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
 from marionette_control.ocp.rti import RealTimeIteration, rti_options
+from marionette_control.ocp.terms import Point
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.tracking.controller import ControllerOptions
@@ -103,6 +104,53 @@ def test_the_preparation_shifts_the_iterate_and_every_plan_keeps_the_constraints
         np.testing.assert_array_equal(p.U[-1], u)
         np.testing.assert_allclose(p.X[-1], system.step(X[-1], u)[0], rtol=0, atol=1e-12)
         x0 = X[1]   # the next tick's state: the plan followed
+
+
+def _whole_projections(rti, p, x0):
+    """(reason, (X, U) of the iterate) of the feedback from x0 on the preparation p as the module docstring defines
+    it (step 2), every candidate projected whole: the first that satisfies every constraint (and, unclamped from a
+    feasible ξ̄, keeps the fraction to the boundary) is taken; the iterate is the first with the largest least
+    margin among those tried."""
+    Z1, V1 = p.lq.rollout(x0 - p.X[0])
+    Xe, Ue = p.X + Z1 - p.Z0, p.U + V1 - p.V0
+    opt = rti.horizon.optimizer_options
+    floor = (1 - opt.fraction_to_boundary) * p.margins if p.feasible else None
+    best, reason = None, "infeasible"
+    for name, gamma, project, clamped in rti._candidates():
+        X, U, Lam = project(x0, Xe + gamma * p.Zd, Ue + gamma * p.Vd, p.gains.K)
+        M = p.optimizer.margins(Point(X, U, Lam))
+        if best is None or M.min() > best[2]:
+            best = (X, U, M.min())
+        if M.min() >= -opt.feasibility_tolerance and (clamped or floor is None or np.all(M >= floor)):
+            reason = name
+            break
+    return reason, best[:2]
+
+
+@pytest.mark.parametrize("momentum, reason", [(0.005, "clamped_1"), (0.04, "infeasible")])
+def test_candidates_that_leave_a_limit_at_once_are_not_projected_whole(wave, momentum, reason):
+    """After a push (the elbow's momentum changed by ``momentum``) the unclamped steps ask a drive for more than its
+    limits within their first steps: those after the first are rejected from their first PREFIX_STEPS steps, and
+    the feedback takes the candidate and keeps the iterate that projecting every candidate whole gives — a clamped
+    step, or with none feasible (the larger push) the best iterate, completed by the next preparation. (To 1e-9:
+    the core's steps start Newton from the last solve's multipliers, and fewer solves precede them; 1e-10 is the
+    step's tolerance.)"""
+    problem, motion = wave
+    rti = RealTimeIteration(problem, motion, rti_options())
+    rejected = []
+    prefix_leaves = rti._prefix_leaves
+    rti._prefix_leaves = lambda *a: rejected.append(a[-1][0]) or prefix_leaves(*a)
+    x0 = _pushed_state(problem, motion, momentum)
+    p = rti.prepare(START)
+    expected, (X, U) = _whole_projections(rti, p, x0)
+    up = rti.feedback(START, x0, run=1)
+    assert up.reason == expected == reason and rejected == ["step_0.5", "step_0.25", "step_0"], (up.reason, rejected)
+    assert (up.plan is None) == (reason == "infeasible")
+    if reason == "infeasible":
+        assert rti._settle is not None   # the iterate is left to the next preparation
+    rti.prepare(START + 1)
+    np.testing.assert_allclose(rti.iterate.trajectory.X, X, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(rti.iterate.trajectory.U, U, rtol=0, atol=1e-9)
 
 
 @pytest.mark.slow   # (the whole wave with an iteration every tick: 4.7–5.6 s on the 2 shared cores)

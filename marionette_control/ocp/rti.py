@@ -32,7 +32,13 @@ iterate to the controller as the plan of the next tick. Each tick's work is spli
    iterate on a limit leaves the barrier no room); then γ in :data:`CLAMPED_STEP_LENGTHS` tracked with every input
    clamped inside the drives' limits (:meth:`~.mpc.RecedingHorizon.tracked`): after a push the answer to the new
    state can ask a drive for more than its acceleration at the first step whatever γ is. One rollout and usually
-   one projection per tick.
+   one projection per tick. The rejected candidates are what made a tick's time vary (docs/benchmarks.md, "the
+   update's tail"), so their work is bounded: a candidate after the first that leaves a constraint within its first
+   :data:`PREFIX_STEPS` steps is rejected from those steps (the projection is causal: they are its first steps),
+   not projected whole; the clamped tracking is the core's loop (``DiscreteSystem.project_clamped``); and on a tick
+   without a plan the iterate the next tick starts from — the candidate with the largest least margin, which may be
+   one rejected early — is completed by the next preparation, after the answer. The candidate taken and the
+   iterate are those of every candidate projected whole (``test/test_rti.py``).
 3. **Plan.** The iterate with the prepared gains is the plan of steps j … j + n
    (:class:`~marionette_control.tracking.plan_switch.Plan`), handed over only when it satisfies every
    constraint (``infeasible`` otherwise: the controller keeps the plan it has, whose steps run a second ahead);
@@ -77,6 +83,15 @@ STEP_LENGTHS = (1.0, 0.5, 0.25, 0.0)
 #: The same for the direction tracked with the inputs clamped to the drives' limits, tried after those
 #: (:meth:`RealTimeIteration._candidates`).
 CLAMPED_STEP_LENGTHS = (1.0, 0.0)
+#: After the first candidate, one of :data:`STEP_LENGTHS` whose projection leaves a constraint in its first this many
+#: steps by more than the feasibility tolerance plus :data:`PREFIX_BAND` (normalized margin) is rejected without the
+#: rest of its projection (:meth:`RealTimeIteration._prefix_leaves`): after a push the answer to the new state asks
+#: a drive for more than its speed or acceleration within the first steps whatever γ is.
+PREFIX_STEPS = 10
+#: far above the rounding between the margins of the prefix and those of the whole projection (≈ 1e-15)
+PREFIX_BAND = 1e-9
+#: the mark of a candidate skipped after its first steps in :meth:`RealTimeIteration.feedback`'s list of those tried
+_SKIPPED = object()
 
 
 def rti_options(horizon: float = 1.0, dt: float = 0.01, **changes) -> MPCOptions:
@@ -156,7 +171,8 @@ class RealTimeIteration:
         self.observe, self.identify = self.horizon.observe, self.horizon.identify
         self.identifications = self.horizon.identifications
         self._tolerance = self.horizon.optimizer_options.feasibility_tolerance
-        self.iterate: Optional[Plan] = None      # the last iterate (handed over or not)
+        self._iterate: Optional[Plan] = None
+        self._settle = None   # what completes an infeasible tick's iterate (feedback), run on first use (iterate)
         self.prepared: Optional[Prepared] = None
         self.updates = 0
 
@@ -164,6 +180,19 @@ class RealTimeIteration:
     def system(self):
         """The horizon's system: the model it plans on (an identified one once adopted, :mod:`.mpc`)."""
         return self.horizon.system
+
+    @property
+    def iterate(self) -> Optional[Plan]:
+        """The last iterate (handed over or not). After a tick without a plan whose best iterate needs projections
+        the feedback skipped (:meth:`feedback`), those are made here, on first use: by the next preparation."""
+        if self._settle is not None:
+            settle, self._settle = self._settle, None
+            self._iterate = settle()
+        return self._iterate
+
+    @iterate.setter
+    def iterate(self, plan: Optional[Plan]) -> None:
+        self._iterate, self._settle = plan, None
 
     def reset(self) -> None:
         """Forget the iterate and the preparation (a new run of the controller)."""
@@ -181,11 +210,12 @@ class RealTimeIteration:
         if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start <= h.N:
             raise ValueError(f"the plan's start step must be an integer in 0..{h.N} (the motion's steps), got "
                              f"{start!r}")
+        iterate = self.iterate   # completed here when the feedback left it to the preparation
         cost, n = h.window(start)
         self.prepared = None
         if n < self.options.min_steps:
             return None
-        previous = self.iterate if self.iterate is not None and self.iterate.start <= start else None
+        previous = iterate if iterate is not None and iterate.start <= start else None
         try:
             X, U = self._trajectory(start, n, previous)
         except _core.StepError:
@@ -247,38 +277,99 @@ class RealTimeIteration:
         t1 = time.perf_counter()
         Z1, V1 = p.lq.rollout(x0 - p.X[0])
         Xe, Ue = p.X + Z1 - p.Z0, p.U + V1 - p.V0     # ξ̄ + L δx(0): the answer to the new state
-        best, best_margin, reason = None, -math.inf, "infeasible"
+        reason, tried = "infeasible", []
         # an interior iterate's step keeps every margin above (1 − τ) of ξ̄'s (fraction to the boundary, as the
         # optimizer's line search): an iterate on a limit leaves the barrier no room (module docstring, step 2)
         floor = (1.0 - h.optimizer_options.fraction_to_boundary) * p.margins if p.feasible else None
-        for name, gamma, project, clamped in self._candidates():
-            try:
-                X, U, Lam = (np.asarray(a) for a in project(x0, Xe + gamma * p.Zd, Ue + gamma * p.Vd, p.gains.K))
-            except _core.StepError:
+        for candidate in self._candidates():
+            name, _, _, clamped = candidate
+            if tried and not clamped and self._prefix_leaves(p, x0, Xe, Ue, candidate):
+                tried.append((candidate, _SKIPPED))
                 continue
-            M = p.optimizer.margins(Point(X, U, Lam))
-            margin = float(np.min(M, initial=np.inf))
-            if margin > best_margin:
-                best, best_margin = (X, U), margin
+            projected = self._projected(p, x0, Xe, Ue, candidate)
+            tried.append((candidate, projected))
+            if projected is None:
+                continue
+            _, _, M, margin = projected
             if margin >= -self._tolerance and (clamped or floor is None or bool(np.all(M >= floor))):
                 reason = name
                 break
         t2 = time.perf_counter()
         out = Update(None, reason, start, p.steps, iterations=p.solves, setup=p.seconds, solve=t2 - t1,
                      feasible=reason != "infeasible")
-        if best is None:
+        seq = self.updates
+        skipped = any(r is _SKIPPED for _, r in tried)
+        if not out.feasible and skipped and any(r not in (None, _SKIPPED) for _, r in tried):
+            # no plan, and the best iterate (the next tick's start) needs the skipped projections: made after the
+            # answer, when the next preparation first reads the iterate (:attr:`iterate`)
             self.iterate = None
-            out.reason = "step_failed"
+            self._settle = lambda: self._iterate_of(self._best(tried, p, x0, Xe, Ue, complete=True), p, start, run,
+                                                    seq, estimate_tick, out.reason)
         else:
-            seq = self.updates
-            traj = p.gains.attach(Trajectory.for_model(
-                h.identity, h.dt, best[0], best[1], t0=self.motion.t0 + start * h.dt,
-                info={"rti": {"sequence": seq, "reason": out.reason, "margin": best_margin}}))
-            self.iterate = Plan(start, traj, run, seq, estimate_tick)
-            if out.feasible:
+            self.iterate = self._iterate_of(self._best(tried, p, x0, Xe, Ue, complete=not out.feasible), p, start,
+                                            run, seq, estimate_tick, out.reason)
+            if self.iterate is None:
+                out.reason = "step_failed"
+            elif out.feasible:
                 out.plan = self.iterate
         out.elapsed, out.cpu = time.perf_counter() - t0, time.thread_time() - c0
         return out
+
+    def _prefix_leaves(self, p: Prepared, x0: np.ndarray, Xe: np.ndarray, Ue: np.ndarray, candidate) -> bool:
+        """Whether the projection of ``candidate`` (:meth:`_candidates`) from x0 (nx,) leaves a constraint in its
+        first :data:`PREFIX_STEPS` steps by more than the feasibility tolerance plus :data:`PREFIX_BAND`: those
+        steps are the whole projection's first steps (thesis (6.10) is causal), and their margins some of its
+        margins, so such a candidate, which the constraint check of the whole projection rejects, is not projected
+        further."""
+        _, gamma, project, _ = candidate
+        m = min(PREFIX_STEPS, p.steps)
+        try:
+            X, U, Lam = (np.asarray(a) for a in project(x0, Xe[:m + 1] + gamma * p.Zd[:m + 1],
+                                                        Ue[:m] + gamma * p.Vd[:m], p.gains.K[:m]))
+        except _core.StepError:
+            return False   # the whole projection fails too, and says so
+        margin = float(np.min(p.optimizer.margins(Point(X, U, Lam)), initial=np.inf))
+        return margin < -(self._tolerance + PREFIX_BAND)
+
+    @staticmethod
+    def _projected(p: Prepared, x0: np.ndarray, Xe: np.ndarray, Ue: np.ndarray, candidate) -> Optional[tuple]:
+        """(X (n+1, nx), U (n, nU), the normalized margins M (flat, ``ProjectionOptimizer.margins``), their
+        minimum) of ``candidate`` (:meth:`_candidates`) from x0; None when the model cannot step through it."""
+        _, gamma, project, _ = candidate
+        try:
+            X, U, Lam = (np.asarray(a) for a in project(x0, Xe + gamma * p.Zd, Ue + gamma * p.Vd, p.gains.K))
+        except _core.StepError:
+            return None
+        M = p.optimizer.margins(Point(X, U, Lam))
+        return X, U, M, float(np.min(M, initial=np.inf))
+
+    def _best(self, tried: list, p: Prepared, x0: np.ndarray, Xe: np.ndarray, Ue: np.ndarray,
+              complete: bool) -> Optional[tuple]:
+        """(X, U, margin) of the first of the ``tried`` candidates (in :meth:`_candidates`' order) with the largest
+        least margin, None when the model stepped through none. A candidate skipped after its first steps
+        (:meth:`_prefix_leaves`) is projected here when ``complete``; without (a candidate was taken) it is
+        left out: its least margin is below the tolerance, the taken one's above."""
+        best, best_margin = None, -math.inf
+        for candidate, projected in tried:
+            if projected is _SKIPPED:
+                if not complete:
+                    continue
+                projected = self._projected(p, x0, Xe, Ue, candidate)
+            if projected is not None and projected[3] > best_margin:
+                best, best_margin = projected, projected[3]
+        return None if best is None else (best[0], best[1], best_margin)
+
+    def _iterate_of(self, best: Optional[tuple], p: Prepared, start: int, run: int, seq: int, estimate_tick: int,
+                    reason: str) -> Optional[Plan]:
+        """The iterate (X, U, margin) ``best`` of the update ``seq`` as a plan with the prepared gains; None for
+        None."""
+        if best is None:
+            return None
+        h = self.horizon
+        traj = p.gains.attach(Trajectory.for_model(
+            h.identity, h.dt, best[0], best[1], t0=self.motion.t0 + start * h.dt,
+            info={"rti": {"sequence": seq, "reason": reason, "margin": best[2]}}))
+        return Plan(start, traj, run, seq, estimate_tick)
 
     def _candidates(self):
         """(reason, γ, projection, clamped) in the order :meth:`feedback` tries them: the projection operator (thesis (6.10),
