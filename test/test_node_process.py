@@ -10,6 +10,7 @@ configuration error, each in a child process on an isolated graph.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -104,3 +105,30 @@ def test_stop_flag_records_signals_and_restores_the_handlers():
     finally:
         stop.restore()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+PRIORITY_CHILD = textwrap.dedent("""
+    import os, threading
+    from marionette_control.nodes.process import set_realtime_priority
+
+    go = threading.Event()
+    worker = threading.Thread(target=go.wait)
+    worker.start()
+    error = set_realtime_priority(20, below=[worker.native_id])
+    levels = [(os.sched_getscheduler(t), os.sched_getparam(t).sched_priority) for t in (0, worker.native_id)]
+    go.set()
+    worker.join()
+    print("refused" if error else levels)
+""")
+
+
+def test_realtime_priority_puts_the_threads_below_one_level_lower():
+    """The controller's process with its planner (nodes/replanning.py): every thread SCHED_FIFO at the priority, the
+    planner's one level lower, so that they never preempt the controller's (in a child process: the scheduler is
+    set per thread of the process that asks)."""
+    run = subprocess.run([sys.executable, "-c", PRIORITY_CHILD], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    if run.stdout.strip() == "refused":
+        pytest.skip("SCHED_FIFO is not permitted here (CAP_SYS_NICE or an rtprio limit)")
+    fifo = int(os.SCHED_FIFO)
+    assert run.stdout.strip() == str([(fifo, 20), (fifo, 19)]), run.stdout

@@ -991,15 +991,18 @@ def shutdown(node: ControllerNode) -> None:
         node.trigger_shutdown()
 
 
-def apply_realtime_priority(node, executor) -> None:
-    """``realtime_priority``, once the executor's threads exist (after its first spin)."""
+def apply_realtime_priority(node, executor, below=()) -> None:
+    """``realtime_priority``, once the executor's threads exist (after its first spin); the threads of kernel ids
+    ``below`` one level lower (:func:`~marionette_control.nodes.process.set_realtime_priority`)."""
     priority = node.p["realtime_priority"]
     if priority:
-        error = set_realtime_priority(priority)
+        below = list(below)
+        error = set_realtime_priority(priority, below)
         if error:
             node.get_logger().warning(f"realtime_priority: {error}; running with the default scheduler")
         else:
-            node.get_logger().info(f"realtime_priority: all threads SCHED_FIFO {priority}")
+            lower = f", threads {below} at {max(1, priority - 1)}" if below else ""
+            node.get_logger().info(f"realtime_priority: all threads SCHED_FIFO {priority}{lower}")
 
 
 def main(args=None) -> int:

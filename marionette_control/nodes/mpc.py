@@ -239,6 +239,10 @@ class MPCNode(Node):
         """Waits until no update runs or waits (False on timeout): tests that feed ``_on_tracking`` directly."""
         return self._worker.wait_idle(timeout)
 
+    def worker_thread_ids(self) -> list:
+        """The kernel ids of the threads the updates (and the fits) run on."""
+        return [w.native_id for w in (self._worker, self._fitter) if w is not None]
+
     def stop_updates(self) -> None:
         """Ends the updates' thread (a running update finishes first) and the fits' if any; re-raises what ended
         them, if anything did."""

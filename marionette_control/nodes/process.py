@@ -18,7 +18,7 @@ shut down, from the main thread, in that order. A stop therefore ends with statu
 traceback wherever the signal lands.
 
 :func:`set_realtime_priority` puts a node's process under the real-time scheduler (the controller's
-``realtime_priority``).
+``realtime_priority``), some of its threads one level below the rest.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from marionette_control.parameters import ParameterError
 
@@ -125,15 +125,19 @@ def run_node(name: str, make_node: Callable, make_executor: Optional[Callable] =
             stop.restore()
 
 
-def set_realtime_priority(priority: int) -> Optional[str]:
-    """Puts every thread of this process under SCHED_FIFO at ``priority``; returns an error text or None.
+def set_realtime_priority(priority: int, below: Iterable[int] = ()) -> Optional[str]:
+    """Puts every thread of this process under SCHED_FIFO at ``priority``, the threads of kernel ids ``below`` at
+    ``priority`` − 1 (at least 1): work that must not preempt the others (the planner's updates beside the controller,
+    :mod:`.replanning`); returns an error text or None.
 
     Threads created later keep the default scheduler (call after the executor has spun once).
     """
+    below = set(below)
     failed = []
     for tid in os.listdir("/proc/self/task"):
+        level = max(1, priority - 1) if int(tid) in below else priority
         try:
-            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(level))
         except ProcessLookupError:
             continue  # the thread ended meanwhile
         except OSError as e:

@@ -18,7 +18,10 @@ planner's worker thread (:mod:`marionette_control.latest_worker`), the executor'
 start from each ``~/tracking`` message after the tick's command is out. The two threads share the interpreter's
 lock, though, and a thread that holds it while the kernel does not run it holds up the other: a SCHED_IDLE or niced
 planner thread preempted in the middle of its Python work would stall the controller's next tick (priority
-inversion), so it runs at the controller's priority. Python's switch interval (5 ms) is kept: with 0.2 ms the
+inversion). So with the controller's ``realtime_priority`` (SCHED_FIFO for every thread of the process) the planner's
+threads run one level below it (:func:`~marionette_control.nodes.process.set_realtime_priority`): above every
+ordinary process, so that nothing but the controller's own threads preempts them while they hold the lock, and
+never ahead of the controller's threads, which take a core from them when both are ready. Python's switch interval (5 ms) is kept: with 0.2 ms the
 tick's p99 was no lower (docs/mpc.md).
 """
 
@@ -56,8 +59,12 @@ def main(args=None) -> int:
         for planner in planners:
             planner.stop_updates()
 
+    def started(node, executor) -> None:
+        controller.apply_realtime_priority(node, executor,
+                                           below=[tid for planner in planners for tid in planner.worker_thread_ids()])
+
     return run_node(f"{controller.NODE_NAME} + {PLANNER_NAME}", controller.make_node, controller.make_executor,
-                    args, started=controller.apply_realtime_priority, cleanup=cleanup, companions=companions)
+                    args, started=started, cleanup=cleanup, companions=companions)
 
 
 if __name__ == "__main__":
