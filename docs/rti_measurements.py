@@ -22,7 +22,8 @@ Pushes: the main job's (``offline_loop.scripted_push``: a 0.1 s half sine of 0.6
 tension during the motion, RMS angle errors, plans offered / taken / refused, and for the planners the wall-clock
 and CPU time per update (the RTI: feedback — estimate to plan — and preparation; the sum is a tick's work), the
 controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
-average. Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
+average; for the RTI also the feedback's CPU time per outcome (``cpu_by_reason``: the ticks that try more than one
+candidate were its tail, docs/benchmarks.md). Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
 
     .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...]
         [--problem spec|request] [--variants lqr mpc10 rti] [--settle-cycles 20 ...] [--json PATH]
@@ -136,7 +137,10 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle:
             out.update(prepare_ms=ms([u["prepare"] for u in ups]),
                        tick_ms=ms([u["elapsed"] + u["prepare"] for u in ups]),
                        tick_cpu_ms=ms([u["cpu"] + u["prepare_cpu"] for u in ups]),
-                       lq_solves_mean=float(np.mean([u["iterations"] for u in ups])))
+                       lq_solves_mean=float(np.mean([u["iterations"] for u in ups])),
+                       cpu_by_reason={k: dict(count=sum(u["reason"] == k for u in ups),
+                                              **ms([u["cpu"] for u in ups if u["reason"] == k]))
+                                      for k in sorted({u["reason"] for u in ups})})
     return out
 
 

@@ -139,7 +139,7 @@ def test_candidates_that_leave_a_limit_at_once_are_not_projected_whole(wave, mom
     rti = RealTimeIteration(problem, motion, rti_options())
     rejected = []
     prefix_leaves = rti._prefix_leaves
-    rti._prefix_leaves = lambda *a: rejected.append(a[-1][0]) or prefix_leaves(*a)
+    rti._prefix_leaves = lambda *a: prefix_leaves(*a) and not rejected.append(a[-1][0])
     x0 = _pushed_state(problem, motion, momentum)
     p = rti.prepare(START)
     expected, (X, U) = _whole_projections(rti, p, x0)

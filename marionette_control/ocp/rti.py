@@ -33,12 +33,13 @@ iterate to the controller as the plan of the next tick. Each tick's work is spli
    clamped inside the drives' limits (:meth:`~.mpc.RecedingHorizon.tracked`): after a push the answer to the new
    state can ask a drive for more than its acceleration at the first step whatever γ is. One rollout and usually
    one projection per tick. The rejected candidates are what made a tick's time vary (docs/benchmarks.md, "the
-   update's tail"), so their work is bounded: a candidate after the first that leaves a constraint within its first
-   :data:`PREFIX_STEPS` steps is rejected from those steps (the projection is causal: they are its first steps),
-   not projected whole; the clamped tracking is the core's loop (``DiscreteSystem.project_clamped``); and on a tick
-   without a plan the iterate the next tick starts from — the candidate with the largest least margin, which may be
-   one rejected early — is completed by the next preparation, after the answer. The candidate taken and the
-   iterate are those of every candidate projected whole (``test/test_rti.py``).
+   update's tail"), so their work is bounded: a candidate of :data:`STEP_LENGTHS` that leaves a constraint within
+   its first :data:`PREFIX_STEPS` steps is rejected from those steps (the projection is causal: they are its first
+   steps), not projected whole — every one after the first, and the first too after a tick that did not take the
+   full step; the clamped tracking is the core's loop (``DiscreteSystem.project_clamped``); and on a tick without a
+   plan the iterate the next tick starts from — the candidate with the largest least margin, which may be one
+   rejected early — is completed by the next preparation, after the answer. The candidate taken and the iterate are
+   those of every candidate projected whole (``test/test_rti.py``).
 3. **Plan.** The iterate with the prepared gains is the plan of steps j … j + n
    (:class:`~marionette_control.tracking.plan_switch.Plan`), handed over only when it satisfies every
    constraint (``infeasible`` otherwise: the controller keeps the plan it has, whose steps run a second ahead);
@@ -83,13 +84,15 @@ STEP_LENGTHS = (1.0, 0.5, 0.25, 0.0)
 #: The same for the direction tracked with the inputs clamped to the drives' limits, tried after those
 #: (:meth:`RealTimeIteration._candidates`).
 CLAMPED_STEP_LENGTHS = (1.0, 0.0)
-#: After the first candidate, one of :data:`STEP_LENGTHS` whose projection leaves a constraint in its first this many
-#: steps by more than the feasibility tolerance plus :data:`PREFIX_BAND` (normalized margin) is rejected without the
-#: rest of its projection (:meth:`RealTimeIteration._prefix_leaves`): after a push the answer to the new state asks
-#: a drive for more than its speed or acceleration within the first steps whatever γ is.
+#: A candidate of :data:`STEP_LENGTHS` whose projection leaves a constraint in its first this many steps by more
+#: than the feasibility tolerance plus :data:`PREFIX_BAND` (normalized margin) is rejected without the rest of its
+#: projection (:meth:`RealTimeIteration._prefix_leaves`; every one after the first, and the first too after a tick
+#: that did not take the full step): after a push the answer to the new state asks a drive for more than its speed
+#: or acceleration within the first steps whatever γ is. (The clamped candidates are not checked so: they keep the
+#: drives' limits by construction and, measured, pass their first steps.)
 PREFIX_STEPS = 10
-#: far above the rounding between the margins of the prefix and those of the whole projection (≈ 1e-15)
-PREFIX_BAND = 1e-9
+#: far above the rounding between the margins of a prefix and those of the whole projection (≈ 1e-15)
+PREFIX_BAND = 1e-6
 #: the mark of a candidate skipped after its first steps in :meth:`RealTimeIteration.feedback`'s list of those tried
 _SKIPPED = object()
 
@@ -173,6 +176,7 @@ class RealTimeIteration:
         self._tolerance = self.horizon.optimizer_options.feasibility_tolerance
         self._iterate: Optional[Plan] = None
         self._settle = None   # what completes an infeasible tick's iterate (feedback), run on first use (iterate)
+        self._full_step_taken = True   # whether the last feedback took the full step (step_1)
         self.prepared: Optional[Prepared] = None
         self.updates = 0
 
@@ -197,6 +201,7 @@ class RealTimeIteration:
     def reset(self) -> None:
         """Forget the iterate and the preparation (a new run of the controller)."""
         self.iterate = self.prepared = None
+        self._full_step_taken = True
 
     # ---------------------------------------------------------------------------------- before the sample
 
@@ -283,7 +288,7 @@ class RealTimeIteration:
         floor = (1.0 - h.optimizer_options.fraction_to_boundary) * p.margins if p.feasible else None
         for candidate in self._candidates():
             name, _, _, clamped = candidate
-            if tried and not clamped and self._prefix_leaves(p, x0, Xe, Ue, candidate):
+            if not clamped and (tried or not self._full_step_taken) and self._prefix_leaves(p, x0, Xe, Ue, candidate):
                 tried.append((candidate, _SKIPPED))
                 continue
             projected = self._projected(p, x0, Xe, Ue, candidate)
@@ -294,6 +299,7 @@ class RealTimeIteration:
             if margin >= -self._tolerance and (clamped or floor is None or bool(np.all(M >= floor))):
                 reason = name
                 break
+        self._full_step_taken = reason == "step_1"
         t2 = time.perf_counter()
         out = Update(None, reason, start, p.steps, iterations=p.solves, setup=p.seconds, solve=t2 - t1,
                      feasible=reason != "infeasible")
@@ -318,9 +324,9 @@ class RealTimeIteration:
     def _prefix_leaves(self, p: Prepared, x0: np.ndarray, Xe: np.ndarray, Ue: np.ndarray, candidate) -> bool:
         """Whether the projection of ``candidate`` (:meth:`_candidates`) from x0 (nx,) leaves a constraint in its
         first :data:`PREFIX_STEPS` steps by more than the feasibility tolerance plus :data:`PREFIX_BAND`: those
-        steps are the whole projection's first steps (thesis (6.10) is causal), and their margins some of its
-        margins, so such a candidate, which the constraint check of the whole projection rejects, is not projected
-        further."""
+        steps are the whole projection's first steps (thesis (6.10) is causal: bit for bit, each projection starts
+        its steps' solves afresh), and their margins some of its margins, so such a candidate, which the constraint
+        check of the whole projection rejects, is not projected further."""
         _, gamma, project, _ = candidate
         m = min(PREFIX_STEPS, p.steps)
         try:
