@@ -21,8 +21,8 @@ planner thread preempted in the middle of its Python work would stall the contro
 inversion). So with the controller's ``realtime_priority`` (SCHED_FIFO for every thread of the process) the planner's
 threads run one level below it (:func:`~marionette_control.nodes.process.set_realtime_priority`): above every
 ordinary process, so that nothing but the controller's own threads preempts them while they hold the lock, and
-never ahead of the controller's threads, which take a core from them when both are ready. Python's switch interval (5 ms) is kept: with 0.2 ms the
-tick's p99 was no lower (docs/mpc.md).
+never ahead of the controller's threads, which take a core from them when both are ready. Python's switch interval
+(5 ms) is kept: with 0.2 ms the tick's p99 was no lower (docs/mpc.md).
 """
 
 from __future__ import annotations
