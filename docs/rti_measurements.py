@@ -23,7 +23,8 @@ tension during the motion, RMS angle errors, plans offered / taken / refused, an
 and CPU time per update (the RTI: feedback — estimate to plan — and preparation; the sum is a tick's work), the
 controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
 average; for the RTI also the feedback's CPU time per outcome (``cpu_by_reason``: the ticks that try more than one
-candidate were its tail, docs/benchmarks.md). Times are wall clock on a machine shared with other jobs (the load average is printed), never asserted.
+candidate were its tail, docs/benchmarks.md). Times are wall clock on a machine shared with other jobs (the load
+average is printed), never asserted.
 
     .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...]
         [--problem spec|request] [--variants lqr mpc10 rti] [--settle-cycles 20 ...] [--json PATH]
