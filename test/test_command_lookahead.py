@@ -21,7 +21,7 @@ from marionette_control.sim.profile import HardwareProfile
 from marionette_control.sim.setpoint_stream import MAX_POINTS, CommandError, check_points, trajectory_points
 from marionette_control.sim.simulator import SimulatedArm
 from marionette_control.tracking.command_limits import CommandLimits
-from marionette_control.tracking.controller import ControllerOptions
+from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.tracking.lookahead import Lookahead
 
 DT = 0.01
@@ -205,3 +205,47 @@ def test_with_late_commands_the_string_stays_taut_with_trajectory_commands_only(
             assert not r.aborted, (interface, r.abort_reason)
             lowest[interface] = float(r.tension[r.k <= r.N].min())
         assert lowest["joint_trajectory"] >= minimum and lowest["forward_position"] < minimum, (seed, lowest)
+
+
+@pytest.mark.parametrize("lost", [2, 6])
+def test_the_controller_predicts_the_drives_on_its_points_over_the_ticks_it_missed(nominal, lost):
+    """The controller's record of the inputs in effect (tracking.prediction.CommandHistory, what its prediction and
+    its commands' stream start from) against the drives of the exact stand-in: ``lost`` joint states from 0.1 s into
+    the wave are lost. Over 2 (a gap the estimate bridges) the drives follow the last command's next points, and
+    the record says so step by step (before the points were recorded it said the drives held the command's first
+    setpoint). Over 6 the controller sends a stop (sample_gap): the record then restarts from that command's first
+    setpoint at rest, as a forward position hold does (tracking.tick.Tracking.stopped)."""
+    _, trajectory = wave_motion()
+    m = nominal.model
+    core = make_core(nominal, ControllerOptions(command_interface="joint_trajectory"))
+    core.load_trajectory(trajectory, "wave")
+    sim = SimulatedArm(HardwareProfile.named("perfect", command_delay_steps=1), trajectory.dt, nominal,
+                       q0=trajectory.X[0, :m.nq])
+    dt_ns, first, drives, kinds = int(round(trajectory.dt * 1e9)), 10, {}, []
+    for cycle in range(first + lost + 5):
+        if cycle == 0:
+            assert core.start()[0]
+        q = sim.measure()
+        if not first <= cycle < first + lost:
+            res = core.on_joint_state(q, (cycle + 1) * dt_ns, (cycle + 1) * dt_ns)
+            kinds.append(res.kind)
+            if res.lookahead is not None:
+                points = np.vstack([res.command[m.nu:], res.lookahead[:, m.nu:]])
+                sim.receive_command(points, cycle + core.delay + np.arange(len(points)))
+            elif res.kind == "hold":
+                sim.receive_stop()
+        sim.step()
+        drives[cycle] = sim.rho.copy()   # u_j's kinematic part is ρ_{j+1}: where step j leaves the drives
+    history = core.staging.tracking.history
+    last = first - 1   # the last command before the gap: the inputs of steps first, first + 1, …
+    if lost == 2:
+        assert kinds.count("hold") == 0
+        for j in range(first, first + lost + 1):
+            np.testing.assert_allclose(history.applied(j)[m.nu:], drives[j], atol=1e-12, err_msg=f"step {j}")
+        assert np.abs(drives[first + 1] - drives[first]).max() > 1e-4   # the drives moved on the points
+    else:
+        assert "hold" in kinds
+        stop = first + lost + core.delay   # the step the stop (sent at the first sample after the gap) arrives
+        for j in (stop - 1, stop):
+            np.testing.assert_array_equal(history.applied(j), history.applied(last + core.delay))
+        assert np.all(np.asarray(history.stream_state(stop + 1, trajectory.dt)[1]) == 0.0)   # at rest

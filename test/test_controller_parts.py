@@ -19,6 +19,7 @@ from marionette_control.tracking.sample_checks import PlausibilityOptions, Sampl
 from marionette_control.tracking.tolerances import Tolerances, check_tolerance
 from marionette_control.model.limits import from_description
 from marionette_control.model.library import marionette_arm as ma
+from marionette_control.sim.setpoint_stream import SetpointStream
 
 from arm_helpers import bump_trajectory
 
@@ -164,6 +165,33 @@ def test_command_history_answers_which_input_is_in_effect():
     with pytest.raises(ValueError, match="command for slot 3 after one for slot 4"):
         h.sent(3, np.zeros(2))
     assert h.last_slot == 4 and h.last[0] == 0.6
+
+
+def test_a_command_that_carries_points_is_in_effect_as_the_stand_ins_drives_follow_it():
+    """Joint-trajectory commands (tracking.lookahead) with ticks that send nothing: the input the history says is in
+    effect over every step is the setpoint the stand-in's independent rule (sim.setpoint_stream) gives the drives —
+    the next points of the last command over the missed steps, its last point held past them; a forward position
+    command (no points) is held."""
+    rng = np.random.default_rng(7)
+    d, nu, nk = 1, 1, 2
+    h = CommandHistory(nU=nu + nk, nk=nk, delay_steps=d, size=32)
+    h.start(np.zeros(nu + nk))
+    stream = SetpointStream(nk)
+    for s in [0, 1, 2, 5, 6, 7, 15, 16, 19, 20, 22]:   # 3–4, 8–14, 17–18 and 21 send nothing
+        u = rng.normal(size=nu + nk)
+        points = rng.normal(size=(int(rng.integers(0, 6)), nu + nk))   # 0: a forward position command
+        h.sent(s, u)
+        h.carries(points)
+        rows = np.vstack([u, points])[:, nu:]
+        stream.receive(s + d + np.arange(len(rows)), rows, arrival=s + d)
+    for j in range(d, 30):
+        np.testing.assert_array_equal(h.applied(j)[nu:], stream.setpoint(j), err_msg=f"step {j}")
+    h.carries(np.zeros((0, nu + nk)))   # detached: the last command held
+    np.testing.assert_array_equal(h.applied(29), h.last)
+    with pytest.raises(ValueError, match=r"command points.*shape"):
+        h.carries(np.zeros((2, nu)))
+    with pytest.raises(ValueError, match="without a command"):
+        CommandHistory(nU=3, nk=2, delay_steps=1).carries(np.zeros((1, 3)))
 
 
 def test_predictor_steps_the_model_through_the_commands_in_flight(arm):

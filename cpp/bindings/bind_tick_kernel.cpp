@@ -100,6 +100,16 @@ void bind_tick_kernel(py::module_& m) {
           "Records command u (nU,) of tick k at slot max(k, last_slot): a hold the watchdog sent at its own clock's "
           "slot can lie past the tick (joint states late under load); this command reaches the drives after it.")
       .def(
+          "carries",
+          [](CommandHistory& h, const Arr& points) {
+            check_array(points, {-1, h.nU()}, "command points");
+            h.carries(points.data(), static_cast<int>(points.shape(0)));
+          },
+          py::arg("points"),
+          "Attaches to the last command sent the inputs (m, nU) it carries after its first (a joint_trajectory "
+          "command: the inputs of steps s + d + 1 ... s + d + m, then its last point held): applied() of the steps "
+          "no later command reached returns them, as the drives follow them. An (0, nU) array detaches them.")
+      .def(
           "applied", [](const CommandHistory& h, long j) { return copy_vector(h.applied(j), h.nU()); }, py::arg("j"),
           "The input u_j (nU,) in effect over step j: the last command sent at a slot <= j - d.")
       .def(

@@ -14,7 +14,7 @@ namespace mc {
 
 CommandHistory::CommandHistory(int nU, int nk, int delay, int size)
     : nU_(nU), nk_(nk), delay_(delay), slots_(static_cast<size_t>(size), 0), cmds_(MatXR::Zero(size, nU)),
-      initial_(VecX::Zero(nU)) {
+      counts_(static_cast<size_t>(size), 0), initial_(VecX::Zero(nU)) {
   if (delay < 0) throw ModelError("command delay must be >= 0 steps, got " + std::to_string(delay));
   if (size < delay + 2)
     throw ModelError("command history size " + std::to_string(size) + " is too small for a delay of " +
@@ -36,7 +36,22 @@ void CommandHistory::sent(long slot, const double* u) {
   head_ = (head_ + 1) % size;
   slots_[head_] = slot;
   cmds_.row(head_) = Eigen::Map<const Eigen::RowVectorXd>(u, nU_);
+  counts_[head_] = 0;
   n_ = std::min(n_ + 1, size);
+}
+
+void CommandHistory::carries(const double* points, int m) {
+  if (!n_) throw ModelError("command points without a command they belong to");
+  if (m < 0) throw ModelError("a command's point count must be >= 0, got " + std::to_string(m));
+  // grows once to the longest command a run sends; a tick then copies into the row in place
+  if (points_.cols() < static_cast<Eigen::Index>(m) * nU_) {
+    MatXR grown = MatXR::Zero(static_cast<Eigen::Index>(slots_.size()), static_cast<Eigen::Index>(m) * nU_);
+    grown.leftCols(points_.cols()) = points_;
+    points_.swap(grown);
+  }
+  points_.row(head_).head(static_cast<Eigen::Index>(m) * nU_) =
+      Eigen::Map<const Eigen::RowVectorXd>(points, static_cast<Eigen::Index>(m) * nU_);
+  counts_[head_] = m;
 }
 
 const double* CommandHistory::applied(long j) const {
@@ -44,7 +59,10 @@ const double* CommandHistory::applied(long j) const {
   const int size = static_cast<int>(slots_.size());
   int i = head_;
   for (int c = 0; c < n_; ++c) {
-    if (slots_[i] <= last) return cmds_.row(i).data();
+    if (slots_[i] <= last) {
+      const long ahead = std::min<long>(last - slots_[i], counts_[i]);
+      return ahead > 0 ? points_.row(i).data() + (ahead - 1) * nU_ : cmds_.row(i).data();
+    }
     i = (i - 1 + size) % size;
   }
   return initial_.data();
@@ -67,6 +85,7 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
   for (int c = other.n_ - 1; c >= 0; --c) {
     const int j = ((other.head_ - c) % size + size) % size;
     sent(other.slots_[j] - shift, other.cmds_.row(j).data());
+    if (other.counts_[j]) carries(other.points_.row(j).data(), other.counts_[j]);
   }
 }
 

@@ -500,6 +500,7 @@ class ControllerCore:
             tr, j = self.staging.tracking, k + self.delay
             res.lookahead = self.lookahead.points(u, j, tr.law.feedforward, tr.law.active, tr.limits,
                                                   tr.history.stream_state(j, tr.system.dt)[0])
+            tr.history.carries(res.lookahead)   # what the drives follow over a tick that sends nothing
         if self.staging.tracking.guarded:
             res.guarded = True
             self.guarded_ticks += 1
@@ -561,7 +562,9 @@ class ControllerCore:
             if res.command is not None:
                 res.kind = "hold"
                 self.holds += 1
-                if slot is not None:
+                if slot is not None and self.lookahead is not None:   # joint_trajectory: a stop
+                    self.staging.tracking.stopped(slot, res.command)
+                elif slot is not None:
                     self.staging.tracking.held(slot, res.command)
 
     def _reject(self, kind: str, message: str, stamp_ns: int, now_ns: Optional[int]) -> TickResult:

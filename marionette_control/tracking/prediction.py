@@ -22,8 +22,11 @@ from marionette_control import _core, validation
 #: :mod:`.native_tick` reads the commands in flight from it). A command sent at slot s (the tick index of the
 #: sample it answered, or the slot a hold command fell in) is the input from step s + d on, until a later one
 #: replaces it (the forward position controller keeps its last command); before the first command of a run the
-#: drives hold ``start``'s input. ``CommandHistory(nU, nk, delay_steps, size=32)``; ``start(hold)``,
-#: ``sent(slot, u)`` (u copied; slots never decrease), ``applied(j)`` (the last command sent at a slot <= j − d),
+#: drives hold ``start``'s input. A joint_trajectory command (:mod:`.lookahead`) carries the inputs of the steps after
+#: its first: over the steps no later command reached, the drives follow them and then hold the last one.
+#: ``CommandHistory(nU, nk, delay_steps, size=32)``; ``start(hold)``, ``sent(slot, u)`` (u copied; slots never
+#: decrease), ``carries(points)`` ((m, nU): the points of the last command sent), ``applied(j)`` (the input of step j:
+#: the last command sent at a slot s <= j − d, or its point j − d − s),
 #: ``stream_state(j, dt)`` (ρ_j, v_j of the setpoint stream a command for step j continues: the limits apply to
 #: this stream, so a drive that fell behind catches up with a stream that stayed smooth), ``carry_over(other,
 #: shift)``, ``copy()``, ``last_slot``, ``last``, ``delay``.

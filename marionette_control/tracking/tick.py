@@ -235,6 +235,17 @@ class Tracking:
         command sent)."""
         self.history.sent(max(slot, self.history.last_slot or 0), u)
 
+    def stopped(self, slot: int, hold: np.ndarray) -> None:
+        """A stop sent at tick slot ``slot`` instead of the hold command ``hold`` (nU,) (joint_trajectory's empty
+        trajectory, :mod:`.lookahead`): recorded as the forward position hold is (:meth:`held`), with the points of
+        the command it interrupts forgotten, so the commands after it restart from that command's first setpoint at
+        rest. (The drives followed those points until the stop and then braked; a stream continued from the braking
+        drives reverses their deceleration within a step and was measured to slacken the string:
+        docs/tracking.md, "Commands that carry the next setpoints".)"""
+        if self.history.last_slot is not None:
+            self.history.carries(np.empty((0, self.history.last.size)))
+        self.held(slot, hold)
+
     def tolerance_at(self, k: int, goal_reached: bool) -> Optional[str]:
         """The tolerance tick k is checked against: "start" (k = 0), "path" (k < N), "goal" (k ≥ N, until
         ``goal_reached``) or None."""

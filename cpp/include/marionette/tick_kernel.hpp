@@ -54,7 +54,13 @@ class CommandHistory {
   void start(const double* hold);
   /// Records u (nU, copied) sent at `slot`; throws ModelError when slot precedes the last one's.
   void sent(long slot, const double* u);
-  /// The input (nU) in effect over step j: the last command sent at a slot <= j - d.
+  /// Attaches to the last command sent the m inputs (m, nU row-major, copied) it carries after its first: a
+  /// joint_trajectory command sent at slot s is the input of step s + d and then, if no later command has arrived,
+  /// points(i - 1) that of step s + d + i (i = 1 … m) and points(m - 1) past them (the drives hold its last point).
+  /// Requires count() > 0; m = 0 detaches them (a forward position command).
+  void carries(const double* points, int m);
+  /// The input (nU) in effect over step j: the last command sent at a slot s <= j - d, or the point of it that
+  /// step j falls on (carries()).
   const double* applied(long j) const;
   /// The drives' stream state a command for step j continues: rho_j = applied(j-1)[nu:],
   /// v_j = (rho_j - applied(j-2)[nu:]) / dt (nk each).
@@ -72,6 +78,8 @@ class CommandHistory {
   int nU_, nk_, delay_;
   std::vector<long> slots_;
   MatXR cmds_;
+  MatXR points_;              ///< row i: the points of slot i's command (counts_[i] of them, nU each)
+  std::vector<int> counts_;
   VecX initial_;
   int n_ = 0, head_ = -1;
 };
