@@ -93,7 +93,7 @@ def _gain_check(name: str) -> Callable:
 #: The optimizer node's parameters of the tracking gains: GainDesign's fields, with what each weighs.
 GAIN_PARAMETERS = {
     "dynamic_configuration": "LQR state weight of the dynamic configurations (the arm's angles; every "
-                             "configuration of a model without drives)",
+                             "configuration of a model without drives); per joint: ..._by_joint",
     "kinematic_configuration": "LQR state weight of the drives' positions (kinematic configurations)",
     "momentum": "LQR state weight of the momenta",
     "kinematic_velocity": "LQR state weight of the drives' velocities",
