@@ -4,6 +4,7 @@ sections.
     .venv/bin/python docs/tracking_safety.py [--motions wave,bow,figure_eight] [--seeds 0,1,2]
     .venv/bin/python docs/tracking_safety.py --anti-windup wave,bow,reach_point,figure_eight,beckon,elbow_swings
     .venv/bin/python docs/tracking_safety.py --quiet wave,bow,reach_point,figure_eight,beckon
+    .venv/bin/python docs/tracking_safety.py --gains wave,bow,reach_point,figure_eight,beckon,elbow_swings
 
 The motions are optimized with the arm's spec (``config/optimize/marionette_arm_wave.yaml`` with ``motion.name``)
 and tracked offline (``marionette_control.sim.offline_loop.run_loop``: the controller node's tick logic against
@@ -35,6 +36,16 @@ the stand-in) on the realistic profile, closed loop and feed-forward only:
   with and without it, for the default gains and two faster designs (angle_integral 1e7, drive_acceleration
   5e-3): runs aborted with 10 % of commands a cycle late over twelve seeds, and the recovery from
   docs/tracking.md's four pushes (``docs/tracking_targets.py``'s scenarios).
+
+* ``--gains MOTIONS`` (only this table; issue 24): the gain designs of :data:`GAIN_SCAN` — the previous default, one
+  weight for both joints raised, the shoulder's own angle or integral weight raised (``GainDesign`` by joint), and
+  with the elbow's loop made faster — each on every motion and seed against feed-forward only (the library's checks),
+  the elbow swings' shoulder, the wave's elbow target (feed-forward only ≥ 3× closed) and its robustness (as
+  ``--quiet``'s), 1 mrad of joint-encoder noise, and the plant family's checks (the wave, the bow and the
+  figure-eight on every plant but damping ×3, seed 0).
+
+The default gains are the arm's spec's (``tracking_gains``: the shoulder's angle weight 5e3, the elbow's 1e3, the
+integral weight 3e6; :data:`ARM_GAINS`).
 
 A motion drawn too fast for the drives (``elbow_swings``) is re-timed uniformly (precision 0.05, as
 ``test/test_motion_library.py`` does).
@@ -253,8 +264,9 @@ def quieter_sigma(motions: dict, desc, limits, seeds) -> None:
 
 #: noise seeds of the pushes (the default's recovery from the largest one depends on the seed)
 PUSH_SEEDS = tuple(range(6))
-ROBUSTNESS_HEADER = ("| design | pushes (N at s): recovered (back within 1°) on how many seeds, the slowest [s] | "
-                     "10 % late, 12 seeds: aborted, worst RMS of the others [°] | 2 % late, 6 seeds: aborted |")
+ROBUSTHEADER_CELLS = ("pushes (N at s): recovered (back within 1°) on how many seeds, the slowest [s] | 10 % late, "
+                      "12 seeds: aborted, worst RMS of the others [°] | 2 % late, 6 seeds: aborted")
+ROBUSTNESS_HEADER = f"| design | {ROBUSTHEADER_CELLS} |"
 
 
 def wave_robustness(wave, desc, options: ControllerOptions, push_seeds, core=None) -> str:
@@ -332,9 +344,45 @@ def anti_windup(motions: dict, desc, limits, seeds) -> None:
             print(f"| {name} | {seed} | {cells[0]} | {cells[1]} | {rms(o)} |", flush=True)
 
 
-#: designs of the robustness table: the default and two that reject the swings' damping error on the shoulder
-DESIGNS = {"default": GainDesign(), "angle_integral 1e7": GainDesign(angle_integral=1e7),
+#: the arm's gain design (its spec's ``tracking_gains``, = config/optimizer.yaml's): the default of every run here
+ARM_GAINS = load_spec(config_file("optimize", "marionette_arm_wave.yaml")).gains
+#: GainDesign's model-agnostic defaults, the arm's default until the shoulder got its own weight (issue 24)
+PREVIOUS = GainDesign()
+#: designs of the robustness table: the default, the previous one and two that reject the swings' damping error on
+#: the shoulder with one weight for both joints
+DESIGNS = {"default (shoulder 5e3)": ARM_GAINS, "previous default": PREVIOUS,
+           "angle_integral 1e7": GainDesign(angle_integral=1e7),
            "drive_acceleration 5e-3": GainDesign(drive_acceleration=5e-3)}
+
+
+def _shoulder(angle: float = 1e3, integral: float = 2.5e6, elbow_integral: float = 2.5e6, **changes) -> GainDesign:
+    """The previous default with the shoulder's angle and integral weights ``angle``, ``integral`` and the elbow's
+    integral weight ``elbow_integral``; ``changes``: other fields."""
+    return GainDesign(dynamic_configuration={"shoulder": angle, "elbow": 1e3},
+                      angle_integral={"shoulder": integral, "elbow": elbow_integral}, **changes)
+
+
+#: the designs of the gain scan (``--gains``): the previous default, one weight for both joints raised, the shoulder's
+#: angle or integral weight raised alone, and with the elbow's loop made faster to keep the wave's elbow target
+GAIN_SCAN = {"previous default (1e3, integral 2.5e6, acceleration 2e-2)": PREVIOUS,
+             "integral 5e6": GainDesign(angle_integral=5e6),
+             "acceleration 1e-2": GainDesign(drive_acceleration=1e-2),
+             "integral 1e7": GainDesign(angle_integral=1e7),
+             "acceleration 5e-3": GainDesign(drive_acceleration=5e-3),
+             "shoulder 3e3": _shoulder(3e3),
+             "shoulder 5e3": _shoulder(5e3),
+             "shoulder 1e4": _shoulder(1e4),
+             "shoulder integral 5e6": _shoulder(integral=5e6),
+             "shoulder integral 1e7": _shoulder(integral=1e7),
+             "shoulder 5e3, acceleration 1.8e-2": _shoulder(5e3, drive_acceleration=1.8e-2),
+             "shoulder 5e3, acceleration 1.6e-2": _shoulder(5e3, drive_acceleration=1.6e-2),
+             "shoulder 8e3, acceleration 1.2e-2": _shoulder(8e3, drive_acceleration=1.2e-2),
+             "shoulder 6e3, elbow integral 3.5e6": _shoulder(6e3, elbow_integral=3.5e6),
+             "integral shoulder 7e6, elbow 4e6": _shoulder(integral=7e6, elbow_integral=4e6),
+             "shoulder 5e3, integral 3e6 (default)": ARM_GAINS}
+#: the plants of the family checked by test/test_tracking_safety.py::test_the_plant_family (damping ×3 is not met)
+FAMILY_CHECKED = [p for p in FAMILY if p != "damping_x3"]
+ONE_MRAD = REALISTIC.replace(noise_std=(1e-3, 1e-3) + REALISTIC.noise_std[2:])
 PUSHES = ((0.5, 5.6), (0.55, 5.6), (0.5, 3.0), (0.6, 5.6))
 
 
@@ -361,6 +409,45 @@ def robustness(wave, desc) -> None:
                   f"{'; '.join(cells)} |", flush=True)
 
 
+def gain_scan(motions: dict, desc, limits, seeds) -> None:
+    """Every design of :data:`GAIN_SCAN` on every motion and seed of the realistic profile against feed-forward only,
+    the wave's tracking targets and robustness, and the plant family's checks (module docstring)."""
+    print("| design | library, seeds " + ",".join(map(str, seeds)) + ": runs failing its checks (worst closed / "
+          "feed-forward RMS) | elbow swings' shoulder closed (feed-forward) [°] | wave: feed-forward / closed on the "
+          "elbow (max error [°]) | lowest tension [N] | " + ROBUSTHEADER_CELLS + " | 1 mrad noise, 3 seeds: aborted | "
+          "plant family (wave, bow, figure-eight; not damping ×3): runs failing |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    opened = {(n, s): run(t, REALISTIC.replace(seed=s), desc, limits, feedback=False)
+              for n, t in motions.items() for s in seeds}
+    for label, design in GAIN_SCAN.items():
+        redesigned = {n: design_gains(_core.DiscreteSystem(desc.model, t.dt), t.X, t.U, design).attach(t)
+                      for n, t in motions.items()}
+        failing, ratio, swings, wave, wave_max, tension = 0, 0.0, [], [], 0.0, np.inf
+        for (n, s), o in opened.items():
+            r = run(redesigned[n], REALISTIC.replace(seed=s), desc, limits)
+            failing += not library_targets(r, o)
+            c = [v["rms_deg"] for v in r["errors"].values()]
+            f = [v["rms_deg"] for v in o["errors"].values()]
+            ratio = max(ratio, *(a / b for a, b in zip(c, f)))
+            tension = min(tension, r["tension_min_n"]["motion"], r["tension_min_start_n"])
+            if n == "elbow_swings":
+                swings.append(f"{c[0]:.2f} ({f[0]:.2f})")
+            if n == "wave":
+                wave.append(f[1] / c[1])
+                wave_max = max(wave_max, *(v["max_deg"] for v in r["errors"].values()))
+        wave_t = redesigned["wave"]
+        noisy = sum(run_loop(wave_t, ONE_MRAD.replace(seed=s), ControllerOptions(), desc).aborted for s in range(3))
+        family = 0
+        for n in ("wave", "bow", "figure_eight"):
+            for plant in FAMILY_CHECKED:
+                profile = REALISTIC.replace(**FAMILY[plant])
+                family += not library_targets(run(redesigned[n], profile, desc, limits),
+                                              run(redesigned[n], profile, desc, limits, feedback=False))
+        print(f"| {label} | {failing} ({ratio:.2f}) | {', '.join(swings)} | {min(wave):.2f} ({wave_max:.2f}) | "
+              f"{tension:.3f} | {wave_robustness(wave_t, desc, ControllerOptions(), PUSH_SEEDS)} | {noisy} | "
+              f"{family} |", flush=True)
+
+
 def plant_family(motions: dict, desc, limits) -> None:
     print("| motion | plant | closed loop RMS shoulder / elbow [°] | feed-forward only | lowest tension closed "
           "(feed-forward only) [N] | guard ticks |")
@@ -385,6 +472,8 @@ def main(argv=None) -> int:
                     help="only the quiet-command tables (chatter sources, σ_q against the targets), of these motions")
     ap.add_argument("--anti-windup", default="", metavar="MOTIONS",
                     help="only the anti-windup table, of these motions (comma-separated)")
+    ap.add_argument("--gains", default="", metavar="MOTIONS",
+                    help="only the gain designs' scan, on these motions (comma-separated; the wave among them)")
     args = ap.parse_args(argv)
     desc = arm.load_description()
     limits = from_description(desc)
@@ -397,6 +486,10 @@ def main(argv=None) -> int:
         quieter_sigma(motions, desc, limits, seeds)
         print("\nThe designs compared, the realistic profile:")
         quiet_designs(motions, desc, seeds)
+        return 0
+    if args.gains:
+        print("Gain designs, the realistic profile:")
+        gain_scan({name: optimized(name) for name in args.gains.split(",")}, desc, limits, seeds)
         return 0
     if args.anti_windup:
         print("Anti-windup, the realistic profile:")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -66,19 +66,6 @@ SCENARIOS = {
 }
 
 
-@dataclass(frozen=True)
-class PerJoint(GainDesign):
-    """GainDesign with its own weight on the elbow (``dynamic_configuration`` weighs the shoulder)."""
-
-    elbow: float = 1.0e3
-
-    def weights(self, model):
-        Q, R = super().weights(model)
-        Q = Q.copy()
-        Q[1] = self.elbow
-        return Q, R
-
-
 PREVIOUS = GainDesign(drive_acceleration=3e-4, angle_integral=0.0)  # the default before integral action
 NOISE_1 = EstimatorNoise(measurement=1e-3)
 #: name: (gain design, the Kalman filter's noise model)
@@ -86,7 +73,8 @@ DESIGNS = {
     "without integral: angles 1e3, acc. 3e-4, 1 mrad (previous default)": (PREVIOUS, NOISE_1),
     "without integral: angles 1e4, acc. 3e-4, 1 mrad": (replace(PREVIOUS, dynamic_configuration=1e4), NOISE_1),
     "without integral: shoulder 1e4, elbow 5e3, acc. 5e-4, 1 mrad":
-        (PerJoint(dynamic_configuration=1e4, elbow=5e3, drive_acceleration=5e-4, angle_integral=0.0), NOISE_1),
+        (GainDesign(dynamic_configuration={"shoulder": 1e4, "elbow": 5e3}, drive_acceleration=5e-4, angle_integral=0.0),
+         NOISE_1),
     "integral 1e5, acc. 3e-4, 1 mrad": (replace(PREVIOUS, angle_integral=1e5), NOISE_1),
     "integral 1e6, acc. 3e-4, 1 mrad": (replace(PREVIOUS, angle_integral=1e6), NOISE_1),
     "integral 1e6, acc. 1e-3, 3 mrad": (GainDesign(drive_acceleration=1e-3, angle_integral=1e6),

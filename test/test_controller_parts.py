@@ -417,6 +417,38 @@ def test_integral_gains_are_recomputed_from_the_record_and_must_reproduce_its_ga
         integral_gains(ds, tampered)
 
 
+def test_weights_by_joint_weigh_each_joint_and_travel_in_the_record(arm, tmp_path):
+    """A weight given by joint name is that joint's diagonal entry (angle and integral); the same value for every
+    joint by name is the scalar design; the record reproduces the gains after a save and load; a mapping that does
+    not name the model's dynamic configurations, or a bad weight in it, is refused with its key."""
+    _, m, ds, tr = arm
+    joints = m.config_names[:m.nd]
+    same = {n: 2e3 for n in joints}
+    uniform = design_gains(ds, tr.X, tr.U, GainDesign(dynamic_configuration=2e3, angle_integral=1e6))
+    by_name = design_gains(ds, tr.X, tr.U, GainDesign(dynamic_configuration=same,
+                                                      angle_integral={n: 1e6 for n in joints}))
+    np.testing.assert_array_equal(by_name.K, uniform.K)
+    np.testing.assert_array_equal(by_name.K_z, uniform.K_z)
+    design = GainDesign(dynamic_configuration={joints[0]: 5e3, joints[1]: 1e3},
+                        angle_integral={joints[0]: 3e6, joints[1]: 1e6})
+    Q, _ = design.weights(m)
+    assert Q[:m.nd].tolist() == [5e3, 1e3] and design.per_joint(m, "angle_integral").tolist() == [3e6, 1e6]
+    gains = design_gains(ds, tr.X, tr.U, design)
+    assert not np.allclose(gains.K, uniform.K)
+    back = type(tr).load(gains.attach(tr).save(tmp_path / "t.npz"), m)
+    assert GainDesign.of(back) == design
+    np.testing.assert_allclose(integral_gains(ds, back), gains.K_z, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match=r"must name the model's dynamic configurations \['shoulder', 'elbow'\]") as e:
+        design_gains(ds, tr.X, tr.U, GainDesign(dynamic_configuration={"shoulder": 1e3}))
+    assert e.value.key == "tracking_gains.dynamic_configuration"
+    for bad, key, message in (({"angle_integral": {"elbow": -1.0}}, "angle_integral.elbow", "must be >= 0"),
+                              ({"dynamic_configuration": {}}, "dynamic_configuration", "by joint must map"),
+                              ({"dynamic_configuration": {1: 2.0}}, "dynamic_configuration", "by joint must map")):
+        with pytest.raises(ValueError, match=message) as e:
+            GainDesign(**bad)
+        assert e.value.key == f"tracking_gains.{key}"
+
+
 def test_the_integral_integrates_measured_angle_errors_and_acts_through_its_gains():
     K_z = np.arange(3 * 2 * 2, dtype=float).reshape(3, 2, 2)  # N = 3, nU = 2 (both kinematic), nd = 2
     part = AngleIntegral(K_z, 0.01, nk=2, hand_over=0.02)

@@ -113,11 +113,7 @@ def test_every_motion_optimizes_within_the_reserved_limits(optimized, name):
     check_limits(tr)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="the re-timed swings (x1.375) on the realistic plant: with the anti-windup the closed loop tracks "
-    "them (no abort, string >= 0.59 N, elbow 0.55 deg against feed-forward's 1.48) but its shoulder, 0.37-0.38 deg, is "
-    "worse than feed-forward's 0.32: the plant's joint damping (1.5x the model's); docs/tracking.md, 'Plant family'")])
-    if n in TOO_FAST else n for n in LIBRARY])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in TOO_FAST else n for n in LIBRARY])
 def test_every_motion_tracks_safely_on_the_realistic_profile(optimized, name):
     """The optimized motion tracked offline on the realistic stand-in (one-sided string, plant model error, delay,
     encoder counts and noise) with three noise seeds: no abort, the string at or above its minimum throughout

@@ -31,7 +31,9 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from marionette_control import _core  # noqa: E402
 from marionette_control.model import library  # noqa: E402
 from marionette_control.tracking.controller import ControllerOptions, make_core  # noqa: E402
-from marionette_control.lq.gains import GainDesign, design_gains  # noqa: E402
+from marionette_control.lq.gains import PER_JOINT, GainDesign, design_gains  # noqa: E402
+from marionette_control.ocp.spec import load_spec  # noqa: E402
+from marionette_control.resources import config_file  # noqa: E402
 from marionette_control.trajectory import Trajectory  # noqa: E402
 from marionette_control.nodes.convert import trajectory_from_msg  # noqa: E402
 from marionette_control.ocp.problem import DEFAULT_MARGINS, DEFAULT_TENSION_RESERVE  # noqa: E402
@@ -227,7 +229,6 @@ def test_service_optimizes_the_arm_wave_and_saves_it(optimizer):
     # The optimized angles follow the wave closely (the initial trajectory just hangs).
     from marionette_control.model.motion import desired_states, load_motion
     from marionette_control.model.library.marionette_arm import load_description
-    from marionette_control.resources import config_file
 
     _, Xd = desired_states(model, load_motion(config_file("motions", "wave.yaml")), 0.01)
     assert np.abs(traj.X[:, :2] - Xd[:, :2]).max() < 0.05
@@ -509,7 +510,6 @@ def test_parameters_are_declared_documented_and_validated():
     """In-process: config/optimizer.yaml loads, every parameter has a description, bad values are refused."""
     from rclpy.parameter import Parameter
 
-    from marionette_control.resources import config_file
     from marionette_control.nodes.optimizer import OptimizerNode
     from marionette_control.ocp.optimizer_options import parameter_specs
 
@@ -536,6 +536,8 @@ def test_parameters_are_declared_documented_and_validated():
                 "tracking_gains.input": 0.0,  # GainDesign's rules
                 "tracking_gains.drive_acceleration": -1.0,
                 "tracking_gains.delay_steps": -1,
+                "tracking_gains.dynamic_configuration_by_joint": ["shoulder=5000", "elbow=-1"],
+                "tracking_gains.angle_integral_by_joint": ["shoulder 5000"],
             }
             for name, value in refused.items():
                 result = node.set_parameters([Parameter(name, value=value)])[0]
@@ -545,14 +547,19 @@ def test_parameters_are_declared_documented_and_validated():
             assert not result.successful and "default dt 0.01 s must lie in [min_dt, max_dt]" in result.reason
             assert node.set_parameters([Parameter("weights.momentum", value=2.0)])[0].successful
             assert node._defaults().weights.momentum == 2.0
-            # the tracking gains' parameters are GainDesign's fields, with its defaults (config/optimizer.yaml)
+            # the tracking gains' parameters are GainDesign's fields and the per-joint values of PER_JOINT's; the
+            # defaults (config/optimizer.yaml) are the arm's design, the one of its spec
             assert {n.removeprefix("tracking_gains.") for n in names if n.startswith("tracking_gains.")} == {
-                f.name for f in dataclasses.fields(GainDesign)}
-            assert node._gains() == GainDesign()
+                f.name for f in dataclasses.fields(GainDesign)} | {f"{n}_by_joint" for n in PER_JOINT}
+            assert node._gains() == load_spec(config_file("optimize", "marionette_arm_wave.yaml")).gains
+            assert node._gains().dynamic_configuration == {"shoulder": 5000.0, "elbow": 1000.0}
             changes = [Parameter("tracking_gains.delay_steps", value=2),
-                       Parameter("tracking_gains.dynamic_configuration", value=50.0)]
+                       Parameter("tracking_gains.dynamic_configuration", value=50.0),
+                       Parameter("tracking_gains.dynamic_configuration_by_joint", Parameter.Type.STRING_ARRAY, []),
+                       Parameter("tracking_gains.angle_integral_by_joint", value=["shoulder=4e6", "elbow=2e6"])]
             assert all(r.successful for r in node.set_parameters(changes))
-            assert node._gains() == GainDesign(dynamic_configuration=50.0, delay_steps=2)
+            assert node._gains() == GainDesign(dynamic_configuration=50.0, angle_integral={"shoulder": 4e6, "elbow": 2e6},
+                                               delay_steps=2)
         finally:
             node.stop()
             node.destroy_node()

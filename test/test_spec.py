@@ -46,7 +46,10 @@ def test_the_shipped_specs_load_and_build_their_problems():
         prob = build_problem(spec)
         assert prob.Xd.shape == (prob.N + 1, prob.model.nx) and prob.Ud.shape == (prob.N, prob.model.nU)
         assert prob.N * spec.dt == pytest.approx(prob.t[-1])
-        assert np.all(prob.Q >= 0) and prob.gains == GainDesign()   # the designed gains, for one step of delay
+        assert np.all(prob.Q >= 0)
+        # the designed gains, for one step of delay: GainDesign's defaults, the arm's own (the shoulder by joint)
+        arm = {"dynamic_configuration": {"shoulder": 5000.0, "elbow": 1000.0}, "angle_integral": 3.0e6}
+        assert prob.gains == GainDesign(**(arm if p.stem == "marionette_arm_wave" else {}))
 
 
 @pytest.mark.parametrize("edit, key, message", [
@@ -71,6 +74,8 @@ def test_the_shipped_specs_load_and_build_their_problems():
     ("tracking_gains: {drive_acceleration: .nan}\n", "tracking_gains.drive_acceleration", "must be finite"),
     ("tracking_gains: {delay_steps: 0.5}\n", "tracking_gains.delay_steps", "must be an integer >= 0"),
     ("tracking_gains: {delay_steps: -1}\n", "tracking_gains.delay_steps", "must be an integer >= 0"),
+    ("tracking_gains: {angle_integral: {shoulder: -1}}\n", "tracking_gains.angle_integral.shoulder", "must be >= 0"),
+    ("tracking_gains: {angle_integral: {}}\n", "tracking_gains.angle_integral", "by joint must map"),
     ("optimizer: {start: middle}\n", "optimizer.start", "expected one of unconstrained, initial"),
     ("retime: sometimes\n", "retime.mode", "expected one of off, uniform, warp"),
     ("retime: {mode: uniform, max_factor: 1}\n", "retime.max_factor", "must exceed 1"),

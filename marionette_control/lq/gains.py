@@ -45,7 +45,7 @@ weights) so the controller refuses gains designed for another command delay
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Optional
+from typing import Mapping, Optional, Union
 
 import numpy as np
 
@@ -55,6 +55,8 @@ from marionette_control.model.state_layout import drive_acceleration, input_by_k
 from marionette_control.trajectory import Trajectory
 from marionette_control.validation import InvalidOption
 
+#: the GainDesign fields that may be given by joint (a mapping {dynamic configuration name: weight})
+PER_JOINT = ("dynamic_configuration", "angle_integral")
 #: key of the design record in ``Trajectory.info``
 GAIN_DESIGN = "gain_design"
 METHOD = "tv_lqr_on_predicted_state"
@@ -81,28 +83,40 @@ class GainDesign:
         0: no integral action); module docstring
     delay_steps : the command delay d the controller compensates (ros2_control: 1)
 
+    ``dynamic_configuration`` and ``angle_integral`` are one value for every dynamic configuration or a mapping
+    {configuration name: value} naming each of the model's dynamic configurations (the arm's ``shoulder`` and
+    ``elbow``): the LQ law trades the joints against each other, and a joint whose model error the law must reject
+    harder gets its own weight (docs/tracking.md, "Plant family").
+
     Every front end sets these by these names (the YAML spec's ``tracking_gains`` section, the optimizer
     node's ``tracking_gains.*`` parameters); a violated rule raises :class:`GainDesignError` with the key
     ``tracking_gains.<field>``.
     """
 
-    dynamic_configuration: float = 1.0e3
+    dynamic_configuration: Union[float, Mapping[str, float]] = 1.0e3
     kinematic_configuration: float = 1.0
     momentum: float = 1.0
     kinematic_velocity: float = 0.1
     input: float = 1.0
     drive_acceleration: float = 2.0e-2
     terminal_scale: float = 1.0
-    angle_integral: float = 2.5e6
+    angle_integral: Union[float, Mapping[str, float]] = 2.5e6
     delay_steps: int = 1
 
     def __post_init__(self):
         for f in fields(self):
             if f.name == "delay_steps":
                 continue
-            value = validation.weight(getattr(self, f.name), f"gain design weight '{f.name}'",
-                                      positive=f.name == "input", error=GainDesignError,
-                                      key=f"tracking_gains.{f.name}")
+            value, key = getattr(self, f.name), f"tracking_gains.{f.name}"
+            if f.name in PER_JOINT and isinstance(value, Mapping):
+                if not value or not all(isinstance(n, str) for n in value):
+                    raise GainDesignError(f"gain design weight '{f.name}' by joint must map configuration names to "
+                                          f"weights, got {value!r}", key=key)
+                value = {n: validation.weight(w, f"gain design weight '{f.name}' of '{n}'", error=GainDesignError,
+                                              key=f"{key}.{n}") for n, w in value.items()}
+            else:
+                value = validation.weight(value, f"gain design weight '{f.name}'", positive=f.name == "input",
+                                          error=GainDesignError, key=key)
             object.__setattr__(self, f.name, value)
         d = self.delay_steps
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
@@ -121,12 +135,29 @@ class GainDesign:
         # a record without angle_integral predates integral action: its gains were designed without it
         return cls(**{"angle_integral": 0.0, **{f.name: rec[f.name] for f in fields(cls) if f.name in rec}})
 
+    def per_joint(self, model, name: str) -> np.ndarray:
+        """(nd,): the weight ``name`` (one of :data:`PER_JOINT`) of each of ``model``'s dynamic configurations, in
+        model order. Raises GainDesignError when a mapping does not name exactly those configurations."""
+        value = getattr(self, name)
+        joints = list(model.config_names[:model.nd])
+        if not isinstance(value, Mapping):
+            return np.full(model.nd, value)
+        if sorted(value) != sorted(joints):
+            raise GainDesignError(f"gain design weight '{name}' by joint must name the model's dynamic "
+                                  f"configurations {joints}, got {sorted(value)}", key=f"tracking_gains.{name}")
+        return np.array([value[n] for n in joints], dtype=float)
+
+    def has_integral(self) -> bool:
+        """Whether the design has integral action (some joint's ``angle_integral`` > 0)."""
+        wi = self.angle_integral
+        return any(v > 0 for v in wi.values()) if isinstance(wi, Mapping) else wi > 0
+
     def weights(self, model) -> tuple[np.ndarray, np.ndarray]:
         """(Q (nx,), R (nU,)) diagonals for ``model``, laid out by kind of component
-        (:mod:`marionette_control.model.state_layout`)."""
-        Q = state_by_kind(model, dynamic_configuration=self.dynamic_configuration,
-                          kinematic_configuration=self.kinematic_configuration, momentum=self.momentum,
-                          kinematic_velocity=self.kinematic_velocity)
+        (:mod:`marionette_control.model.state_layout`), the dynamic configurations' by joint."""
+        Q = state_by_kind(model, dynamic_configuration=0.0, kinematic_configuration=self.kinematic_configuration,
+                          momentum=self.momentum, kinematic_velocity=self.kinematic_velocity)
+        Q[:model.nd] = self.per_joint(model, "dynamic_configuration")
         return Q, input_by_kind(model, force_input=self.input, kinematic_input=self.input)
 
 
@@ -152,7 +183,7 @@ class TrackingGains:
 def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = GainDesign(),
                  linearization: Optional[tuple] = None) -> TrackingGains:
     """Time-varying LQR gains along (X (N+1, nx), U (N, nU)) with ``design``'s weights, with integral action when
-    ``design.angle_integral`` > 0 (module docstring). ``linearization``: (A (N, nx, nx), B (N, nx, nU)) along (X, U)
+    some joint's ``design.angle_integral`` > 0 (module docstring). ``linearization``: (A (N, nx, nx), B (N, nx, nU)) along (X, U)
     when the caller has it already (thesis (4.37); a real-time iteration's preparation, :mod:`marionette_control.ocp.rti`),
     else the core's."""
     model = system.model
@@ -167,8 +198,8 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         w = design.drive_acceleration
         Qm, Rm, S = Qm + w * Mx.T @ Mx, Rm + w * Mu.T @ Mu, w * Mx.T @ Mu
     K_z = None
-    wi = design.angle_integral
-    if wi > 0:  # the augmented system [δx; z], z_{k+1} = z_k + Δt C δx_k
+    integral = design.has_integral()
+    if integral:  # the augmented system [δx; z], z_{k+1} = z_k + Δt C δx_k
         N, n = A.shape[0], nx + nd
         Aa = np.zeros((N, n, n))
         Aa[:, :nx, :nx] = A
@@ -177,7 +208,8 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         Ba = np.zeros((N, n, B.shape[2]))
         Ba[:, :nx] = B
         A, B = Aa, Ba
-        Qm, Qf = block_diag(Qm, wi * np.eye(nd)), block_diag(Qf, design.terminal_scale * wi * np.eye(nd))
+        Wi = np.diag(design.per_joint(model, "angle_integral"))
+        Qm, Qf = block_diag(Qm, Wi), block_diag(Qf, design.terminal_scale * Wi)
         S = np.zeros((n, B.shape[2])) if S is None else np.vstack([S, np.zeros((nd, S.shape[1]))])
         # terminal cost: the stationary cost-to-go at the last step, so that the gains do not fade out over the last
         # steps (a fading angle feedback with the integral's gains still on ends as an integral-only loop)
@@ -190,7 +222,7 @@ def design_gains(system, X: np.ndarray, U: np.ndarray, design: GainDesign = Gain
         K = np.asarray(tv_lq(A, B, Qm, S, Rm, None, None, Qf, None, full_P=False, check_inputs=False).K)
     else:
         K = np.asarray(tv_lqr(A, B, Qm, Rm, Qf, full_P=False, check_inputs=False).K)
-    if wi > 0:
+    if integral:
         K, K_z = K[:, :, :nx], K[:, :, nx:]
     info = {"method": METHOD, **asdict(design), "state_weights": Q.tolist(), "input_weights": R.tolist()}
     return TrackingGains(np.ascontiguousarray(K), info, None if K_z is None else np.ascontiguousarray(K_z))
@@ -216,14 +248,14 @@ def integral_gains(system, trajectory: Trajectory, rtol: float = 1e-6) -> Option
     the gains were not designed as the record says, so integral gains designed from it would not fit them.
     """
     design = GainDesign.of(trajectory)
-    if design is None or design.angle_integral == 0 or trajectory.K is None:
+    if design is None or not design.has_integral() or trajectory.K is None:
         return None
     gains = design_gains(system, trajectory.X, trajectory.U, design)
     K = np.asarray(trajectory.K)
     off = float(np.max(np.abs(gains.K - K)))
     if off > rtol * max(float(np.max(np.abs(K))), 1e-300):
         raise ValueError(f"the trajectory's gains K are not those of their design record (angle_integral "
-                         f"{design.angle_integral:g}, ...): they differ by up to {off:.3g} from the design "
+                         f"{design.angle_integral}, ...): they differ by up to {off:.3g} from the design "
                          "recomputed here; recompute them with marionette_control.lq.gains.design_gains")
     return gains.K_z
 

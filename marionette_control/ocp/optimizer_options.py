@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from marionette_control import validation
-from marionette_control.lq.gains import GainDesign
+from marionette_control.lq.gains import PER_JOINT, GainDesign
 from marionette_control.model import library
 from marionette_control.ocp.problem import MARGIN_FAMILIES, RETIME_MODES, ConstraintOptions, RetimeOptions
 from marionette_control.ocp.projection import OptimizerOptions, OptionError
@@ -93,7 +93,7 @@ def _gain_check(name: str) -> Callable:
 #: The optimizer node's parameters of the tracking gains: GainDesign's fields, with what each weighs.
 GAIN_PARAMETERS = {
     "dynamic_configuration": "LQR state weight of the dynamic configurations (the arm's angles; every "
-                             "configuration of a model without drives)",
+                             "configuration of a model without drives); per joint: ..._by_joint",
     "kinematic_configuration": "LQR state weight of the drives' positions (kinematic configurations)",
     "momentum": "LQR state weight of the momenta",
     "kinematic_velocity": "LQR state weight of the drives' velocities",
@@ -106,6 +106,36 @@ GAIN_PARAMETERS = {
     "delay_steps": "command delay [control periods] the gains are designed for: must equal the controller's "
                    "command_delay_steps (1 with ros2_control), which refuses gains for another delay",
 }
+
+
+def by_joint(entries, name: str) -> dict:
+    """{joint: weight} of the parameter ``tracking_gains.<name>_by_joint``'s entries "joint=weight" (a ROS parameter
+    holds no mapping); raises GainDesignError (through GainDesign's rule) or ValueError naming the entry."""
+    out = {}
+    for entry in entries:
+        joint, sep, value = str(entry).partition("=")
+        joint = joint.strip()
+        if not sep or not joint or joint in out:
+            raise ValueError(f"tracking_gains.{name}_by_joint: expected distinct entries 'joint=weight', got {entry!r}")
+        try:
+            out[joint] = float(value)
+        except ValueError:
+            raise ValueError(f"tracking_gains.{name}_by_joint: the weight of '{joint}' must be a number, got "
+                             f"{value.strip()!r}") from None
+    GainDesign(**{name: out} if out else {})   # the weights' own rule
+    return out
+
+
+def _by_joint_check(name: str) -> Callable:
+    """The check of parameter ``tracking_gains.<name>_by_joint``."""
+    def check(v) -> Optional[str]:
+        try:
+            by_joint(v, name)
+        except (ValueError, InvalidOption) as e:
+            return str(e)
+        return None
+
+    return check
 
 
 def parameter_specs() -> list[ParamSpec]:
@@ -179,6 +209,10 @@ def parameter_specs() -> list[ParamSpec]:
         *(ParamSpec(f"tracking_gains.{name}", getattr(g, name), f"Tracking gains shipped with every result "
                     f"(lq/gains.py, GainDesign): {text}.", check=_gain_check(name))
           for name, text in GAIN_PARAMETERS.items()),
+        *(ParamSpec(f"tracking_gains.{name}_by_joint", [], f"Per-joint values of tracking_gains.{name}, "
+                    "entries 'joint=weight' naming every dynamic configuration of the model (the arm: shoulder and "
+                    f"elbow); empty: tracking_gains.{name} for every joint.", check=_by_joint_check(name))
+          for name in PER_JOINT),
         ParamSpec("trajectory_topic", "~/trajectory", "Topic of the latest result (TrackedTrajectory, reliable, "
                   "transient-local, depth 1).", check=lambda v: None if v else "must not be empty", read_only=True),
         ParamSpec("save_directory", "", "Directory for result files (created at start-up if missing): a request's "
@@ -239,7 +273,10 @@ def constraint_defaults(values: dict) -> ConstraintOptions:
 
 def gain_design(values: dict) -> GainDesign:
     """The tracking gains' design of the ``tracking_gains.*`` parameter values."""
-    return GainDesign(**{name: values[f"tracking_gains.{name}"] for name in GAIN_PARAMETERS})
+    design = {name: values[f"tracking_gains.{name}"] for name in GAIN_PARAMETERS}
+    for name in PER_JOINT:
+        design[name] = by_joint(values[f"tracking_gains.{name}_by_joint"], name) or design[name]
+    return GainDesign(**design)
 
 
 __all__ = ["POLICIES", "GAIN_PARAMETERS", "WEIGHT_PARAMETERS", "parse_schedule", "parameter_specs",

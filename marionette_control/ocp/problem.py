@@ -45,7 +45,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from marionette_control import _core, validation
-from marionette_control.lq.gains import GainDesign, design_gains
+from marionette_control.lq.gains import GainDesign, GainDesignError, design_gains
 from marionette_control.model.limits import ModelLimits, limits_of
 from marionette_control.model.margins import FEASIBILITY_TOLERANCE
 from marionette_control.ocp.constraints import (
@@ -477,6 +477,10 @@ def build(model, dt: float, t: np.ndarray, Xd: np.ndarray, Ud: np.ndarray, x0: n
     if not isinstance(gains, GainDesign):
         raise ProblemError(f"the tracking gains' design must be a GainDesign, got {type(gains).__name__}",
                            key="tracking_gains")
+    try:
+        gains.weights(model)   # the weights given by joint name the model's joints
+    except GainDesignError as e:
+        raise ProblemError(str(e), key=e.key) from None
     system = system or _core.DiscreteSystem(model, dt)
     limits = limits or limits_of(model)
     Q, R, Qf = (np.asarray(w, dtype=float) for w in (Q, R, Qf))

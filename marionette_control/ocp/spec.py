@@ -94,15 +94,15 @@ are required)::
       final: free                   #   tolerance, max_iterations, hessian (exact, limited_memory),
       tolerance: 1.0e-8             #   print_level, ipopt (further IPOPT options); final: free,
                                     #   configuration, state or rest (x^N = the desired final state)
-    tracking_gains:                 # the controller's LQR gains (lq/gains.py, GainDesign; defaults:
-      dynamic_configuration: 1000   #   designed for the arm, docs/tracking.md): weights by kind of component
-      kinematic_configuration: 1    #   (without drives, dynamic_configuration weights every configuration),
-      momentum: 1                   #   input (> 0), drive_acceleration (on the drives' acceleration),
-      kinematic_velocity: 0.1       #   terminal_scale, angle_integral (on the angle error's integral: LQI;
-      input: 1                      #   0: none), and the controller's command delay in steps
+    tracking_gains:                 # the controller's LQR gains (lq/gains.py, GainDesign; its defaults, the
+      dynamic_configuration: 1000   #   arm's spec sets its own, docs/tracking.md): weights by kind of component
+      kinematic_configuration: 1    #   (without drives, dynamic_configuration weights every configuration;
+      momentum: 1                   #   it and angle_integral may be {joint: weight} naming every one), input
+      kinematic_velocity: 0.1       #   (> 0), drive_acceleration (on the drives' acceleration), terminal_scale,
+      input: 1                      #   angle_integral (on the angle error's integral: LQI; 0: none), and the
       drive_acceleration: 2.0e-2
       terminal_scale: 1
-      angle_integral: 2.5e6
+      angle_integral: 2.5e6         #   controller's command delay in steps
       delay_steps: 1
     retime: off                     # a motion too fast for the arm (ocp/retiming.py): off (default: solved as
                                     # drawn; the result says whether it is trackable), uniform (the smallest
