@@ -450,7 +450,7 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   s.eta.head(n) = 0.5 * (dq1 + dq2);
   s.eta.tail(n) = (dq2 - dq1) / dt;
   s.Hz.setZero();
-  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  lagrangian_third_contract(model, s.mid, s.L, s.eta, s.Hz);
   // Second derivatives along the line of the slot-1 residual G1, the momentum P and h(q2).
   const VecX L3dd = s.Hz * s.eta;
   VecX Fdd(n);

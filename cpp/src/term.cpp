@@ -64,8 +64,6 @@ void TermDerivs::resize(const std::vector<int>& support, bool with_velocity) {
     gv.setZero(s);
     hqv.setZero(s, s);
     hvv.setZero(s, s);
-    tqqv.assign(s * s * s, 0.0);
-    tqvv.assign(s * s * s, 0.0);
   }
 }
 
@@ -122,6 +120,33 @@ void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& 
       }
 }
 
-void squared_norm(const VecDerivs& x, int order, TermDerivs& out) { dot_product(x, x, order, out); }
+void squared_norm(const VecDerivs& x, int order, TermDerivs& out) {
+  // dot_product(x, x) with its symmetric pairs merged: d_i(x.x) = 2 x_i.x, d_ij = 2 (x_ij.x + x_i.x_j),
+  // d_ijl = 2 (x_ijl.x + x_ij.x_l + x_il.x_j + x_jl.x_i): half the products (the distance constraints' third
+  // derivatives are a tenth of a contracted second-order step of the humanoid marionette).
+  const int s = x.s;
+  out.value = x.v.dot(x.v);
+  if (order < 1) return;
+  for (int i = 0; i < s; ++i) out.gq[i] = 2.0 * x.d1[i].dot(x.v);
+  if (order < 2) return;
+  for (int i = 0; i < s; ++i)
+    for (int j = i; j < s; ++j) {
+      const double h = 2.0 * (x.d2[i * s + j].dot(x.v) + x.d1[i].dot(x.d1[j]));
+      out.hqq(i, j) = h;
+      out.hqq(j, i) = h;
+    }
+  if (order < 3) return;
+  for (int i = 0; i < s; ++i)
+    for (int j = i; j < s; ++j)
+      for (int l = j; l < s; ++l) {
+        const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
+        const double t =
+            2.0 * (x.d3[ijl].dot(x.v) + x.d2[ij].dot(x.d1[l]) + x.d2[il].dot(x.d1[j]) + x.d2[jl].dot(x.d1[i]));
+        int k[3] = {i, j, l};
+        do {
+          out.tqqq[out.at(k[0], k[1], k[2])] = t;
+        } while (std::next_permutation(k, k + 3));
+      }
+}
 
 }  // namespace mc
