@@ -99,8 +99,10 @@ class DiscreteSystem {
   /// Loads and solves the step (x, u) from `guess` (null: q1).
   void solve_at(const double* x, const double* u, const double* guess, long index);
   /// Loads the step (x, u) of a trajectory whose next state is x_next and solves it by
-  /// midpoint_step_at_solution to `order` (1: lambda, 2: first derivatives, 3: second-order forms).
-  void solve_on_trajectory(const double* x, const double* u, const double* x_next, long index, int order);
+  /// midpoint_step_at_solution to `order` (1: lambda, 2: first derivatives, 3: second-order forms);
+  /// `consecutive`: step index - 1 was the last one solved (its h(q2) is handed on).
+  void solve_on_trajectory(const double* x, const double* u, const double* x_next, long index, int order,
+                           bool consecutive = false);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
   /// work(system, k0, k1) over the steps [0, N) in `threads` chunks (see the batch loops above).
