@@ -93,6 +93,25 @@ void add_axis(const Model& model, const FrameCache& C, int frame, int axis, cons
       [&](int k) { return Vec3(C.dddR[o3 + k].col(axis)); });
 }
 
+namespace {
+
+/// out.tqqq(i, j, l) and its permutations = t(i, j, l) for every sorted i <= j <= l of the support.
+template <class Third>
+void fill_third(TermDerivs& out, const Third& t) {
+  const int s = out.s;
+  for (int i = 0; i < s; ++i)
+    for (int j = i; j < s; ++j)
+      for (int l = j; l < s; ++l) {
+        const double v = t(i, j, l);
+        int k[3] = {i, j, l};
+        do {
+          out.tqqq[out.at(k[0], k[1], k[2])] = v;
+        } while (std::next_permutation(k, k + 3));
+      }
+}
+
+}  // namespace
+
 void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& out) {
   const int s = u.s;
   out.value = u.v.dot(w.v);
@@ -107,17 +126,11 @@ void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& 
       out.hqq(j, i) = h;
     }
   if (order < 3) return;
-  for (int i = 0; i < s; ++i)
-    for (int j = i; j < s; ++j)
-      for (int l = j; l < s; ++l) {
-        const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
-        const double t = u.d3[ijl].dot(w.v) + u.d2[ij].dot(w.d1[l]) + u.d2[il].dot(w.d1[j]) + u.d2[jl].dot(w.d1[i]) +
-                         u.d1[i].dot(w.d2[jl]) + u.d1[j].dot(w.d2[il]) + u.d1[l].dot(w.d2[ij]) + u.v.dot(w.d3[ijl]);
-        int k[3] = {i, j, l};
-        do {
-          out.tqqq[out.at(k[0], k[1], k[2])] = t;
-        } while (std::next_permutation(k, k + 3));
-      }
+  fill_third(out, [&](int i, int j, int l) {
+    const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
+    return u.d3[ijl].dot(w.v) + u.d2[ij].dot(w.d1[l]) + u.d2[il].dot(w.d1[j]) + u.d2[jl].dot(w.d1[i]) +
+           u.d1[i].dot(w.d2[jl]) + u.d1[j].dot(w.d2[il]) + u.d1[l].dot(w.d2[ij]) + u.v.dot(w.d3[ijl]);
+  });
 }
 
 void squared_norm(const VecDerivs& x, int order, TermDerivs& out) {
@@ -136,17 +149,10 @@ void squared_norm(const VecDerivs& x, int order, TermDerivs& out) {
       out.hqq(j, i) = h;
     }
   if (order < 3) return;
-  for (int i = 0; i < s; ++i)
-    for (int j = i; j < s; ++j)
-      for (int l = j; l < s; ++l) {
-        const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
-        const double t =
-            2.0 * (x.d3[ijl].dot(x.v) + x.d2[ij].dot(x.d1[l]) + x.d2[il].dot(x.d1[j]) + x.d2[jl].dot(x.d1[i]));
-        int k[3] = {i, j, l};
-        do {
-          out.tqqq[out.at(k[0], k[1], k[2])] = t;
-        } while (std::next_permutation(k, k + 3));
-      }
+  fill_third(out, [&](int i, int j, int l) {
+    const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
+    return 2.0 * (x.d3[ijl].dot(x.v) + x.d2[ij].dot(x.d1[l]) + x.d2[il].dot(x.d1[j]) + x.d2[jl].dot(x.d1[i]));
+  });
 }
 
 }  // namespace mc
