@@ -136,15 +136,17 @@ void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& 
 void squared_norm(const VecDerivs& x, int order, TermDerivs& out) {
   // dot_product(x, x) with its symmetric pairs merged: d_i(x.x) = 2 x_i.x, d_ij = 2 (x_ij.x + x_i.x_j),
   // d_ijl = 2 (x_ijl.x + x_ij.x_l + x_il.x_j + x_jl.x_i): half the products (the distance constraints' third
-  // derivatives are a tenth of a contracted second-order step of the humanoid marionette).
+  // derivatives are a tenth of a contracted second-order step of the humanoid marionette). Up to second order
+  // the numbers are dot_product's, bit for bit.
   const int s = x.s;
   out.value = x.v.dot(x.v);
   if (order < 1) return;
   for (int i = 0; i < s; ++i) out.gq[i] = 2.0 * x.d1[i].dot(x.v);
   if (order < 2) return;
   for (int i = 0; i < s; ++i)
-    for (int j = i; j < s; ++j) {
-      const double h = 2.0 * (x.d2[i * s + j].dot(x.v) + x.d1[i].dot(x.d1[j]));
+    for (int j = i; j < s; ++j) {  // summed in dot_product's order: its rounding (the recorded golden bag's)
+      const double a = x.d2[i * s + j].dot(x.v), b = x.d1[i].dot(x.d1[j]);
+      const double h = a + b + b + a;
       out.hqq(i, j) = h;
       out.hqq(j, i) = h;
     }
