@@ -153,7 +153,7 @@ void DiscreteSystem::constraint_forces_trajectory(const double* X, const double*
   for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
-                             X + static_cast<long>(k + 1) * nx, k, 1);
+                             X + static_cast<long>(k + 1) * nx, k, 1, k > k0);
       ds.store_lambda(Lam + static_cast<long>(k) * m);
     }
   });
@@ -183,7 +183,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
     StepData& s = ds.s_;
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
-                             X + static_cast<long>(k + 1) * nx, k, 3);
+                             X + static_cast<long>(k + 1) * nx, k, 3, k > k0);
       step_implicit_derivatives(*model_, opt_, s);
       step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
                              ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);
