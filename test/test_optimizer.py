@@ -28,6 +28,7 @@ from marionette_control import _core
 from marionette_control.model import library
 from marionette_control.lq import riccati as ric
 from marionette_control.ocp.cost import tracking_cost
+from marionette_control.ocp import projection
 from marionette_control.ocp.terms import InitialState
 from marionette_control.ocp.projection import (
     OptimizerOptions,
@@ -342,13 +343,16 @@ def test_tail_sweeps_continued_chunk_by_chunk_are_one_sweep():
         assert np.allclose(Z, one.rollout(np.zeros(2))[0], rtol=1e-12, atol=1e-14)
 
 
-def test_solves_share_no_arrays():
-    """optimize writes its core calls' outputs into arrays allocated once per solve (:class:`_Workspace`): a
-    second solve of the same optimizer (the same sizes) from another start leaves the first result as it was,
-    and repeats the first solve's iterates exactly (humanoid marionette, N = 12)."""
+def test_solves_share_no_arrays(monkeypatch):
+    """optimize writes its core calls' outputs into arrays allocated once per solve (:class:`_Workspace`, here
+    at any size): a second solve of the same optimizer (the same sizes) from another start leaves the first
+    result as it was, and repeats the first solve's iterates exactly (humanoid marionette, N = 12)."""
+    monkeypatch.setattr(projection, "WORKSPACE_BYTES", 0)
     ds, cost, X0, U0 = humanoid_tracking(N=12)
     opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=6))
-    r1 = opt.optimize(X0, U0)
+    used = []
+    r1 = opt.optimize(X0, U0, callback=lambda rec: used.append(opt._ws is not None))
+    assert used and all(used)
     kept = [a.copy() for a in (r1.X, r1.U)]
     r2 = opt.optimize(X0, U0 + 1e-3)
     assert r2.cost != r1.cost

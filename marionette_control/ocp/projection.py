@@ -112,6 +112,10 @@ NEWTON_RETRY = 0.5
 NEWTON_TAIL_STEPS = 16
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
+#: Bytes of the linearization's A (N·nx² doubles) from which a solve writes into a workspace (:class:`_Workspace`).
+#: Smaller arrays come from the process's heap, whose pages stay mapped from call to call: there the workspace
+#: saves nothing (measured on the swing-up and the cart-pole: the same times within a few per cent).
+WORKSPACE_BYTES = 1 << 22
 
 
 class OptionError(InvalidOption):
@@ -396,8 +400,9 @@ class _Workspace:
     ``lam`` also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU)), the projection gains (an LQR solution, P(0) only),
     the direction's LQ solution (P(0) only) and the Newton model's contractions (N, nx, nx), (N, nx, nU), (N, nU, nU).
     A new (1000, 80, 80) array is 51 MB of fresh pages: their zeroing by the kernel took a tenth of the humanoid
-    tracking's solve at N = 1000 (``docs/benchmarks.md``, issue 28). Each array is overwritten by the next
-    iteration's call; nothing read after its iteration lives here (the iterates come from the projections)."""
+    tracking's solve at N = 1000 (``docs/benchmarks.md``, issue 28). Used from ``WORKSPACE_BYTES`` of A on. Each
+    array is overwritten by the next iteration's call; nothing read after its iteration lives here (the iterates
+    come from the projections)."""
 
     def __init__(self, N: int, nx: int, nU: int, m: int, lam: bool):
         e = np.empty
@@ -781,7 +786,8 @@ class ProjectionOptimizer:
         U = np.array(U, dtype=float)
         model = self.system.model
         with blas_threads.single_threaded():
-            self._ws = _Workspace(U.shape[0], model.nx, model.nU, model.nc, self._lam)
+            if U.shape[0] * model.nx ** 2 * 8 >= WORKSPACE_BYTES:
+                self._ws = _Workspace(U.shape[0], model.nx, model.nU, model.nc, self._lam)
             try:
                 return self._optimize(X, U, callback, should_stop)
             finally:

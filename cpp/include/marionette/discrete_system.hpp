@@ -53,9 +53,9 @@ class DiscreteSystem {
   /// with a worker's (a DiscreteSystem on the same immutable Model, made on first use and kept: Model
   /// / Data). Each step is solved by midpoint_step_at_solution from X[k+1] (one evaluation at the
   /// order the derivatives need when X[k+1] solves the step; Newton from there otherwise): nothing
-  /// carries over from step to step but the constraints at X[k+1] (step k's h(q2), evaluated to the loop's
-  /// order, are step k+1's h(q1): midpoint_step_at_solution's `consecutive`), the same numbers as evaluated
-  /// again, so the results are one thread's. The error of the earliest failing step is the one raised.
+  /// carries over from step to step but, on a model with constraints, the constraints at X[k+1] (step k's
+  /// h(q2), evaluated to the loop's order, are step k+1's h(q1): midpoint_step_at_solution's `consecutive`),
+  /// the same numbers as evaluated again, so the results are one thread's. The error of the earliest failing step is the one raised.
   /// lambda_k of every step k.
   void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads = 1);
   /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).

@@ -108,8 +108,9 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
 /// h(q2) to order 1 in s.h2 (its cache s.at2), which is h(q1) of the next step. hand_on_constraints(s) after a
 /// solved step moves it to s.h1 (s.at1; the two swap, nothing is copied), and midpoint_step_given_h1 then solves
 /// the next step, loaded with q1 = that q2, without evaluating h(q1) again: the numbers midpoint_step gives (the
-/// same function of the same q). The projection and simulation loops save one of a step's four or so
-/// evaluations of the constraints.
+/// same function of the same q). The projection and simulation loops of a model with constraints save one of a
+/// step's four or so evaluations of the constraints (without constraints the hand-on would cost more than the
+/// nothing it saves: the pendulum's linearized step takes 0.6 us).
 void hand_on_constraints(StepData& s);
 void midpoint_step_given_h1(const Model& model, const VIOptions& opt, StepData& s, long step_index);
 
