@@ -438,6 +438,7 @@ class _TailSweep:
         k1, o = self.k1, self.out
         n = k1 - k0
         c1 = o.c[k1] if k1 < self.N else 0.0
+        # the outputs of steps k0..k1 (tv_lq's out: only its arrays are read)
         part = LQSolution(K=o.K[k0:k1], C=o.C[k0:k1], P=o.P, b=o.b[k0:k1 + 1], c=o.c[k0:k1 + 1], A=None, B=None)
         try:
             tv_lq(self.A[k0:k1], self.B[k0:k1], Q[:n], S[:n], R[:n], self.lx[k0:k1], self.lu[k0:k1], self.P1, self.b1,
