@@ -17,6 +17,8 @@ that a change that alters them shows):
 * ``wave.unconstrained`` / ``wave.constrained``: ``config/optimize/marionette_arm_wave.yaml``
   without and with the model file's limits (benchmarks/constraints.py), from its initial
   trajectory;
+* ``cartpole``: seed 004 App. A, ``config/optimize/seed004_cartpole.yaml`` (N = 200) from its initial
+  trajectory (benchmarks/dmocc.py's problem);
 * ``humanoid.tracking`` / ``humanoid.tracking_1000`` (not run unless named in ``--scenarios``): thesis
   §6.7.3's tracking of the humanoid marionette's string walk, N = 200 and 1000 (benchmarks/optimizer.py),
   ``--repeats`` / 5 and one timed run per process (at least one);
@@ -44,8 +46,8 @@ from pathlib import Path
 
 from benchmarks.run import ROOT, machine_info
 
-SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained", "humanoid.tracking", "humanoid.tracking_1000",
-             "humanoid.linearization")
+SCENARIOS = ("swing_up", "wave.unconstrained", "wave.constrained", "cartpole", "humanoid.tracking",
+             "humanoid.tracking_1000", "humanoid.linearization")
 DEFAULT_SCENARIOS = SCENARIOS[:3]
 
 # Runs in the tree given as argv[1] the scenarios named in argv[3] (comma-separated):
@@ -74,9 +76,11 @@ if "swing_up" in wanted:
     out["swing_up"] = timed(ProjectionOptimizer(p.system, p.cost, OptimizerOptions(
         schedule=(("quasi_newton", 4), ("newton", None)), max_iterations=3000)), X0, U0)
 wave = sys.argv[1] + "/config/optimize/marionette_arm_wave.yaml"
-for name, over in (("wave.unconstrained", {"constraints.enabled": False}), ("wave.constrained", {})):
+cartpole = sys.argv[1] + "/config/optimize/seed004_cartpole.yaml"
+for name, path, over in (("wave.unconstrained", wave, {"constraints.enabled": False}), ("wave.constrained", wave, {}),
+                         ("cartpole", cartpole, {})):
     if name in wanted:
-        spec = load_spec(wave, over)
+        spec = load_spec(path, over)
         p = build_problem(spec)
         X0, U0, _ = initial_trajectory(spec, p)
         out[name] = timed(ProjectionOptimizer(p.system, p.cost, p.options), X0, U0)

@@ -305,6 +305,34 @@ def test_batch_entry_points_equal_per_step(case):
                      1e-12, f"constraint forces with threads={threads}")
 
 
+def test_batch_loops_write_into_given_arrays():
+    """``out``: linearize_trajectory and second_order_trajectory write into the given arrays (also slices along
+    the steps, as the optimizer's chunks) and return them, the numbers of new arrays; arrays of the wrong shape,
+    layout or dtype are refused naming ``out``."""
+    m = library.get("humanoid_marionette")
+    sys = _core.DiscreteSystem(m, 0.01)
+    q0 = hm.initial_configuration(m)
+    U = hm.string_walk_inputs(m, q0, 0.01, 6)
+    X, _ = sys.simulate(sys.state_from_configs(q0, q0), U)
+    N, nx, nU = len(U), m.nx, m.nU
+    fresh = sys.linearize_trajectory(X, U, constraint_forces=True)
+    out = tuple(np.full(a.shape, np.nan) for a in fresh)
+    given = sys.linearize_trajectory(X, U, constraint_forces=True, out=out)
+    assert all(g is o and np.array_equal(g, f) for g, o, f in zip(given, out, fresh))
+    Z = np.random.default_rng(0).normal(size=(N, nx))
+    fresh = sys.second_order_trajectory(X, U, Z)
+    whole = (np.empty((N + 2, nx, nx)), np.empty((N + 2, nx, nU)), np.empty((N + 2, nU, nU)))
+    tail = tuple(a[2:] for a in whole)
+    given = sys.second_order_trajectory(X, U, Z, out=tail)
+    assert all(np.shares_memory(g, w) and np.array_equal(g, f) for g, w, f in zip(given, whole, fresh))
+    bad = ((np.empty((N, nx, nx)),), (np.empty((N, nx, nx)), np.empty((N, nx, nU + 1))),
+           (np.empty((N, nx, nx), dtype=np.float32), np.empty((N, nx, nU))),
+           (np.empty((nx, nx, N)).transpose(2, 0, 1), np.empty((N, nx, nU))), [np.empty((N, nx, nx)), np.empty((N, nx, nU))])
+    for o in bad:
+        with pytest.raises(ValueError, match="out"):
+            sys.linearize_trajectory(X, U, out=o)
+
+
 def test_batch_loops_solve_where_the_next_state_is_not_the_solution():
     """The batch loops take X[k+1] as step k's solution when it solves the step (the multipliers from the DEL
     residual, one evaluation) and solve by Newton from it otherwise: on the humanoid marionette (6 strings:

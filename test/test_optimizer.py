@@ -28,11 +28,13 @@ from marionette_control import _core
 from marionette_control.model import library
 from marionette_control.lq import riccati as ric
 from marionette_control.ocp.cost import tracking_cost
+from marionette_control.ocp import projection
 from marionette_control.ocp.terms import InitialState
 from marionette_control.ocp.projection import (
     OptimizerOptions,
     OptionError,
     ProjectionOptimizer,
+    _TailSweep,
 )
 from marionette_control.model.library import humanoid_marionette as hm
 
@@ -298,11 +300,67 @@ def test_newton_model_is_formed_from_the_end_and_stops_at_an_indefinite_tail():
     assert 52 <= failed.value.step < 84
     formed = []
     second_order = opt.second_order
-    opt.second_order = lambda X_, U_, Z_, W_=None: formed.append(U_.shape[0]) or second_order(X_, U_, Z_, W_)
+    opt.second_order = lambda X_, U_, Z_, W_=None, out=None: formed.append(U_.shape[0]) or second_order(X_, U_, Z_, W_,
+                                                                                                         out)
     Z, V, slope, method = opt.descent_direction("newton", X, U, A, B, K)
     assert method == "quasi_newton" and formed == [16, 32]
     Zq, Vq, slope_q, _ = opt.descent_direction("quasi_newton", X, U, A, B, K)
     assert np.array_equal(Z, Zq) and np.array_equal(V, Vq) and slope == slope_q
+
+
+def test_tail_sweeps_continued_chunk_by_chunk_are_one_sweep():
+    """The LQ sweep of a Newton model continued from chunk to chunk (each chunk's steps swept from P(k1), b(k1) of
+    the chunk after it, :class:`_TailSweep`) is the single sweep from N: the same K, C, b and P(0), c(k) offset to
+    c(N) = 0 alike; an indefinite model raises at the single sweep's step, counted from 0. Swing-up at the
+    optimum (its Newton model positive definite) with the model's chunks of :meth:`_newton_terms`, and at the
+    fifth iterate (indefinite at k = 81)."""
+    ds, cost, X0, U0 = swing_up()
+    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(schedule=(("newton", None),)))
+    r = ProjectionOptimizer(ds, cost).optimize(X0, U0)
+    r5 = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=5)).optimize(X0, U0)
+    for X, U, definite in ((r.X, r.U, True), (r5.X, r5.U, False)):
+        A, B, K = _gains(opt, X, U)
+        model = opt.quadratic_model("newton", X, U, A, B, K)
+        lx, lu = opt.gradients(X, U)
+        args = (A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1])
+        tail = _TailSweep(A, B, lx, lu, model.Qf, None)
+        if not definite:
+            with pytest.raises(ric.IndefiniteGammaError) as one:
+                ric.tv_lq(*args)
+            with pytest.raises(ric.IndefiniteGammaError) as chunked:
+                for k0 in (84, 52, 0):
+                    tail.sweep(k0, model.Q[k0:], model.S[k0:], model.R[k0:])
+            assert chunked.value.step == one.value.step == 81
+            continue
+        one = ric.tv_lq(*args, full_P=False)
+        for k0 in (84, 52, 0):
+            tail.sweep(k0, model.Q[k0:], model.S[k0:], model.R[k0:])
+        chunked = tail.solution()
+        for name in ("K", "C", "P", "b"):
+            np.testing.assert_allclose(getattr(chunked, name), getattr(one, name), rtol=1e-13, atol=0, err_msg=name)
+        np.testing.assert_allclose(chunked.c, one.c, rtol=1e-12, atol=1e-12 * abs(one.c[0]))
+        Z, V = chunked.rollout(np.zeros(2))
+        assert np.allclose(Z, one.rollout(np.zeros(2))[0], rtol=1e-12, atol=1e-14)
+
+
+def test_solves_share_no_arrays(monkeypatch):
+    """optimize writes its core calls' outputs into arrays allocated once per solve (:class:`_Workspace`, here
+    at any size): a second solve of the same optimizer (the same sizes) from another start leaves the first
+    result as it was, and repeats the first solve's iterates exactly (humanoid marionette, N = 12)."""
+    monkeypatch.setattr(projection, "WORKSPACE_BYTES", 0)
+    ds, cost, X0, U0 = humanoid_tracking(N=12)
+    opt = ProjectionOptimizer(ds, cost, OptimizerOptions(max_iterations=6))
+    used = []
+    r1 = opt.optimize(X0, U0, callback=lambda rec: used.append(opt._ws is not None))
+    assert used and all(used)
+    kept = [a.copy() for a in (r1.X, r1.U)]
+    r2 = opt.optimize(X0, U0 + 1e-3)
+    assert r2.cost != r1.cost
+    for a, b in zip(kept, (r1.X, r1.U)):
+        assert np.array_equal(a, b)
+    r3 = opt.optimize(X0, U0)
+    assert [h.cost for h in r3.history] == [h.cost for h in r1.history]
+    assert np.array_equal(r3.X, r1.X) and np.array_equal(r3.U, r1.U)
 
 
 # ----------------------------------------------------------- optimized x(0) (§6.3.2.1)

@@ -27,6 +27,35 @@ std::optional<py::array_t<double>> optional_output(bool wanted, std::vector<long
 }
 double* data(std::optional<py::array_t<double>>& a) { return a ? a->mutable_data() : nullptr; }
 
+/// The outputs of a batch loop, of `shapes`: new arrays when `out` is None, else the arrays of the tuple `out`
+/// (one per shape, each a writeable C-contiguous float64 array of exactly its shape), written in place. An
+/// optimizer that calls the loop every iteration passes the same arrays each time: a new (1000, 80, 80) output
+/// is 51 MB of fresh pages whose zeroing by the kernel cost a tenth of the humanoid tracking's solve.
+std::vector<py::array_t<double>> batch_outputs(const py::object& out, const std::vector<std::vector<long>>& shapes,
+                                               const char* names) {
+  std::vector<py::array_t<double>> arrays;
+  if (out.is_none()) {
+    for (const auto& s : shapes) arrays.push_back(empty(s));
+    return arrays;
+  }
+  const std::string what = std::string("out must be None or a tuple of ") + std::to_string(shapes.size()) +
+                           " writeable C-contiguous float64 arrays (" + names + ")";
+  if (!py::isinstance<py::tuple>(out) || py::len(out) != shapes.size()) throw py::value_error(what);
+  const py::tuple t = py::reinterpret_borrow<py::tuple>(out);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!py::isinstance<py::array>(t[i])) throw py::value_error(what + "; item " + std::to_string(i) + " is not an array");
+    py::array a = py::reinterpret_borrow<py::array>(t[i]);
+    bool ok = a.dtype().is(py::dtype::of<double>()) && (a.flags() & py::array::c_style) && a.writeable() &&
+              a.ndim() == static_cast<long>(shapes[i].size());
+    for (size_t j = 0; ok && j < shapes[i].size(); ++j) ok = a.shape(j) == shapes[i][j];
+    if (!ok)
+      throw py::value_error(what + "; item " + std::to_string(i) + " has shape " + shape_str(a) + ", expected " +
+                            shape_str(shapes[i]));
+    arrays.push_back(py::reinterpret_borrow<py::array_t<double>>(a));
+  }
+  return arrays;
+}
+
 const double* state_arg(const Model& m, const Arr& x, const char* what) {
   check_array(x, {m.nx()}, std::string(what) + " (state [q; p; v] of model '" + m.name + "')", state_names(m));
   return x.data();
@@ -70,6 +99,10 @@ int thread_count(long threads) {
 #define MC_THREADS_DOC \
   "threads > 1 splits the independent steps into that many chunks, each solved on a thread of its own with its " \
   "own workspace (the results agree with one thread's to rounding)."
+
+#define MC_OUT_DOC \
+  "out: None (new arrays) or a tuple of the outputs' arrays (writeable, C-contiguous float64, exactly their " \
+  "shapes, not overlapping the inputs), overwritten and returned."
 
 void check_states(const Model& m, const Arr& X, long N) {
   check_array(X, {N + 1, m.nx()}, "X (states, N+1 rows for N input rows, model '" + m.name + "')", state_names(m));
@@ -279,32 +312,35 @@ void bind_discrete_system(py::module_& m) {
           MC_LAMBDA_CONVENTION)
       .def(
           "linearize_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces, long threads) -> py::object {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, bool constraint_forces, long threads,
+             const py::object& out) -> py::object {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
             const int T = thread_count(threads);
-            auto A = empty({N, M.nx(), M.nx()});
-            auto B = empty({N, M.nx(), M.nU()});
-            auto Lam = optional_output(constraint_forces, {N, M.nc()});
-            auto Lam_x = optional_output(constraint_forces, {N, M.nc(), M.nx()});
-            auto Lam_u = optional_output(constraint_forces, {N, M.nc(), M.nU()});
+            std::vector<std::vector<long>> shapes = {{N, M.nx(), M.nx()}, {N, M.nx(), M.nU()}};
+            if (constraint_forces) shapes.insert(shapes.end(), {{N, M.nc()}, {N, M.nc(), M.nx()}, {N, M.nc(), M.nU()}});
+            auto o = batch_outputs(out, shapes, constraint_forces ? "A, B, Lam, Lam_x, Lam_u" : "A, B");
+            double* p[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+            for (size_t i = 0; i < o.size(); ++i) p[i] = o[i].mutable_data();
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), A.mutable_data(), B.mutable_data(),
-                                     data(Lam), data(Lam_x), data(Lam_u), T);
+              s.linearize_trajectory(X.data(), U.data(), static_cast<int>(N), p[0], p[1], p[2], p[3], p[4], T);
             }
-            if (!constraint_forces) return py::make_tuple(A, B);
-            return py::make_tuple(A, B, *Lam, *Lam_x, *Lam_u);
+            py::tuple r(o.size());
+            for (size_t i = 0; i < o.size(); ++i) r[i] = o[i];
+            return r;
           },
           py::arg("X"), py::arg("U"), py::arg("constraint_forces") = false, py::arg("threads") = 1,
+          py::arg("out") = py::none(),
           "A (N, nx, nx), B (N, nx, nU) along a trajectory, each step solved from (X[k], U[k]) (at X[k+1] when "
           "it solves the step, by Newton from it otherwise). With constraint_forces=True also Lam (N, m), Lam_x (N, m, nx) and Lam_u (N, m, nU) "
-          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize). " MC_THREADS_DOC)
+          "(dlambda_k/dx_k, dlambda_k/du_k) from the same solves (see linearize). " MC_THREADS_DOC " " MC_OUT_DOC)
       .def(
           "second_order_trajectory",
-          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W, long threads) {
+          [](DiscreteSystem& s, const Arr& X, const Arr& U, const Arr& Z, const py::object& W, long threads,
+             const py::object& out) {
             const Model& M = s.model();
             const long N = horizon(M, U);
             check_states(M, X, N);
@@ -313,20 +349,19 @@ void bind_discrete_system(py::module_& m) {
             const Arr Wa = optional_array(W, {N, M.nc()}, "W (covectors of lambda_k, one row per step)",
                                           constraint_names(M));
             const double* Wp = W.is_none() ? nullptr : Wa.data();
-            auto xx = empty({N, M.nx(), M.nx()});
-            auto xu = empty({N, M.nx(), M.nU()});
-            auto uu = empty({N, M.nU(), M.nU()});
+            auto o = batch_outputs(out, {{N, M.nx(), M.nx()}, {N, M.nx(), M.nU()}, {N, M.nU(), M.nU()}}, "xx, xu, uu");
             {
               py::gil_scoped_release release;
               std::lock_guard<std::mutex> g(s.mutex());
-              s.second_contracted_trajectory(X.data(), U.data(), Z.data(), static_cast<int>(N), xx.mutable_data(),
-                                             xu.mutable_data(), uu.mutable_data(), Wp, T);
+              s.second_contracted_trajectory(X.data(), U.data(), Z.data(), static_cast<int>(N), o[0].mutable_data(),
+                                             o[1].mutable_data(), o[2].mutable_data(), Wp, T);
             }
-            return py::make_tuple(xx, xu, uu);
+            return py::make_tuple(o[0], o[1], o[2]);
           },
           py::arg("X"), py::arg("U"), py::arg("Z"), py::arg("W") = py::none(), py::arg("threads") = 1,
+          py::arg("out") = py::none(),
           "Z[k]^T D2f_k + W[k]^T D2lambda_k along a trajectory (see second_order_contracted): xx (N, nx, nx), "
-          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None. " MC_THREADS_DOC)
+          "xu (N, nx, nU), uu (N, nU, nU). Z (N, nx), W (N, m) or None. " MC_THREADS_DOC " " MC_OUT_DOC)
       .def(
           "project",
           [](DiscreteSystem& s, const Arr& x0, const Arr& Xbar, const Arr& Ubar, const Arr& K,

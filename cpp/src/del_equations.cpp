@@ -64,7 +64,7 @@ void interval_weighted_hessian(const Model& model, const VIOptions& opt, StepDat
   s.eta.head(n) = 0.5 * (alpha + beta);
   s.eta.tail(n) = (beta - alpha) / dt;
   s.Hz.setZero();
-  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  lagrangian_third_contract(model, s.mid, s.L, s.eta, s.Hz);
   // The forcing: dt (w- alpha + w+ beta)^T F(qbar, qdot, u) (F is linear in qdot and u: only Fqq, Fqu).
   s.Fqq.setZero();
   s.Fqu.setZero();

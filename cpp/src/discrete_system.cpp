@@ -29,10 +29,11 @@ void DiscreteSystem::solve_at(const double* x, const double* u, const double* gu
 }
 
 void DiscreteSystem::solve_on_trajectory(const double* x, const double* u, const double* x_next, long index,
-                                         int order) {
+                                         int order, bool consecutive) {
   load_step(*model_, s_, x, u);
   s_.q2 = Eigen::Map<const VecX>(x_next, z_.n);
-  midpoint_step_at_solution(*model_, opt_, s_, index, order);
+  if (consecutive) hand_on_constraints(s_);
+  midpoint_step_at_solution(*model_, opt_, s_, index, order, consecutive);
 }
 
 void DiscreteSystem::store_lambda(double* out) const {
@@ -104,7 +105,12 @@ void DiscreteSystem::simulate(const double* x0, const double* U, int N, double* 
     // Guess: linear extrapolation of the configuration (q_k + dt v_k over dynamic rows is unknown; use q_k - q_{k-1}).
     s_.q2 = s_.q1;
     if (k > 0) s_.q2.head(z_.nd) += s_.q1.head(z_.nd) - Eigen::Map<const VecX>(xk - nx, n).head(z_.nd);
-    midpoint_step(*model_, opt_, s_, k);
+    if (k > 0 && z_.m > 0) {
+      hand_on_constraints(s_);  // h(q_k): step k-1's last evaluation
+      midpoint_step_given_h1(*model_, opt_, s_, k);
+    } else {
+      midpoint_step(*model_, opt_, s_, k);
+    }
     store_next_state(*model_, opt_, s_, X + static_cast<long>(k + 1) * nx);
     if (iterations) iterations[k] = s_.iterations;
     if (Lam) store_lambda(Lam + static_cast<long>(k) * z_.m);
@@ -147,7 +153,7 @@ void DiscreteSystem::constraint_forces_trajectory(const double* X, const double*
   for_chunks(N, threads, [&](DiscreteSystem& ds, int k0, int k1) {
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
-                             X + static_cast<long>(k + 1) * nx, k, 1);
+                             X + static_cast<long>(k + 1) * nx, k, 1, k > k0 && m > 0);
       ds.store_lambda(Lam + static_cast<long>(k) * m);
     }
   });
@@ -160,7 +166,7 @@ void DiscreteSystem::linearize_trajectory(const double* X, const double* U, int 
     StepData& s = ds.s_;
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
-                             X + static_cast<long>(k + 1) * nx, k, 2);
+                             X + static_cast<long>(k + 1) * nx, k, 2, k > k0 && m > 0);
       step_first_derivatives(*model_, opt_, s, A + static_cast<long>(k) * nx * nx, B + static_cast<long>(k) * nx * nU);
       if (Lam) ds.store_lambda(Lam + static_cast<long>(k) * m);
       if (Lam_x)
@@ -177,7 +183,7 @@ void DiscreteSystem::second_contracted_trajectory(const double* X, const double*
     StepData& s = ds.s_;
     for (int k = k0; k < k1; ++k) {
       ds.solve_on_trajectory(X + static_cast<long>(k) * nx, U + static_cast<long>(k) * nU,
-                             X + static_cast<long>(k + 1) * nx, k, 3);
+                             X + static_cast<long>(k + 1) * nx, k, 3, k > k0 && m > 0);
       step_implicit_derivatives(*model_, opt_, s);
       step_second_contracted(*model_, opt_, s, Eigen::Map<const VecX>(Z + static_cast<long>(k) * nx, nx), ds.xx_,
                              ds.xu_, ds.uu_, W ? W + static_cast<long>(k) * m : nullptr);
@@ -207,7 +213,12 @@ void DiscreteSystem::project(const double* x0, const double* Xbar, const double*
     load_step(*model_, s_, X + kx, U + ku);
     s_.q2 = Eigen::Map<const VecX>(Xbar + kx + nx, n);
     s_.q2.head(nd) += x.head(nd) - xbar.head(nd);
-    midpoint_step(*model_, opt_, s_, k);
+    if (k > 0 && z_.m > 0) {
+      hand_on_constraints(s_);  // h(q_k): step k-1's last evaluation, at its solution q_k
+      midpoint_step_given_h1(*model_, opt_, s_, k);
+    } else {
+      midpoint_step(*model_, opt_, s_, k);
+    }
     store_next_state(*model_, opt_, s_, X + kx + nx);
     if (Lam) store_lambda(Lam + static_cast<long>(k) * z_.m);
   }

@@ -11,8 +11,9 @@ namespace {
 
 inline double dotM(const Vec6& Ma, const Vec6& b) { return Ma.dot(b); }
 
-/// Kinetic energy plus gravity of one mass frame over its ancestor configurations.
-void mass_term(const Model& model, const FrameCache& C, int f, int order, std::vector<Vec6>& MddV, TermDerivs& t) {
+/// Kinetic energy plus gravity of one mass frame over its ancestor configurations, to second order
+/// (the third derivatives: mass_third_contract).
+void mass_term(const Model& model, const FrameCache& C, int f, int order, TermDerivs& t) {
   const Frame& fr = model.frames[f];
   const int d = t.s;
   const Vec6& M = fr.inertia;
@@ -20,11 +21,10 @@ void mass_term(const Model& model, const FrameCache& C, int f, int order, std::v
   const Vec3 mg = m * model.gravity;
   const Vec6 V = C.V[f];
   const Vec6 MV = M.cwiseProduct(V);
-  const int o1 = model.off1[f], o2 = model.off2[f], o3 = model.off3[f], j1 = model.offJ1[f], j2 = model.offJ2[f];
+  const int o1 = model.off1[f], o2 = model.off2[f];
   const Vec6* J = &C.J[o1];
   const Vec6* dV = &C.dV[o1];
   const Vec6* ddV = &C.ddV[o2];
-  const Vec6* dJ = &C.dJ[j1];
   t.value = 0.5 * V.dot(MV) + mg.dot(C.p[f]);
   if (order < 1) return;
   // Gravity's derivatives from the body Jacobian (lagrangian.hpp): m g . d_i p = gb . J_i^v and
@@ -62,40 +62,80 @@ void mass_term(const Model& model, const FrameCache& C, int f, int order, std::v
     }
     for (int j = 0; j < d; ++j) t.hqv(i, j) = MdV[i].dot(J[j]) + (i > j ? Aj[j].dot(J[i]) : 0.0);
   }
-  if (order < 3) return;
+  // Third order: never as tensors; lagrangian_third_contract contracts the kinematic derivatives directly.
+}
+
+/// out += sum_l eta_l d3T/dz dz dz_l of the mass term of frame f (z = (q, v), local support t.idx, eq / ev: eta's q and v
+/// entries on it) straight from the kinematic derivatives of the third-order cache C, without forming the
+/// tensors. With M d_ab V = MddV_ab, the third derivatives (as the tensors were formed before) are
+///   T_qqq(i,j,l) = MddV_ij.dV_l + MddV_il.dV_j + MddV_jl.dV_i + MV.dddV_ijl + m g.dddp_ijl,
+///   T_qqv(i,j,l) = MdV_j.d_iJ_l + MdV_i.d_jJ_l + MJ_l.ddV_ij + MV.d_ijJ_l,
+///   T_qvv(i,j,l) = MJ_j.d_iJ_l + MJ_l.d_iJ_j,
+/// and their contractions group into sums over l formed once per index (e = sum eq_l dV_l, a_i = sum eq_l
+/// MddV_il, g_i = sum ev_l d_iJ_l, h_j = sum eq_l d_lJ_j, mJ = sum ev_l MJ_l): only MV.dddV + m g.dddp (per
+/// sorted triple) and MV.d_ijJ_l (per i <= j and l) remain cubic in the support, a dot product each.
+void mass_third_contract(const Model& model, const FrameCache& C, int f, const TermDerivs& t, const double* eq,
+                         const double* ev, std::vector<double>& w3, std::vector<double>& wr, MatX& out) {
+  const int n = model.nq(), d = t.s;
+  const Frame& fr = model.frames[f];
+  const Vec6& M = fr.inertia;
+  const Vec3 mg = M[0] * model.gravity;
+  const Vec6 MV = M.cwiseProduct(C.V[f]);
+  const int o1 = model.off1[f], o2 = model.off2[f], o3 = model.off3[f], j1 = model.offJ1[f], j2 = model.offJ2[f];
+  const Vec6* J = &C.J[o1];
+  const Vec6* dV = &C.dV[o1];
+  const Vec6* ddV = &C.ddV[o2];
   const Vec6* dddV = &C.dddV[o3];
+  const Vec3* dddp = &C.dddp[o3];
+  const Vec6* dJ = &C.dJ[j1];
   const Vec6* ddJ = &C.ddJ[j2];
-  // M d_ab V: reused by the qqq and qqv blocks.
-  for (int k = 0; k < packed2_size(d); ++k) MddV[k] = M.cwiseProduct(ddV[k]);
-  for (int i = 0; i < d; ++i)
-    for (int j = i; j < d; ++j)
-      for (int l = j; l < d; ++l) {
-        const double v = MddV[packed2(i, j)].dot(dV[l]) + MddV[packed2(i, l)].dot(dV[j]) +
-                         MddV[packed2(j, l)].dot(dV[i]) + MV.dot(dddV[packed3(i, j, l)]) +
-                         mg.dot(C.dddp[o3 + packed3(i, j, l)]);
-        int k[3] = {i, j, l};
-        do {
-          t.tqqq[t.at(k[0], k[1], k[2])] = v;
-        } while (std::next_permutation(k, k + 3));
+  Vec6 e = Vec6::Zero(), mJ = Vec6::Zero(), a[64], ap[64], g[64], h[64], MdV[64], MJ[64];
+  for (int i = 0; i < d; ++i) {
+    MdV[i] = M.cwiseProduct(dV[i]);
+    MJ[i] = M.cwiseProduct(J[i]);
+    e += eq[i] * dV[i];
+    mJ += ev[i] * MJ[i];
+    ap[i].setZero();
+    g[i].setZero();
+    h[i].setZero();
+    for (int l = 0; l < d; ++l) {
+      ap[i] += eq[l] * ddV[sym2(i, l)];
+      g[i] += ev[l] * dJ[i * d + l];
+      h[i] += eq[l] * dJ[l * d + i];
+    }
+    a[i] = M.cwiseProduct(ap[i]);
+  }
+  const Vec6 Me = M.cwiseProduct(e);
+  // s3 per sorted triple, r(ij, l) = MV.d_ijJ_l per sorted pair and l.
+  w3.resize(packed3_size(d));
+  for (int l = 0; l < d; ++l)
+    for (int j = 0; j <= l; ++j)
+      for (int i = 0; i <= j; ++i) {
+        const int k = packed3(i, j, l);
+        w3[k] = MV.dot(dddV[k]) + mg.dot(dddp[k]);
       }
-  // d3T / dq_i dq_j dv_l = dJ_il^T M dV_j + dV_i^T M dJ_jl + J_l^T M ddV_ij + V^T M ddJ_ij,l
-  for (int i = 0; i < d; ++i)
-    for (int j = i; j < d; ++j)
-      for (int l = 0; l < d; ++l) {
-        const int ij = packed2(i, j);
-        const double v = MdV[j].dot(dJ[i * d + l]) + MdV[i].dot(dJ[j * d + l]) + MJ[l].dot(ddV[ij]) +
-                         MV.dot(ddJ[ij * d + l]);
-        t.tqqv[t.at(i, j, l)] = v;
-        t.tqqv[t.at(j, i, l)] = v;
+  wr.resize(static_cast<size_t>(packed2_size(d)) * d);
+  for (int k = 0; k < packed2_size(d) * d; ++k) wr[k] = MV.dot(ddJ[k]);
+  for (int i = 0; i < d; ++i) {
+    const int gi = t.idx[i];
+    for (int j = 0; j < d; ++j) {
+      const int gj = t.idx[j];
+      const int ij = sym2(i, j);
+      double qq = 0.0, qv = 0.0;
+      if (i <= j) {
+        qq = M.cwiseProduct(ddV[ij]).dot(e) + a[i].dot(dV[j]) + a[j].dot(dV[i]) + MdV[j].dot(g[i]) + MdV[i].dot(g[j]) +
+             mJ.dot(ddV[ij]);
+        for (int l = 0; l < d; ++l) qq += eq[l] * w3[sym3(i, j, l)] + ev[l] * wr[ij * d + l];
+        out(gi, gj) += qq;
+        if (i != j) out(gj, gi) += qq;
       }
-  // d3T / dq_i dv_j dv_l = dJ_il^T M J_j + J_l^T M dJ_ij
-  for (int i = 0; i < d; ++i)
-    for (int j = 0; j < d; ++j)
-      for (int l = j; l < d; ++l) {
-        const double v = MJ[j].dot(dJ[i * d + l]) + MJ[l].dot(dJ[i * d + j]);
-        t.tqvv[t.at(i, j, l)] = v;
-        t.tqvv[t.at(i, l, j)] = v;
-      }
+      qv = Me.dot(dJ[i * d + j]) + MdV[i].dot(h[j]) + MJ[j].dot(ap[i]) + MJ[j].dot(g[i]) + mJ.dot(dJ[i * d + j]);
+      for (int l = 0; l < d; ++l) qv += eq[l] * wr[sym2(i, l) * d + j];
+      out(gi, n + gj) += qv;
+      out(n + gj, gi) += qv;
+      out(n + gi, n + gj) += MJ[i].dot(h[j]) + MJ[j].dot(h[i]);
+    }
+  }
 }
 
 /// -V of a linear spring V = phi(s), s = |p1 - p2|^2, phi = 1/2 k (sqrt(s) - x0)^2.
@@ -148,7 +188,8 @@ LagrangianData::LagrangianData(const Model& model)
     terms.back().resize(std::vector<int>(sup.begin(), sup.end()), false);
   }
   if (deepest > 64) throw ModelError("a mass frame depends on more than 64 configurations");
-  scratch.resize(packed2_size(deepest));
+  w3.reserve(packed3_size(deepest));
+  wr.reserve(static_cast<size_t>(packed2_size(deepest)) * deepest);
 }
 
 void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, const double* v, int order,
@@ -169,7 +210,7 @@ void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, 
   const int nm = static_cast<int>(model.mass_frames.size());
   for (size_t k = 0; k < out.terms.size(); ++k) {
     TermDerivs& t = out.terms[k];
-    if (static_cast<int>(k) < nm) mass_term(model, cache, model.mass_frames[k], order, out.scratch, t);
+    if (static_cast<int>(k) < nm) mass_term(model, cache, model.mass_frames[k], order, t);
     else spring_term(model, cache, model.linear_springs[k - nm], order, out.work, t);
     out.value += t.value;
     for (int i = 0; i < t.s && order >= 1; ++i) {
@@ -195,36 +236,29 @@ void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, 
   }
 }
 
-void lagrangian_third_contract(const Model& model, const LagrangianData& L, const VecX& eta, MatX& out) {
+void lagrangian_third_contract(const Model& model, const FrameCache& cache, LagrangianData& L, const VecX& eta,
+                               MatX& out) {
   const int n = model.nq();
-  for (const TermDerivs& t : L.terms) {
+  const int nm = static_cast<int>(model.mass_frames.size());
+  for (size_t k = 0; k < L.terms.size(); ++k) {
+    const TermDerivs& t = L.terms[k];
     const int s = t.s;
     double eq[128], ev[128];
     for (int i = 0; i < s; ++i) {
       eq[i] = eta[t.idx[i]];
       ev[i] = eta[n + t.idx[i]];
     }
-    for (int i = 0; i < s; ++i) {
-      const int gi = t.idx[i];
-      for (int j = 0; j < s; ++j) {
-        const int gj = t.idx[j];
-        double qq = 0.0, qv = 0.0, vv = 0.0;
-        for (int l = 0; l < s; ++l) {
-          qq += eq[l] * t.tqqq[t.at(i, j, l)];
-          if (t.velocity) {
-            qq += ev[l] * t.tqqv[t.at(i, j, l)];
-            qv += eq[l] * t.tqqv[t.at(i, l, j)] + ev[l] * t.tqvv[t.at(i, j, l)];
-            vv += eq[l] * t.tqvv[t.at(l, i, j)];
-          }
-        }
-        out(gi, gj) += qq;
-        if (t.velocity) {
-          out(gi, n + gj) += qv;
-          out(n + gj, gi) += qv;
-          out(n + gi, n + gj) += vv;
-        }
-      }
+    if (static_cast<int>(k) < nm) {
+      mass_third_contract(model, cache, model.mass_frames[k], t, eq, ev, L.w3, L.wr, out);
+      continue;
     }
+    // A spring: q only, its tensor from spring_term.
+    for (int i = 0; i < s; ++i)
+      for (int j = 0; j < s; ++j) {
+        double qq = 0.0;
+        for (int l = 0; l < s; ++l) qq += eq[l] * t.tqqq[t.at(i, j, l)];
+        out(t.idx[i], t.idx[j]) += qq;
+      }
   }
 }
 

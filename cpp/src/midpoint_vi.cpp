@@ -194,7 +194,10 @@ void newton_solve(const Model& model, const VIOptions& opt, StepData& s, long st
 
 }  // namespace
 
-void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
+namespace {
+
+/// midpoint_step, with h(q1) evaluated first unless `h1_given`.
+void solve_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order, bool h1_given) {
   const Layout z(model);
   const int nd = z.nd;
   s.solved = false;
@@ -208,11 +211,27 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
     s.q2.head(nd) = s.q1.head(nd);
     s.lambda.setZero();
   }
-  compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
+  if (!h1_given || s.h1.order < 1) compute_constraints(model, s.at1, s.q1.data(), 1, s.h1);
   newton_solve(model, opt, s, step, newton_order, false);
 }
 
-void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step, int order) {
+}  // namespace
+
+void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step, int newton_order) {
+  solve_step(model, opt, s, step, newton_order, false);
+}
+
+void midpoint_step_given_h1(const Model& model, const VIOptions& opt, StepData& s, long step) {
+  solve_step(model, opt, s, step, 2, true);
+}
+
+void hand_on_constraints(StepData& s) {
+  std::swap(s.h1, s.h2);
+  std::swap(s.at1, s.at2);
+}
+
+void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step, int order,
+                               bool consecutive) {
   const Layout z(model);
   const int nd = z.nd, m = z.m;
   const int newton_order = std::max(order, 2);
@@ -225,9 +244,9 @@ void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepDat
   // The orders midpoint_step's evaluations and the derivatives' caches have: F one below L (its
   // derivatives read the velocities one order up), h(q1) as L, h(q2) one below. The residual first
   // without the multipliers, which enter it linearly.
-  compute_constraints(model, s.at1, s.q1.data(), order, s.h1);
+  if (!consecutive || s.h1.order < order) compute_constraints(model, s.at1, s.q1.data(), order, s.h1);
   s.lambda.setZero();
-  evaluate_step(model, opt, s, order, std::min(order - 1, 1), std::max(order - 1, 0));
+  evaluate_step(model, opt, s, order, std::min(order - 1, 1), consecutive ? order : std::max(order - 1, 0));
   if (m > 0) {
     const auto Dh = s.h1.Dh.leftCols(nd);
     s.gram_m.noalias() = Dh * Dh.transpose();
@@ -450,7 +469,7 @@ void step_second_directional(const Model& model, const VIOptions& opt, StepData&
   s.eta.head(n) = 0.5 * (dq1 + dq2);
   s.eta.tail(n) = (dq2 - dq1) / dt;
   s.Hz.setZero();
-  lagrangian_third_contract(model, s.L, s.eta, s.Hz);
+  lagrangian_third_contract(model, s.mid, s.L, s.eta, s.Hz);
   // Second derivatives along the line of the slot-1 residual G1, the momentum P and h(q2).
   const VecX L3dd = s.Hz * s.eta;
   VecX Fdd(n);

@@ -64,8 +64,6 @@ void TermDerivs::resize(const std::vector<int>& support, bool with_velocity) {
     gv.setZero(s);
     hqv.setZero(s, s);
     hvv.setZero(s, s);
-    tqqv.assign(s * s * s, 0.0);
-    tqvv.assign(s * s * s, 0.0);
   }
 }
 
@@ -95,6 +93,25 @@ void add_axis(const Model& model, const FrameCache& C, int frame, int axis, cons
       [&](int k) { return Vec3(C.dddR[o3 + k].col(axis)); });
 }
 
+namespace {
+
+/// out.tqqq(i, j, l) and its permutations = t(i, j, l) for every sorted i <= j <= l of the support.
+template <class Third>
+void fill_third(TermDerivs& out, const Third& t) {
+  const int s = out.s;
+  for (int i = 0; i < s; ++i)
+    for (int j = i; j < s; ++j)
+      for (int l = j; l < s; ++l) {
+        const double v = t(i, j, l);
+        int k[3] = {i, j, l};
+        do {
+          out.tqqq[out.at(k[0], k[1], k[2])] = v;
+        } while (std::next_permutation(k, k + 3));
+      }
+}
+
+}  // namespace
+
 void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& out) {
   const int s = u.s;
   out.value = u.v.dot(w.v);
@@ -109,19 +126,35 @@ void dot_product(const VecDerivs& u, const VecDerivs& w, int order, TermDerivs& 
       out.hqq(j, i) = h;
     }
   if (order < 3) return;
-  for (int i = 0; i < s; ++i)
-    for (int j = i; j < s; ++j)
-      for (int l = j; l < s; ++l) {
-        const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
-        const double t = u.d3[ijl].dot(w.v) + u.d2[ij].dot(w.d1[l]) + u.d2[il].dot(w.d1[j]) + u.d2[jl].dot(w.d1[i]) +
-                         u.d1[i].dot(w.d2[jl]) + u.d1[j].dot(w.d2[il]) + u.d1[l].dot(w.d2[ij]) + u.v.dot(w.d3[ijl]);
-        int k[3] = {i, j, l};
-        do {
-          out.tqqq[out.at(k[0], k[1], k[2])] = t;
-        } while (std::next_permutation(k, k + 3));
-      }
+  fill_third(out, [&](int i, int j, int l) {
+    const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
+    return u.d3[ijl].dot(w.v) + u.d2[ij].dot(w.d1[l]) + u.d2[il].dot(w.d1[j]) + u.d2[jl].dot(w.d1[i]) +
+           u.d1[i].dot(w.d2[jl]) + u.d1[j].dot(w.d2[il]) + u.d1[l].dot(w.d2[ij]) + u.v.dot(w.d3[ijl]);
+  });
 }
 
-void squared_norm(const VecDerivs& x, int order, TermDerivs& out) { dot_product(x, x, order, out); }
+void squared_norm(const VecDerivs& x, int order, TermDerivs& out) {
+  // dot_product(x, x) with its symmetric pairs merged: d_i(x.x) = 2 x_i.x, d_ij = 2 (x_ij.x + x_i.x_j),
+  // d_ijl = 2 (x_ijl.x + x_ij.x_l + x_il.x_j + x_jl.x_i): half the products (the distance constraints' third
+  // derivatives are a tenth of a contracted second-order step of the humanoid marionette). Up to second order
+  // the numbers are dot_product's, bit for bit.
+  const int s = x.s;
+  out.value = x.v.dot(x.v);
+  if (order < 1) return;
+  for (int i = 0; i < s; ++i) out.gq[i] = 2.0 * x.d1[i].dot(x.v);
+  if (order < 2) return;
+  for (int i = 0; i < s; ++i)
+    for (int j = i; j < s; ++j) {  // summed in dot_product's order: its rounding (the recorded golden bag's)
+      const double a = x.d2[i * s + j].dot(x.v), b = x.d1[i].dot(x.d1[j]);
+      const double h = a + b + b + a;
+      out.hqq(i, j) = h;
+      out.hqq(j, i) = h;
+    }
+  if (order < 3) return;
+  fill_third(out, [&](int i, int j, int l) {
+    const int ij = i * s + j, il = i * s + l, jl = j * s + l, ijl = out.at(i, j, l);
+    return 2.0 * (x.d3[ijl].dot(x.v) + x.d2[ij].dot(x.d1[l]) + x.d2[il].dot(x.d1[j]) + x.d2[jl].dot(x.d1[i]));
+  });
+}
 
 }  // namespace mc

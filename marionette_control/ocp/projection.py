@@ -37,7 +37,12 @@ sweeps, 26 of them on indefinite models, become 11, in the same 36 iterations. T
 from the last step backwards, chunk by chunk, with the LQ sweep of the tail checked in between
 (:meth:`ProjectionOptimizer._newton_terms`): Γ(k) depends on the steps k..N−1 alone, so an indefinite
 model is found where the whole sweep would find it, before the contractions of the earlier steps are
-formed (the humanoid tracking's two indefinite models fail at k = 186 and 161 of 200).
+formed (the humanoid tracking's two indefinite models fail at k = 186 and 161 of 200); the tails' sweeps
+continue from chunk to chunk into the direction's sweep (:class:`_TailSweep`).
+
+The arrays the core writes every iteration (linearization, gains, the direction's LQ solution, the Newton
+model) are allocated once per solve (:class:`_Workspace`), not per call: fresh pages of these sizes cost their
+zeroing by the kernel at every touch.
 
 Inequality constraints (barrier method, thesis reference [16]: Hauser & Saccon, CDC 2006)
     A cost with :class:`~.constraints.BarrierTerm` s is minimized as a sequence of barrier
@@ -96,7 +101,7 @@ from marionette_control import _core, validation
 from marionette_control.ocp import blas_threads
 from marionette_control.ocp.barrier_direction import barrier_direction
 from marionette_control.ocp.cost import Cost
-from marionette_control.lq.riccati import IndefiniteGammaError, tv_lq, tv_lqr
+from marionette_control.lq.riccati import IndefiniteGammaError, LQRSolution, LQSolution, tv_lq, tv_lqr
 from marionette_control.ocp.terms import InitialState, Point
 from marionette_control.validation import InvalidOption
 
@@ -107,6 +112,10 @@ NEWTON_RETRY = 0.5
 NEWTON_TAIL_STEPS = 16
 #: Line-search failures in a row answered by raising the barrier weight (one factor 1/barrier_decrease each).
 MAX_RETREATS = 3
+#: Bytes of the linearization's A (N·nx² doubles) from which a solve writes into a workspace (:class:`_Workspace`).
+#: Smaller arrays come from the process's heap, whose pages stay mapped from call to call: there the workspace
+#: saves nothing (measured on the swing-up and the cart-pole: the same times within a few per cent).
+WORKSPACE_BYTES = 1 << 22
 
 
 class OptionError(InvalidOption):
@@ -385,6 +394,66 @@ class _Direction:
     lu: np.ndarray
 
 
+class _Workspace:
+    """The arrays the core's calls of one solve write every iteration, allocated once per :meth:`ProjectionOptimizer.optimize`
+    for N steps, nx states, nU inputs and m constraint forces: the linearization A (N, nx, nx), B (N, nx, nU) (with
+    ``lam`` also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU)), the projection gains (an LQR solution, P(0) only),
+    the direction's LQ solution (P(0) only) and the Newton model's contractions (N, nx, nx), (N, nx, nU), (N, nU, nU).
+    A new (1000, 80, 80) array is 51 MB of fresh pages: their zeroing by the kernel took a tenth of the humanoid
+    tracking's solve at N = 1000 (``docs/benchmarks.md``, issue 28). Used from ``WORKSPACE_BYTES`` of A on. Each
+    array is overwritten by the next iteration's call; nothing read after its iteration lives here (the iterates
+    come from the projections)."""
+
+    def __init__(self, N: int, nx: int, nU: int, m: int, lam: bool):
+        e = np.empty
+        self.N = N
+        self.AB = (e((N, nx, nx)), e((N, nx, nU))) + ((e((N, m)), e((N, m, nx)), e((N, m, nU))) if lam else ())
+        self.gains = LQRSolution(K=e((N, nU, nx)), P=e((1, nx, nx)))
+        self.lq = LQSolution(K=e((N, nU, nx)), C=e((N, nU)), P=e((1, nx, nx)), b=e((N + 1, nx)), c=e(N + 1),
+                             A=self.AB[0], B=self.AB[1])
+        self.newton = (e((N, nx, nx)), e((N, nx, nU)), e((N, nU, nU)))
+
+
+class _TailSweep:
+    """The LQ sweep (6.29)-(6.30) of a Newton model that is formed from the last step backwards
+    (:meth:`ProjectionOptimizer._newton_terms`), continued chunk by chunk: the steps k0..k1−1 of a new chunk are
+    swept from P(k1), b(k1) of the sweep of the steps after them, so the checks of the tails and the final sweep
+    together sweep every step once (before: 1 + 25/200 + 75/200 + 175/200 sweeps of a positive-definite model of
+    the humanoid tracking at N = 200). The recursion from P(k1) is the one a single sweep from N runs (P(k1) is
+    exactly symmetric, so the sweep's symmetrization of its terminal weight leaves it as it is); c(k) is offset
+    to c(N) = 0 as a single sweep's. ``out``: the LQ solution's arrays (N steps, P(0) only) or None."""
+
+    def __init__(self, A, B, lx, lu, Qf, out: Optional[LQSolution]):
+        N, nx, nU = B.shape
+        e = np.empty
+        self.out = out or LQSolution(K=e((N, nU, nx)), C=e((N, nU)), P=e((1, nx, nx)), b=e((N + 1, nx)), c=e(N + 1),
+                                     A=A, B=B)
+        self.A, self.B, self.lx, self.lu = A, B, lx, lu
+        self.N = self.k1 = N
+        self.P1, self.b1 = Qf, lx[-1]
+
+    def sweep(self, k0: int, Q, S, R) -> None:
+        """Sweeps the steps k0..k1−1 (``Q``, ``S``, ``R``: the model's per-step arrays from step k0 on); raises
+        IndefiniteGammaError naming the step counted from 0."""
+        k1, o = self.k1, self.out
+        n = k1 - k0
+        c1 = o.c[k1] if k1 < self.N else 0.0
+        # the outputs of steps k0..k1 (tv_lq's out: only its arrays are read)
+        part = LQSolution(K=o.K[k0:k1], C=o.C[k0:k1], P=o.P, b=o.b[k0:k1 + 1], c=o.c[k0:k1 + 1], A=None, B=None)
+        try:
+            tv_lq(self.A[k0:k1], self.B[k0:k1], Q[:n], S[:n], R[:n], self.lx[k0:k1], self.lu[k0:k1], self.P1, self.b1,
+                  check_inputs=False, out=part, full_P=False)
+        except IndefiniteGammaError as e:
+            raise IndefiniteGammaError(k0 + e.step, e.order, self.B.shape[2]) from None
+        o.c[k0:k1 + 1] += c1
+        self.P1, self.b1, self.k1 = o.P[0].copy(), o.b[k0].copy(), k0
+
+    def solution(self) -> LQSolution:
+        """The solution once the sweep reached step 0."""
+        o = self.out
+        return LQSolution(K=o.K, C=o.C, P=o.P, b=o.b, c=o.c, A=self.A, B=self.B)
+
+
 class ProjectionOptimizer:
     """Algorithm 1 of the thesis on a core ``DiscreteSystem`` and a :class:`~.cost.Cost`."""
 
@@ -410,6 +479,7 @@ class ProjectionOptimizer:
         self._lam = cost.needs_lambda
         self._data = cost.create_data()
         self._projections = 0   # the current optimization's line-search projections (OptimizationResult)
+        self._ws: Optional[_Workspace] = None   # the arrays of the solve in progress (optimize)
         threads = self.options.threads
         if threads is None:
             try:
@@ -425,9 +495,16 @@ class ProjectionOptimizer:
         """Threads of the core's loops over N independent steps (``threads``; one below N·nx = 2000)."""
         return self._threads if N * self.system.model.nx >= 2000 else 1
 
+    def _buffers(self, N: int) -> Optional[_Workspace]:
+        """The workspace of the solve in progress when it is for N steps, else None (new arrays)."""
+        ws = self._ws
+        return ws if ws is not None and ws.N == N else None
+
     def linearize(self, X: np.ndarray, U: np.ndarray):
         """A (N, nx, nx), B (N, nx, nU) along (X, U) (the core's batch linearization)."""
-        return self.system.linearize_trajectory(X, U, threads=self._step_threads(U.shape[0]))
+        ws = self._buffers(U.shape[0])
+        return self.system.linearize_trajectory(X, U, threads=self._step_threads(U.shape[0]),
+                                                out=None if ws is None else ws.AB[:2])
 
     def point(self, X: np.ndarray, U: np.ndarray, Lam=None, derivatives: bool = False) -> Point:
         """The :class:`~.terms.Point` the cost is evaluated at; with the constraint forces (and, with
@@ -442,13 +519,16 @@ class ProjectionOptimizer:
             Lam = self.system.constraint_forces_trajectory(X, U, threads=threads)
         return Point(X, U, Lam)
 
-    def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray, W: Optional[np.ndarray] = None):
-        """Z[k]ᵀD²f (+ W[k]ᵀD²λ_k) along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k)."""
-        return self.system.second_order_trajectory(X, U, Z, W, threads=self._step_threads(U.shape[0]))
+    def second_order(self, X: np.ndarray, U: np.ndarray, Z: np.ndarray, W: Optional[np.ndarray] = None, out=None):
+        """Z[k]ᵀD²f (+ W[k]ᵀD²λ_k) along (X, U) as (xx, xu, uu) (Z: (N, nx), z(k+1) for step k); ``out``: None or
+        the three arrays to write them into."""
+        return self.system.second_order_trajectory(X, U, Z, W, threads=self._step_threads(U.shape[0]), out=out)
 
     def projection_gains(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """K(k) of the projection operator from LQR on the linearization (thesis (6.10))."""
-        return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False).K
+        ws = self._buffers(A.shape[0])
+        return tv_lqr(A, B, self._Qp, self._Rp, self._Qp, check_inputs=False, full_P=False,
+                      out=None if ws is None else ws.gains).K
 
     def project(self, x0: np.ndarray, Xbar: np.ndarray, Ubar: np.ndarray, K: np.ndarray):
         """P(ξ̄): the feasible trajectory tracking ξ̄ with u = ū − K(x − x̄), x(0) = x0 (thesis (6.10)).
@@ -548,28 +628,31 @@ class ProjectionOptimizer:
         sweep of the tail finds an indefinite Γ(k) there exactly as the sweep of the whole model does,
         and a check that raises saves the contractions of the steps before the tail. Measured on the
         humanoid tracking (thesis §6.7.3, N = 200): its indefinite Newton models fail at k = 186 and 161,
-        found after the contractions of 25 and 75 steps instead of 200; a model that passes pays the sweeps
-        of the tails (25 + 75 + 175 steps: 1.4 sweeps more, a few per cent of its contractions;
-        ``docs/benchmarks.md``, issue 28). The arrays are the ones a single
-        call gives, number for number (the steps are independent given the trajectory)."""
+        found after the contractions of 25 and 75 steps instead of 200. :meth:`direction_lq`'s checks continue
+        one sweep from chunk to chunk (:class:`_TailSweep`), so a model that passes is swept once in all
+        (``docs/benchmarks.md``, issue 28). The arrays are the ones a single call gives, number for number (the
+        steps are independent given the trajectory); during :meth:`optimize` they are the solve's workspace
+        (:class:`_Workspace`), overwritten by the next Newton model."""
         W = d.W
+        N, nx, nU = U.shape[0], X.shape[1], U.shape[1]
+        ws = self._buffers(N)
+        fxx, fxu, fuu = ws.newton if ws is not None else (np.empty((N, nx, nx)), np.empty((N, nx, nU)),
+                                                          np.empty((N, nU, nU)))
 
-        def terms(k0: int, k1: int) -> tuple:
-            out = self.second_order(X[k0:k1 + 1], U[k0:k1], Z[k0:k1], None if W is None else W[k0:k1])
+        def terms(k0: int, k1: int) -> None:
+            out = (fxx[k0:k1], fxu[k0:k1], fuu[k0:k1])
+            self.second_order(X[k0:k1 + 1], U[k0:k1], Z[k0:k1], None if W is None else W[k0:k1], out=out)
             for f, L in zip(out, (d.Lxx, d.Lxu, d.Luu)):
                 if L is not None:
                     f += L[k0:k1] if L.ndim == 3 else L
-            return out
 
-        N = U.shape[0]
         if tail_check is None:
-            return terms(0, N)
-        fxx, fxu, fuu = (np.empty((N,) + shape) for shape in ((X.shape[1], X.shape[1]), (X.shape[1], U.shape[1]),
-                                                             (U.shape[1], U.shape[1])))
+            terms(0, N)
+            return fxx, fxu, fuu
         k1, size = N, max(NEWTON_TAIL_STEPS, N // 8)
         while k1 > 0:
             k0 = max(0, k1 - size)
-            fxx[k0:k1], fxu[k0:k1], fuu[k0:k1] = terms(k0, k1)
+            terms(k0, k1)
             if k0 > 0:
                 tail_check(k0, fxx[k0:], fxu[k0:], fuu[k0:])
             k1, size = k0, 2 * size
@@ -607,20 +690,19 @@ class ProjectionOptimizer:
         used = method
         nx = X.shape[1]
 
-        def tail_check(k0: int, Q, S, R):
-            """The LQ sweep of the steps k0..N−1 alone: raises IndefiniteGammaError (step counted from 0) where
-            the sweep of the whole model would (:meth:`_newton_terms`)."""
-            try:
-                tv_lq(A[k0:], B[k0:], Q, S, R, lx[k0:-1], lu[k0:], d.Lxx_N, lx[-1], check_inputs=False, full_P=False)
-            except IndefiniteGammaError as e:
-                raise IndefiniteGammaError(k0 + e.step, e.order, U.shape[1]) from None
-
+        ws = self._buffers(U.shape[0])
         while True:
             try:
-                model = self.quadratic_model(used, X, U, A, B, K, point, cost, d,
-                                             tail_check if used == "newton" else None)
-                sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False,
-                            full_P=False)
+                if used == "newton":
+                    # the tails' sweeps, continued to step 0 (_TailSweep): every step swept once
+                    tail = _TailSweep(A, B, lx, lu, d.Lxx_N, None if ws is None else ws.lq)
+                    model = self.quadratic_model(used, X, U, A, B, K, point, cost, d, tail.sweep)
+                    tail.sweep(0, model.Q, model.S, model.R)
+                    sol = tail.solution()
+                else:
+                    model = self.quadratic_model(used, X, U, A, B, K, point, cost, d)
+                    sol = tv_lq(A, B, model.Q, model.S, model.R, lx[:-1], lu, model.Qf, lx[-1], check_inputs=False,
+                                full_P=False, out=None if ws is None else ws.lq)
                 dx0 = self._initial_direction(sol, model) if free else np.zeros(nx)
                 break
             except IndefiniteGammaError:
@@ -687,8 +769,10 @@ class ProjectionOptimizer:
         if not self._lam:
             A, B = self.linearize(X, U)
             return A, B, Point(X, U)
+        ws = self._buffers(U.shape[0])
         A, B, Lam, Lam_x, Lam_u = self.system.linearize_trajectory(X, U, constraint_forces=True,
-                                                                   threads=self._step_threads(U.shape[0]))
+                                                                   threads=self._step_threads(U.shape[0]),
+                                                                   out=None if ws is None else ws.AB)
         return A, B, Point(X, U, Lam, Lam_x, Lam_u)
 
     def optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]] = None,
@@ -700,8 +784,15 @@ class ProjectionOptimizer:
         between steps (cancellation). X[0] stays fixed unless ``free_initial_state``.
         numpy's and scipy's BLAS run one thread each meanwhile (:mod:`.blas_threads`).
         """
+        U = np.array(U, dtype=float)
+        model = self.system.model
         with blas_threads.single_threaded():
-            return self._optimize(X, U, callback, should_stop)
+            if U.shape[0] * model.nx ** 2 * 8 >= WORKSPACE_BYTES:
+                self._ws = _Workspace(U.shape[0], model.nx, model.nU, model.nc, self._lam)
+            try:
+                return self._optimize(X, U, callback, should_stop)
+            finally:
+                self._ws = None
 
     def _optimize(self, X: np.ndarray, U: np.ndarray, callback: Optional[Callable[[IterationRecord], None]],
                   should_stop: Optional[Callable[[], bool]]) -> OptimizationResult:

@@ -53,8 +53,9 @@ class DiscreteSystem {
   /// with a worker's (a DiscreteSystem on the same immutable Model, made on first use and kept: Model
   /// / Data). Each step is solved by midpoint_step_at_solution from X[k+1] (one evaluation at the
   /// order the derivatives need when X[k+1] solves the step; Newton from there otherwise): nothing
-  /// carries over from step to step, so the results are one thread's. The error of the earliest failing
-  /// step is the one raised.
+  /// carries over from step to step but, on a model with constraints, the constraints at X[k+1] (step k's
+  /// h(q2), evaluated to the loop's order, are step k+1's h(q1): midpoint_step_at_solution's `consecutive`),
+  /// the same numbers as evaluated again, so the results are one thread's. The error of the earliest failing step is the one raised.
   /// lambda_k of every step k.
   void constraint_forces_trajectory(const double* X, const double* U, int N, double* Lam, int threads = 1);
   /// A (N, nx, nx), B (N, nx, nU); unless Lam_x is null also Lam (N, m), Lam_x (N, m, nx), Lam_u (N, m, nU).
@@ -99,8 +100,10 @@ class DiscreteSystem {
   /// Loads and solves the step (x, u) from `guess` (null: q1).
   void solve_at(const double* x, const double* u, const double* guess, long index);
   /// Loads the step (x, u) of a trajectory whose next state is x_next and solves it by
-  /// midpoint_step_at_solution to `order` (1: lambda, 2: first derivatives, 3: second-order forms).
-  void solve_on_trajectory(const double* x, const double* u, const double* x_next, long index, int order);
+  /// midpoint_step_at_solution to `order` (1: lambda, 2: first derivatives, 3: second-order forms);
+  /// `consecutive`: step index - 1 was the last one solved (its h(q2) is handed on).
+  void solve_on_trajectory(const double* x, const double* u, const double* x_next, long index, int order,
+                           bool consecutive = false);
   /// Writes lambda of the solved step (m) to out, unless out is null.
   void store_lambda(double* out) const;
   /// work(system, k0, k1) over the steps [0, N) in `threads` chunks (see the batch loops above).

@@ -36,7 +36,7 @@ struct LagrangianData {
   MatX Lqq, Lqv, Lvv; ///< (n, n); Lqv(i, j) = d2L / dq_i dv_j
   std::vector<TermDerivs> terms;  ///< one per mass frame, then one per linear spring
   VecDerivs work;
-  std::vector<Vec6> scratch;  ///< M d_ab V of one mass term
+  std::vector<double> w3, wr;  ///< lagrangian_third_contract's workspaces (MV.dddV + m g.dddp, MV.ddJ of one mass term)
 };
 
 /// Evaluates L and its derivatives up to `order` (0..3) at (q, v); fills the
@@ -44,7 +44,10 @@ struct LagrangianData {
 void compute_lagrangian(const Model& model, FrameCache& cache, const double* q, const double* v, int order,
                         LagrangianData& out);
 
-/// out (2n x 2n, z = (q, v) ordering) += sum_c eta_c d3L/dz_a dz_b dz_c. Requires order 3.
-void lagrangian_third_contract(const Model& model, const LagrangianData& L, const VecX& eta, MatX& out);
+/// out (2n x 2n, z = (q, v) ordering) += sum_c eta_c d3L/dz_a dz_b dz_c. Requires L at order 3 and `cache`, the
+/// cache compute_lagrangian filled (the mass terms' contraction is formed from its kinematic derivatives, their
+/// third-derivative tensors never are; L's workspaces are used).
+void lagrangian_third_contract(const Model& model, const FrameCache& cache, LagrangianData& L, const VecX& eta,
+                               MatX& out);
 
 }  // namespace mc

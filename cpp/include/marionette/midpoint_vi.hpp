@@ -104,6 +104,16 @@ struct Layout {
 /// at any order). Not from a poor guess: every full Newton iteration would then pay order 3.
 void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long step_index, int newton_order = 2);
 
+/// Consecutive steps of a trajectory: midpoint_step's last evaluation is at the solution q2, and so holds
+/// h(q2) to order 1 in s.h2 (its cache s.at2), which is h(q1) of the next step. hand_on_constraints(s) after a
+/// solved step moves it to s.h1 (s.at1; the two swap, nothing is copied), and midpoint_step_given_h1 then solves
+/// the next step, loaded with q1 = that q2, without evaluating h(q1) again: the numbers midpoint_step gives (the
+/// same function of the same q). The projection and simulation loops of a model with constraints save one of a
+/// step's four or so evaluations of the constraints (without constraints the hand-on would cost more than the
+/// nothing it saves: the pendulum's linearized step takes 0.6 us).
+void hand_on_constraints(StepData& s);
+void midpoint_step_given_h1(const Model& model, const VIOptions& opt, StepData& s, long step_index);
+
 /// The step whose solution q2 is known (the next configuration of a trajectory of this system, loaded
 /// into s.q2 with the inputs): the derivatives along a trajectory need the solved step's caches, not a
 /// new solve. Evaluates L and F at the midpoint and h at q1 once, to `order` (2: first derivatives,
@@ -113,8 +123,12 @@ void midpoint_step(const Model& model, const VIOptions& opt, StepData& s, long s
 /// (q2 is not the solution: the trajectory is not one of this system) it solves by midpoint_step from
 /// q2 and that lambda. Either way the step is solved to the tolerance and its caches hold the orders
 /// the derivatives below need: one evaluation instead of Newton's (re-evaluating the point it started
-/// from) followed by the derivatives' own. Throws StepError as midpoint_step.
-void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step_index, int order = 2);
+/// from) followed by the derivatives' own. Throws StepError as midpoint_step. `consecutive`: the step follows
+/// the previous one of the same trajectory and hand_on_constraints moved that step's h(q2) to s.h1 (taken when
+/// it has `order`; after a Newton solve, whose evaluations are to order 1, it is evaluated again), and h(q2) is
+/// evaluated to `order` too, for the next step: one evaluation of the constraints per step instead of two.
+void midpoint_step_at_solution(const Model& model, const VIOptions& opt, StepData& s, long step_index, int order = 2,
+                               bool consecutive = false);
 
 /// The implicit derivatives Y = dy/dw = -G_y^{-1} G_w (4.37)-(4.38) of the solved step (s.Y), all the
 /// first-order terms the constraint forces' derivatives and the second-order forms need. G_w's columns

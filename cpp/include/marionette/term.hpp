@@ -11,10 +11,10 @@
 
 namespace mc {
 
-/// Value and derivatives up to third order of a scalar term f(q, v) over the
-/// support configurations idx (size s). v-derivatives exist when `velocity`.
-/// Index conventions: hqv(i, j) = d2f/dq_i dv_j; t_qqq[(i*s + j)*s + l];
-/// t_qqv[(i*s + j)*s + l] = d3f/dq_i dq_j dv_l; t_qvv[(i*s + j)*s + l] = d3f/dq_i dv_j dv_l.
+/// Value and derivatives of a scalar term f(q, v) over the support configurations idx (size s), up to
+/// second order and, for the q-only terms (constraints, springs), third order in tqqq. v-derivatives exist
+/// when `velocity` (the mass terms, whose third derivatives lagrangian_third_contract forms contracted).
+/// Index conventions: hqv(i, j) = d2f/dq_i dv_j; tqqq[(i*s + j)*s + l].
 struct TermDerivs {
   std::vector<int> idx;
   int s = 0;
@@ -22,7 +22,7 @@ struct TermDerivs {
   double value = 0.0;
   VecX gq, gv;
   MatX hqq, hqv, hvv;
-  std::vector<double> tqqq, tqqv, tqvv;
+  std::vector<double> tqqq;
   void resize(const std::vector<int>& support, bool with_velocity);
   int at(int i, int j, int l) const { return (i * s + j) * s + l; }
 };
