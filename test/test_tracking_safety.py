@@ -9,8 +9,9 @@
   within the drives' limits, and the tracking targets (closed loop RMS ≤ 0.5°, max ≤ 2°, the elbow's RMS at
   least 3× below feed-forward only; closed ≤ open on every joint).
 * The plant family (config/plants/, three times the encoder noise, drives at 0.6 of their acceleration), on the wave and two other library motions
-  (slow): no abort, tension at or above the minimum, closed loop ≤ feed-forward only on every joint; damping ×3
-  is the case the LQ law does not meet (docs/tracking.md, "Plant family"), kept as a strict expected failure.
+  (slow): no abort, tension at or above the minimum, closed loop ≤ feed-forward only on every joint (three noise
+  seeds for the noise); damping ×3 and the wave with three times the encoder noise are the cases the LQ law does
+  not meet (docs/tracking.md, "Plant family"), kept as strict expected failures.
 """
 
 from __future__ import annotations
@@ -137,14 +138,27 @@ FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
           "noise_x3": dict(noise_std=tuple(3 * np.asarray(HardwareProfile.named("realistic").noise_std))),
           "drives_x0.6": dict(drive_acceleration=0.6),
           "damping_x3": dict(plant_model_file="plants/damping_x3.yaml")}
+DAMPING_X3 = ("damping x3: the LQ law alone's shoulder is worse than feed-forward only and the string dips below its "
+              "minimum; with the planner planning only on an identified model beside it the three motions pass "
+              "(test_online_identification.py)")
+
+
+#: The cases the LQ law alone does not meet, and why (docs/tracking.md, "Plant family")
+FAMILY_MISSES = {
+    ("wave", "damping_x3"): DAMPING_X3, ("bow", "damping_x3"): DAMPING_X3, ("figure_eight", "damping_x3"): DAMPING_X3,
+    ("wave", "noise_x3"): "three times the encoder noise: the wave's string dips below its minimum on half the seeds "
+                          "(0.35-0.47 N on seeds 0, 1 and 4 of 0-5; the bow and the figure-eight stay at or above it "
+                          "on seeds 0-2)"}
+#: A plant whose error is the noise is checked on three noise seeds (one seed passes or fails by the draw)
+FAMILY_SEEDS = {"noise_x3": (0, 1, 2)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plant", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="damping x3: the LQ law alone's shoulder is worse than feed-forward only and the string "
-    "dips below its minimum (docs/tracking.md, 'Plant family'); with the planner planning only on an identified model "
-    "beside it the three motions pass (test_online_identification.py)")) if p == "damping_x3" else p for p in FAMILY])
-@pytest.mark.parametrize("motion", ["wave", "bow", "figure_eight"])
+@pytest.mark.parametrize("motion,plant", [
+    pytest.param(m, p, marks=pytest.mark.xfail(strict=True, reason=FAMILY_MISSES[m, p])) if (m, p) in FAMILY_MISSES
+    else (m, p) for m in ("wave", "bow", "figure_eight") for p in FAMILY])
 def test_the_plant_family(motions, motion, plant):
     limits = from_description(ma.load_description())
-    check_tracking_safe(*closed_and_open(motions[motion], HardwareProfile.named("realistic", **FAMILY[plant])), limits)
+    for seed in FAMILY_SEEDS.get(plant, (0,)):
+        profile = HardwareProfile.named("realistic", seed=seed, **FAMILY[plant])
+        check_tracking_safe(*closed_and_open(motions[motion], profile), limits)
