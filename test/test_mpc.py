@@ -254,6 +254,15 @@ def test_the_clamped_warm_start_is_the_trajectory_of_its_inputs(wave, lost_after
         np.testing.assert_allclose(Ut[i], u, rtol=0, atol=1e-12)
         x = mpc.system.step(x, u)[0]
         np.testing.assert_allclose(Xt[i + 1], x, rtol=0, atol=1e-12)
+    # limits of ±inf are none (CommandLimits.unlimited): the loop is then the plain tracking; NaN is refused
+    free = CommandLimits.unlimited(m.nU, m.nk)
+    Xf, Uf, _ = mpc.system.project_clamped(x0, X, U, K, free.lower, free.upper, free.rate, free.acceleration,
+                                           motion.dt)
+    np.testing.assert_allclose(Uf[0], U[0] - K[0] @ (x0 - X[0]), rtol=0, atol=1e-12)
+    assert np.all(np.isfinite(Xf)) and np.abs(Uf - Ut).max() > 1e-3   # the clamp acted above, not here
+    with pytest.raises(ValueError, match=r"rate \(drive speed limits\) contains nan at index 1"):
+        mpc.system.project_clamped(x0, X, U, K, free.lower, free.upper, np.array([1.0, np.nan]), free.acceleration,
+                                   motion.dt)
 
 
 class CountingClock:

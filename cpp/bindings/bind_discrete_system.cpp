@@ -397,10 +397,19 @@ void bind_discrete_system(py::module_& m) {
             const long N = horizon(M, Ubar);
             check_array(Xbar, {N + 1, z.nx}, "Xbar (reference states, N+1 rows)", state_names(M));
             check_array(K, {N, z.nU, z.nx}, "K (feedback gains, (N, nU, nx))");
-            check_array(lower, {z.nU}, "lower (input lower limits)", input_names(M));
-            check_array(upper, {z.nU}, "upper (input upper limits)", input_names(M));
-            check_array(rate, {z.nk}, "rate (drive speed limits)");
-            check_array(acceleration, {z.nk}, "acceleration (drive acceleration limits)");
+            // a limit is a number or +-inf (none, as CommandLimits has it); NaN is refused
+            auto check_limit = [](const Arr& a, long n, const std::string& what) {
+              if (a.ndim() != 1 || a.shape(0) != n)
+                throw py::value_error(what + " has shape " + shape_str(a) + ", expected (" + std::to_string(n) + ",)");
+              for (long i = 0; i < n; ++i)
+                if (std::isnan(a.data()[i]))
+                  throw py::value_error(what + " contains nan at index " + std::to_string(i) +
+                                        ": a limit is a number, or +-inf for none");
+            };
+            check_limit(lower, z.nU, "lower (input lower limits)");
+            check_limit(upper, z.nU, "upper (input upper limits)");
+            check_limit(rate, z.nk, "rate (drive speed limits)");
+            check_limit(acceleration, z.nk, "acceleration (drive acceleration limits)");
             if (!(dt > 0)) throw py::value_error("dt (the clamp's time step) must be > 0, got " + std::to_string(dt));
             auto X = empty({N + 1, z.nx});
             auto U = empty({N, z.nU});
