@@ -14,6 +14,7 @@ import pytest
 
 from marionette_control.bags.stand_in import write_bag
 from marionette_control.cli.main_job import calibration as C
+from marionette_control.cli.main_job import job as J
 from marionette_control.cli.main_job.report import markdown
 from marionette_control.identification.excitation import SCALE_STD, WEIGHED
 from marionette_control.identification.parameters import ModelParameters
@@ -28,6 +29,7 @@ from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.tracking.controller import ControllerOptions, make_core
+from marionette_control.tracking.controller_options import controller_options
 
 PLANT = HardwareProfile.named("realistic").plant_model_file
 
@@ -108,3 +110,21 @@ def test_a_bag_of_the_identification_run_calibrates_a_model_the_nodes_use(tmp_pa
         "parameters": params, "tracking": tracking}}
     text = markdown(report)
     assert "## Calibration" in text and "| hook.translation.z [m] |" in text and "3.00×" in text
+
+
+def test_the_calibrated_runs_closed_loop_trusts_the_model_as_the_fit_says(tmp_path):
+    """The second node graph's closed-loop controller gets the calibration's ``estimator_noise.momentum``
+    (test/test_calibrated_feedback.py measures what it changes); the feed-forward controller and a graph without it
+    keep their configured filter."""
+    def values(lines, node):
+        args = dict(lines)["bringup"]
+        return {a.split(":=")[0].split(":", 1)[1]: a.split(":=")[1] for f, a in zip(args, args[1:])
+                if f == "-p" and a.startswith(node + ":")}
+    lines = J.command_lines("realistic", 1, 0.5, tmp_path, False, None, "wave", estimator_momentum=1.5e-5)
+    closed = values(lines, J.CLOSED)
+    noise = controller_options({"estimator_noise.momentum": float(closed["estimator_noise.momentum"])},
+                               arm.load_description()).noise
+    assert noise.momentum == 1.5e-5 and "." in closed["estimator_noise.momentum"]   # a YAML float, not a string
+    assert not any("estimator_noise" in a for a in dict(lines)[J.FEEDFORWARD])
+    assert "estimator_noise.momentum" not in values(J.command_lines("realistic", 1, 0.5, tmp_path, False, None,
+                                                                    "wave"), J.CLOSED)

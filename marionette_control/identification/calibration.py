@@ -3,7 +3,8 @@
 :func:`calibrate` checks the recording (:mod:`.recording`), fits the equation error (:func:`~.fit.fit_equation_error`,
 the DEL step's Newton correction at the measurements) and refines it on the output error of short windows
 (:func:`~.fit.refine_output_error`, which removes the equation error's errors-in-variables bias), and returns the
-:class:`~.fit.Calibration` with a JSON-ready report (:func:`report`). :func:`default_parameters` is what a model's
+:class:`~.fit.Calibration` with a JSON-ready report (:func:`report`; from :func:`calibrate` also ``estimator_noise``,
+the model error per step the fit leaves as the tracking controller's Kalman filter takes it, :mod:`.model_error`). :func:`default_parameters` is what a model's
 motion can excite: every body's mass, its centre of mass along its link, its inertia about the joint that turns it,
 the damping of every dynamic configuration and the placement of the constant frames the strings hang from.
 """
@@ -16,6 +17,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from marionette_control.identification.fit import Calibration, Prior, fit_equation_error, refine_output_error
+from marionette_control.identification.model_error import momentum_noise
 from marionette_control.identification.parameters import AXES, INERTIA_AXES, ModelParameters
 from marionette_control.identification.recording import Recording
 
@@ -84,6 +86,9 @@ def calibrate(params: ModelParameters, recording: Recording, names: Optional[Seq
         else first
     t2 = time.perf_counter()
     rep = report(result, recording, first)
+    sigma_p = momentum_noise(params, result, recording.Q, recording.dt)
+    rep["estimator_noise"] = {"momentum": float(np.max(sigma_p)),
+                              "per_configuration": dict(zip(params.dynamic, map(float, sigma_p)))}
     rep["timing_s"] = {"equation_error": t1 - t0, "output_error": t2 - t1}
     return result, rep
 

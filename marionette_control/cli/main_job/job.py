@@ -29,7 +29,9 @@ simulator reset to its initial rest state before each (so every run starts from 
 (``identify_bag/``); after the runs, the nominal model file is calibrated from that bag
 (:mod:`marionette_control.identification`, with the links' masses as a scale reads them: :mod:`.calibration`) into
 ``calibrated_model.yaml``, and a second node graph whose optimizer and controllers read that file re-optimizes the
-motion (gains included) and tracks it closed loop and feed-forward only on the same stand-in.
+motion (gains included) and tracks it closed loop and feed-forward only on the same stand-in, the closed loop's
+Kalman filter trusting the calibrated model as far as the fit's standard errors say
+(:mod:`marionette_control.identification.model_error`).
 
 The hardware stand-in is the simulator's ``realistic`` profile by default (docs/simulator.md: its own plant
 model, one period of command delay, servo drives, encoder counts and noise); ``--profile perfect`` is the
@@ -204,7 +206,7 @@ class Processes:
 
 def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, record: bool, mpc: Optional[str],
                   motion: str, plant: Optional[str] = None, model_file: Optional[str] = None,
-                  seed: Optional[int] = None) -> list[tuple[str, list]]:
+                  seed: Optional[int] = None, estimator_momentum: Optional[float] = None) -> list[tuple[str, list]]:
     """[(name, ``python -m`` arguments)] of the job's processes: bringup --sim on the simulator's clock (simulator on
     ``profile``, its plant ``plant`` and its noise ``seed`` when given, optimizer
     saving into ``out`` and designing its gains for the command delay, controller compensating it, taking no plans;
@@ -215,7 +217,8 @@ def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, 
     gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
     at rest: the start of their trajectories). The planner plans on the optimizer's problem for a request of
     ``motion`` (its ``motion`` parameter, ``ocp/mpc_options.planning_problem``): the problem of the optimum the job
-    requests and tracks."""
+    requests and tracks. ``estimator_momentum``: the closed-loop controller's ``estimator_noise.momentum`` (a
+    calibration's, :mod:`marionette_control.identification.model_error`; default: its configured one)."""
 
     # the planner on the default scheduler, not niced: in lock-step no load delays a command, while a niced planner
     # on a machine busy with other jobs fell a whole second behind (its estimates too old to plan from)
@@ -226,6 +229,8 @@ def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, 
     plant_args += ["-p", f"{SIMULATOR}:seed:={seed}"] if seed is not None else []
     model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
         if model_file else []
+    model_args += ["-p", f"{CLOSED}:estimator_noise.momentum:={estimator_momentum:.6e}"] \
+        if estimator_momentum is not None else []
     lines = [("bringup", ["marionette_control.cli.bringup", "--sim", "--use-sim-time",
                           "--real-time-factor", str(real_time_factor), *planner, *plant_args, *model_args,
                           "-p", f"{CLOSED}:plan_topic:={NO_PLANS}",
@@ -576,8 +581,9 @@ class GraphRuns:
 def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: int, record: bool,
               mpc: Optional[str],
               plant: Optional[str] = None, model_file: Optional[str] = None, identify: bool = False,
-              save_path: str = "trajectory.npz") -> GraphRuns:
-    """Starts the node graph (:func:`command_lines`: the simulator's ``plant``, the nodes' ``model_file``), with
+              save_path: str = "trajectory.npz", estimator_momentum: Optional[float] = None) -> GraphRuns:
+    """Starts the node graph (:func:`command_lines`: the simulator's ``plant``, the nodes' ``model_file``, the
+    closed-loop controller's ``estimator_momentum``), with
     ``identify`` first records the identification run (:func:`identification_run`), then optimizes ``args.motion``
     and tracks it once per run of ``plan``; stops the graph."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -588,7 +594,7 @@ def run_graph(args, env: dict, out: Path, logs: Path, model, plan: list, delay: 
             f"factor {args.real_time_factor:g}), optimizer and controllers"
             + (f" on {model_file}" if model_file else "") + " ...")
         for name, command in command_lines(args.profile, delay, args.real_time_factor, out, record, mpc, args.motion,
-                                           plant, model_file, args.seed):
+                                           plant, model_file, args.seed, estimator_momentum):
             procs.start(name, command)
         obs = Observer(list(dict.fromkeys(spec.controller for spec in plan)), alive=procs.dead)
         wait_for_joint_states(obs)
@@ -624,7 +630,8 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
                         nominal_tracking: dict) -> dict:
     """``--calibrate`` after the nominal runs: calibrates the nominal model file from the identification bag
     (:mod:`.calibration`: the links' masses weighed), writes ``calibrated_model.yaml``, and on a new node graph with
-    that model file re-optimizes the motion (gains included) and tracks it closed loop and feed-forward only;
+    that model file re-optimizes the motion (gains included) and tracks it closed loop — its Kalman filter's model
+    noise the calibration's (``fit.estimator_noise``) — and feed-forward only;
     ``report.json``'s ``calibration``."""
     ident = first.identification
     nominal = ModelParameters(config_file(arm.CONFIG_FILE))
@@ -640,7 +647,8 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
     # the plant named explicitly: the profile's, or with none (perfect) the nominal model, not the calibrated one
     second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(None, False), delay, record=False,
                        mpc=None, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
-                       save_path="trajectory_calibrated.npz")
+                       save_path="trajectory_calibrated.npz",
+                       estimator_momentum=fit["estimator_noise"]["momentum"])
     nd, dt = model.nd, second.traj.dt
     names = list(model.config_names[:nd])
     ev = {n: A.evaluate(r, second.traj.X, dt, nd, limits) for n, r in second.runs.items()}
