@@ -18,10 +18,9 @@ p_k ≈ M (q_{k+1} − q_k)/Δt, thesis (4.8)), so the momentum error per step i
 order, as the filter is: a parameter the motion does not excite at first order — the hook's and the rail's
 position out of the arm's plane, reported not identifiable and held at its prior — adds nothing here, though a
 draw from its prior (5 mm) would move the step at second order (through the string's length) by more than the
-identified parameters' errors do. It treats a fixed
-parameter error as white noise from step to step, as the filter's Σ_p does; it is the uncertainty the data leaves,
-not an unmodelled effect the fit could not see (a χ²/dof well above 1 says there is one; :func:`momentum_noise` then
-scales the covariance by it).
+identified parameters' errors do. It treats a fixed parameter error as white noise from step to step, as the
+filter's Σ_p does; it is the uncertainty the data leaves, not an unmodelled effect the fit could not see (a χ²/dof
+well above 1 says there is one; :func:`momentum_noise` then scales the covariance by it).
 """
 
 from __future__ import annotations
