@@ -12,13 +12,23 @@ job recovers slower"). The two differ in their weights, not their constraints: t
 angles 1000 and the momenta 1, the spec 100 and 0.01.
 
 * ``lqr`` — the controller alone;
+* ``lqr_plan_gains`` — the controller alone with the gains a plan carries (the motion's design without the integral
+  action, :attr:`~marionette_control.ocp.mpc.RecedingHorizon.gains`): what a plan's tracking is without the
+  integral that a plan suspends (docs/mpc.md, "The push at 3.0 s");
 * ``mpc10`` — :class:`~marionette_control.ocp.mpc.RecedingHorizon` with the planner node's defaults (a plan every
   0.1 s over 1 s, used 5 ticks after its estimate) but no deadline: every update runs to convergence, so the
   run does not depend on this machine's load;
 * ``rti`` — :class:`~marionette_control.ocp.rti.RealTimeIteration`: a plan every tick over 1 s, used at the next.
 
+Plants (``--plants``, each on the first seed; the realistic plant gets every seed): the family's
+(``damping_x3``, ``hook_out_5mm``, ``forearm_heavy``), and ``nominal``: the realistic profile (noise, encoders,
+delay, one-sided string) with the nominal model itself as the plant, so that plant and planner differ in nothing
+but the noise.
+
 Pushes: the main job's (``offline_loop.scripted_push``: a 0.1 s half sine of 0.6 N on the forearm) at 5.6 s and
-3.0 s, and none. Per run: the recovery time to within 1° of the motion (simulated time), the plant's lowest string
+3.0 s, and none. Per run: the recovery time to within 1° of the motion (simulated time), the intervals in which an
+angle is more than 1° off the motion (``over_bound_s``; the same run without the push bounds a push's recovery from
+below: ``floor`` in the summary, the time from the push to the unpushed run's last such interval), the plant's lowest string
 tension during the motion, RMS angle errors, plans offered / taken / refused, and for the planners the wall-clock
 and CPU time per update (the RTI: feedback — estimate to plan — and preparation; the sum is a tick's work), the
 controller core's own compute time per tick and its ``offer_plan`` (the hand-off), with the machine's load
@@ -50,6 +60,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from marionette_control.lq.gains import design_gains
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
 from marionette_control.ocp import request
@@ -65,12 +76,16 @@ from marionette_control.tracking.controller import ControllerOptions, make_core
 
 UNBOUNDED_PATH = {"path": {"shoulder": 0.0, "elbow": 0.0}}
 PLANTS = {"realistic": {}, "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
-          "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml")}
-VARIANTS = ("lqr", "mpc10", "rti")
+          "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
+          "forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
+          "nominal": dict(plant_model_file="")}
+VARIANTS = ("lqr", "lqr_plan_gains", "mpc10", "rti")
 #: where the planned problem and the tracked optimum come from (``--problem``, module docstring)
 PROBLEMS = ("spec", "request")
 #: the offline loop's default rest before tracking starts [cycles] (``run_loop``'s ``settle_cycles``)
 SETTLE_CYCLES = 20
+#: the recovery's bound: an angle within it of the motion is back [°]
+BOUND_DEG = 1.0
 
 
 def solved(motion: str, source: str = "spec"):
@@ -90,6 +105,27 @@ def planner(variant: str, problem, motion):
     return None
 
 
+def plan_gains(problem, motion):
+    """The motion with the gains a plan carries instead of its own (its design without the integral action)."""
+    rh = RecedingHorizon(problem, motion, MPCOptions(deadline=None))
+    return design_gains(rh.system, motion.X, motion.U, rh.gains).attach(motion)
+
+
+def over_bound(r) -> list:
+    """[[from, to], ...] s: the intervals of the motion (k ≤ N) in which an angle is more than BOUND_DEG off it."""
+    k = r.k[r.k <= r.N]
+    out = np.any(np.abs(np.degrees(r.angle_errors())) > BOUND_DEG, axis=1)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], out.astype(int), [0]))))
+    return [[float(k[a] * r.dt), float(k[b - 1] * r.dt)] for a, b in zip(edges[::2], edges[1::2])]
+
+
+def floor(unpushed: dict, push_time: float):
+    """The recovery's lower bound for a push at ``push_time`` from the unpushed run's record: seconds from the push
+    to the end of its last interval over the bound after the push (0: none)."""
+    last = [b for a, b in unpushed["over_bound_s"] if b >= push_time]
+    return max(0.0, max(last) + unpushed["dt"] - push_time) if last else 0.0
+
+
 def ms(values) -> dict:
     a = 1e3 * np.asarray(values, dtype=float)
     return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "max": float(a.max())} if a.size else {}
@@ -102,7 +138,7 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle:
     profile = HardwareProfile.named("realistic", seed=seed, **PLANTS[plant])
     options = ControllerOptions(tolerances=UNBOUNDED_PATH, command_delay_steps=profile.command_delay_steps)
     core = make_core(desc, options)
-    core.load_trajectory(motion, "motion")
+    core.load_trajectory(plan_gains(problem, motion) if variant == "lqr_plan_gains" else motion, "motion")
     handoff = []
     offer = core.offer_plan
 
@@ -122,6 +158,7 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle:
     out = {"variant": variant, "plant": plant, "seed": seed, "settle_cycles": settle, "push_s": push_time,
            "aborted": rec["aborted"],
            "recovery_s": r.recovery_time(pushes[0].tick) if pushes else None,
+           "over_bound_s": over_bound(r), "dt": r.dt,
            "tension_min_n": rec["tension_min_n"]["motion"], "slack_s": rec["slack_s"]["motion"],
            "rms_deg": {k: v["rms_deg"] for k, v in rec["errors"].items()},
            "max_deg": {k: v["max_deg"] for k, v in rec["errors"].items()},
@@ -193,7 +230,7 @@ def main(argv=None) -> None:
             for settle in args.settle_cycles:
                 cases.append((first, "realistic", seed, push, settle))
     for plant in args.plants:
-        for push in (5.6, 3.0):
+        for push in (5.6, 3.0, None):
             cases.append((first, plant, args.seeds[0], push, SETTLE_CYCLES))
     for other in args.motions[1:]:
         for push in (None, "middle"):
@@ -212,35 +249,42 @@ def main(argv=None) -> None:
             print(f"| {motion_name} " + row(r), flush=True)
     results["load_end"] = os.getloadavg()
     print(f"load average at end: {os.getloadavg()}")
-    summary(results["runs"], first, args.seeds)
+    summary(results["runs"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
 
 
-def summary(runs: list, motion: str, seeds) -> None:
-    """Per variant over the seeds on the first motion and the realistic plant: recoveries, lowest tension, times."""
-    print("\n| variant | push | recovery [s], seeds | lowest tension [N] | update median / p99 [ms] over the seeds |")
-    print("|---|---|---|---|---|")
-    for variant in VARIANTS:
-        for push in (5.6, 3.0, None):
-            sel = [r for r in runs if r["motion"] == motion and r["plant"] == "realistic" and r["push_s"] == push
-                   and r["variant"] == variant]
-            if not sel:
-                continue
-            recs = ", ".join("—" if r["push_s"] is None else "never" if r["recovery_s"] is None else
-                             f"{r['recovery_s']:.2f}" for r in sel)
-            t = min(r["tension_min_n"] for r in sel)
-            times = ""
-            if variant != "lqr":
-                key = "tick_ms" if variant == "rti" else "update_ms"
-                med = statistics.median(r[key]["median"] for r in sel)
-                p99 = max(r[key]["p99"] for r in sel)
-                times = f"{med:.2f} / {p99:.2f} (worst seed's p99)"
-                if variant == "rti":
-                    fb = max(r["update_ms"]["p99"] for r in sel)
-                    times += f"; feedback p99 {fb:.2f}"
-            print(f"| {variant} | {push} | {recs} | {t:.3f} | {times} |")
+def summary(runs: list) -> None:
+    """Per motion, plant, variant and push over the seeds: recoveries, their floors (the unpushed run's, ``floor``),
+    lowest tension, times."""
+    print("\n| motion | plant | variant | push [s] | recovery [s], seeds | floor: unpushed run [s] | lowest tension [N] | "
+          "update median / p99 [ms] over the seeds |")
+    print("|---|---|---|---|---|---|---|---|")
+    unpushed = {(r["motion"], r["plant"], r["variant"], r["seed"], r["settle_cycles"]): r for r in runs
+                if r["push_s"] is None}
+    groups: dict = {}
+    for r in runs:
+        groups.setdefault((r["motion"], r["plant"], r["variant"], r["push_s"] is None, r["push_s"] or 0.0), []).append(r)
+    for (motion, plant, variant, _, push), sel in groups.items():
+        recs = ", ".join("—" if r["push_s"] is None else "never" if r["recovery_s"] is None else
+                         f"{r['recovery_s']:.2f}" for r in sel)
+        floors = "—"
+        if sel[0]["push_s"] is not None:
+            base = [unpushed.get((motion, plant, variant, r["seed"], r["settle_cycles"])) for r in sel]
+            floors = ", ".join("?" if b is None else f"{floor(b, r['push_s']):.2f}" for b, r in zip(base, sel))
+        t = min(r["tension_min_n"] for r in sel)
+        times = ""
+        if variant in ("mpc10", "rti"):
+            key = "tick_ms" if variant == "rti" else "update_ms"
+            med = statistics.median(r[key]["median"] for r in sel)
+            p99 = max(r[key]["p99"] for r in sel)
+            times = f"{med:.2f} / {p99:.2f} (worst seed's p99)"
+            if variant == "rti":
+                fb = max(r["update_ms"]["p99"] for r in sel)
+                times += f"; feedback p99 {fb:.2f}"
+        print(f"| {motion} | {plant} | {variant} | {sel[0]['push_s'] or 'none'} | {recs} | {floors} | {t:.3f} | "
+              f"{times} |")
     if any(math.isnan(r["tension_min_n"]) for r in runs):
         print("(a NaN tension: the string was slack throughout)")
 
