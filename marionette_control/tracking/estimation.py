@@ -68,12 +68,14 @@ class EstimatorNoise:
     measurement : of each measured dynamic configuration (joint encoder noise and quantization,
         √(σ² + Δ²/12), and what of the configurations the model cannot explain)
     momentum : per step, of each dynamic momentum (model error: masses, damping)
-    actuator : of each measured kinematic configuration (the drive encoders' noise)
+    actuator : of each measured kinematic configuration (the drive encoders' noise and quantization, and a drive's
+        position against its command; 1e-4: the stand-in's winch encoder reads with 18 µm (47 µm with three times its
+        noise), and 1e-5 let that noise slacken the string, docs/tracking.md "State estimation")
     """
 
     measurement: float = 2e-3
     momentum: float = 1e-3
-    actuator: float = 1e-5
+    actuator: float = 1e-4
 
     def __post_init__(self):
         for name in ("measurement", "momentum", "actuator"):

@@ -81,6 +81,11 @@ from the body Jacobian (its Lie brackets instead of the placements' and the Jaco
 the implicit derivatives from the explicit inverse of the Newton matrix; the same exact derivatives, rounded
 otherwise (1e-15 relative in A, B and the multipliers' derivatives of the tick's linearization), and the replay
 grows that by ~1.5x per tick from tick 44 on (4.5 mm by tick 90).
+
+And again (issue 24, three times the encoder noise): the Kalman filter's drive-encoder noise
+(``estimator_noise.actuator``) is 1e-4 m instead of 1e-5 (docs/tracking.md, "Issue 24's two dips"); its gains
+change, and the live replay's controller, started with the default parameters, computed tick 1 5e-8 m off the
+recording.
 """
 
 from __future__ import annotations
