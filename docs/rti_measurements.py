@@ -25,6 +25,14 @@ Plants (``--plants``, each on the first seed; the realistic plant gets every see
 delay, one-sided string) with the nominal model itself as the plant, so that plant and planner differ in nothing
 but the noise.
 
+Models (``--model``): by default the planners and the controller plan and track on the nominal model
+(``config/marionette_arm.yaml``). ``--model FILE`` takes a model file instead (a variant such as
+``calibrated_model.yaml``): the problem, its optimum with the controller's gains, and the planners' system are built
+on it, the controller's model is it; the plant is still the profile's. ``--model calibrated``: each plant's own
+calibrated model, from an identification run on that plant's stand-in
+(:func:`~marionette_control.cli.main_job.calibration.calibrate_stand_in`: the main job's ``--calibrate`` offline; the
+calibrator reads the run's bag and the weighed masses, never the plant file); the JSON records its parameters.
+
 Pushes: the main job's (``offline_loop.scripted_push``: a 0.1 s half sine of 0.6 N on the forearm) at 5.6 s and
 3.0 s, and none. Per run: the recovery time to within 1° of the motion (simulated time), the intervals in which an
 angle is more than 1° off the motion (``over_bound_s``; the same run without the push bounds a push's recovery from
@@ -37,7 +45,8 @@ candidate were its tail, docs/benchmarks.md). Times are wall clock on a machine 
 average is printed), never asserted.
 
     .venv/bin/python docs/rti_measurements.py [--seeds 0 1 2] [--motions wave bow] [--plants ...]
-        [--problem spec|request] [--variants lqr mpc10 rti] [--settle-cycles 20 ...] [--json PATH]
+        [--problem spec|request] [--variants lqr mpc10 rti] [--settle-cycles 20 ...] [--model FILE|calibrated]
+        [--json PATH]
 
 ``--settle-cycles``: the arm rests that many cycles before tracking starts (default 20), each drawing one encoder
 reading from the seed's noise generator, so that each count is the same seed's noise from another point: a run on
@@ -55,14 +64,19 @@ import json
 import math
 import os
 import statistics
+import tempfile
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
+from marionette_control.cli.main_job.calibration import calibrate_stand_in, parameter_record
+from marionette_control.identification.parameters import ModelParameters
 from marionette_control.lq.gains import design_gains
 from marionette_control.model.library import marionette_arm as arm
 from marionette_control.model.limits import from_description
+from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.ocp import request
 from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
 from marionette_control.ocp.retiming import solve_retimed
@@ -78,7 +92,7 @@ UNBOUNDED_PATH = {"path": {"shoulder": 0.0, "elbow": 0.0}}
 PLANTS = {"realistic": {}, "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
           "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
           "forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
-          "nominal": dict(plant_model_file="")}
+          "nominal": dict(plant_model_file=arm.CONFIG_FILE)}
 VARIANTS = ("lqr", "lqr_plan_gains", "mpc10", "rti")
 #: where the planned problem and the tracked optimum come from (``--problem``, module docstring)
 PROBLEMS = ("spec", "request")
@@ -88,13 +102,29 @@ SETTLE_CYCLES = 20
 BOUND_DEG = 1.0
 
 
-def solved(motion: str, source: str = "spec"):
-    """(problem, its optimum with its gains) for ``motion``: the spec's or the optimizer node's (``source``)."""
+def solved(motion: str, source: str = "spec", model_file: str = ""):
+    """(problem, its optimum with its gains) for ``motion``: the spec's or the optimizer node's (``source``), on the
+    model file ``model_file`` (default: the nominal model), as the optimizer node builds a request's ``model_file``
+    and a spec its ``model.file``."""
     if source == "request":
-        problem = request.build_problem(arm.load_description().model, motion_name=motion)
+        model, limits = arm.load_description().model, None
+        if model_file:
+            models = request.RequestModels()
+            model, limits, _ = models.get(models.add_file(model_file))
+        problem = request.build_problem(model, motion_name=motion, limits=limits)
         return problem, solve_retimed(problem, problem.X0, problem.U0).trajectory
-    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), {"motion.name": motion}))
+    overrides = {"motion.name": motion, **({"model": {"file": str(Path(model_file).resolve())}} if model_file else {})}
+    result = solve_spec(load_spec(config_file("optimize", "marionette_arm_wave.yaml"), overrides))
     return result.problem, result.trajectory
+
+
+def calibrated(plant: str, directory: Path) -> tuple[str, dict]:
+    """(the variant file, its parameters' record) of the nominal model calibrated from an identification run on
+    ``plant``'s stand-in (the realistic profile's noise and delay; module docstring)."""
+    profile = HardwareProfile.named("realistic", **PLANTS[plant])
+    cal, fit, variant = calibrate_stand_in(profile, directory / f"calibrated_{plant}.yaml")
+    record = parameter_record(cal, ModelParameters(config_file(profile.plant_model_file)))
+    return str(variant), {"chi2_per_dof": fit["chi2_per_dof"], "parameters": record}
 
 
 def planner(variant: str, problem, motion):
@@ -131,10 +161,12 @@ def ms(values) -> dict:
     return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)), "max": float(a.max())} if a.size else {}
 
 
-def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle: int = SETTLE_CYCLES) -> dict:
+def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle: int = SETTLE_CYCLES,
+        model_file: str = "") -> dict:
     """One closed-loop run; ``settle``: the cycles the arm rests before tracking starts, each drawing one encoder
-    reading from the noise generator (so a different count starts the run at another point of the seed's noise)."""
-    desc = arm.load_description()
+    reading from the noise generator (so a different count starts the run at another point of the seed's noise);
+    ``model_file``: the controller's model (default: the nominal model; ``problem`` and ``motion`` built on it)."""
+    desc = load_packaged_model(model_file) if model_file else arm.load_description()
     profile = HardwareProfile.named("realistic", seed=seed, **PLANTS[plant])
     options = ControllerOptions(tolerances=UNBOUNDED_PATH, command_delay_steps=profile.command_delay_steps)
     core = make_core(desc, options)
@@ -156,6 +188,7 @@ def run(problem, motion, variant: str, plant: str, seed: int, push_time, settle:
     wall = time.perf_counter() - t0
     rec = r.record(from_description(desc))
     out = {"variant": variant, "plant": plant, "seed": seed, "settle_cycles": settle, "push_s": push_time,
+           "model_file": model_file or None,
            "aborted": rec["aborted"],
            "recovery_s": r.recovery_time(pushes[0].tick) if pushes else None,
            "over_bound_s": over_bound(r), "dt": r.dt,
@@ -214,10 +247,12 @@ def main(argv=None) -> None:
     ap.add_argument("--settle-cycles", type=int, nargs="+", default=[SETTLE_CYCLES], help="rest cycles before "
                     "tracking starts, each a run of every seed on the first motion and the realistic plant: the same "
                     "seed's noise from another point, as a run on the graph meets it (docs/mpc.md)")
+    ap.add_argument("--model", default="", help="plan and track on this model file instead of the nominal one, or "
+                    "'calibrated': on each plant's model calibrated from its own identification run (module docstring)")
     ap.add_argument("--json", default=None, help="write every run's record here")
     args = ap.parse_args(argv)
     results = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load_start": os.getloadavg(),
-               "problem": args.problem,
+               "problem": args.problem, "model": args.model or None,
                "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "runs": []}
     print(f"load average at start: {os.getloadavg()}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
     print("| motion | plant | seed | push [s] | variant | recovery to 1° [s] | lowest tension [N] | RMS shoulder / "
@@ -235,18 +270,24 @@ def main(argv=None) -> None:
     for other in args.motions[1:]:
         for push in (None, "middle"):
             cases.append((other, "realistic", args.seeds[0], push, SETTLE_CYCLES))
-    problems = {}
+    problems, models = {}, {}
+    workdir = tempfile.TemporaryDirectory(prefix="calibrated_")
     for motion_name, plant, seed, push, settle in cases:
-        if motion_name not in problems:
-            problems[motion_name] = solved(motion_name, args.problem)
-        problem, motion = problems[motion_name]
+        if args.model == "calibrated" and plant not in models:
+            models[plant], record = calibrated(plant, Path(workdir.name))
+            results.setdefault("calibrations", {})[plant] = record
+        model_file = models.get(plant, "" if args.model == "calibrated" else args.model)
+        if (motion_name, model_file) not in problems:
+            problems[motion_name, model_file] = solved(motion_name, args.problem, model_file)
+        problem, motion = problems[motion_name, model_file]
         if push == "middle":
             push = round(0.5 * motion.N * motion.dt, 1)
         for variant in args.variants:
-            r = run(problem, motion, variant, plant, seed, push, settle)
+            r = run(problem, motion, variant, plant, seed, push, settle, model_file)
             r["motion"] = motion_name
             results["runs"].append(r)
             print(f"| {motion_name} " + row(r), flush=True)
+    workdir.cleanup()
     results["load_end"] = os.getloadavg()
     print(f"load average at end: {os.getloadavg()}")
     summary(results["runs"])

@@ -107,9 +107,13 @@ def test_a_bag_of_the_identification_run_calibrates_a_model_the_nodes_use(tmp_pa
     report = {"started": "now", "calibration": {
         "identification": {"ticks": int(run.k.size), "tracking": run.summary()}, "bag": "bag",
         "model_file": str(variant), "fit": fit, "weighed": weighed, "weighed_note": "fixed seed",
-        "parameters": params, "tracking": tracking}}
+        "parameters": params, "tracking": tracking,
+        "push_recovery": {"lqr_s": None, "mpc_s": 0.24},
+        "push_string_tension": {"push_lqr": {"string": {"lowest_N": 0.0, "minimum_N": 0.5}},
+                                "push_mpc": {"string": {"lowest_N": 0.69, "minimum_N": 0.5}}}}}
     text = markdown(report)
     assert "## Calibration" in text and "| hook.translation.z [m] |" in text and "3.00×" in text
+    assert "- mpc_s: 0.24 s; string 0.690 N (minimum 0.5 N)" in text and "- lqr_s: never; string 0.000 N" in text
 
 
 def test_the_calibrated_runs_closed_loop_trusts_the_model_as_the_fit_says(tmp_path):

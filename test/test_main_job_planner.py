@@ -19,6 +19,7 @@ from marionette_control.cli.main_job.job import PLANNER, REPLANNED, command_line
 from marionette_control.model.yaml_model import load_packaged_model
 from marionette_control.ocp import request
 from marionette_control.ocp.mpc_options import PARAMS, planning_problem
+from marionette_control.resources import config_file
 
 
 def planner_values(lines: list, mpc: str) -> dict:
@@ -43,12 +44,34 @@ def planner_values(lines: list, mpc: str) -> dict:
 @pytest.mark.parametrize("mpc", ["receding_horizon", "rti"])
 def test_the_main_jobs_planner_plans_on_the_request_problem_of_the_motion_it_tracks(mpc, tmp_path):
     values = planner_values(command_lines("realistic", 1, 0.25, tmp_path, False, mpc, "bow"), mpc)
-    model = load_packaged_model(values["model_file"]).model
-    problem = planning_problem(values, model)
+    desc = load_packaged_model(values["model_file"])
+    model = desc.model
+    problem = planning_problem(values, desc)
     bow = request.build_problem(model, motion_name="bow")
     assert problem.N == bow.N == 700
     np.testing.assert_array_equal(problem.Xd, bow.Xd)
     np.testing.assert_array_equal(problem.Q, bow.Q)
+
+
+@pytest.mark.parametrize("mpc", ["receding_horizon", "rti"])
+def test_on_a_model_file_the_planner_plans_on_the_optimizer_nodes_problem_of_that_file(mpc, tmp_path):
+    """With ``--calibrate`` the second graph's nodes read the calibrated model file (a variant: ``base`` +
+    ``overrides``, here the realistic plant's file standing in for one): the planner and the re-planned controller
+    get it too, and the planner's problem is the optimizer node's for that file, its limits included (the drives'
+    limits are the file's, not the model's bare defaults)."""
+    variant = str(config_file("marionette_arm_plant.yaml"))
+    lines = command_lines("realistic", 1, 0.25, tmp_path, False, mpc, "bow", model_file=variant)
+    values = planner_values(lines, mpc)
+    assert values["model_file"] == variant
+    assert f"model_file:={variant}" in dict(lines)[REPLANNED]
+    problem = planning_problem(values, load_packaged_model(variant))
+    models = request.RequestModels()
+    model, limits, _ = models.get(models.add_file(variant))
+    node = request.build_problem(model, motion_name="bow", limits=limits)
+    assert problem.model.hash == model.hash != load_packaged_model("marionette_arm.yaml").model.hash
+    np.testing.assert_array_equal(problem.Xd, node.Xd)
+    np.testing.assert_array_equal(problem.hardware_limits.upper, limits.upper)
+    assert np.all(np.isfinite(problem.hardware_limits.max_velocity))
 
 
 def test_without_mpc_the_job_starts_no_planner(tmp_path):

@@ -165,7 +165,7 @@ class MPCNode(Node):
         except (OSError, ValueError) as e:
             raise ParameterError(f"parameter 'model_file': {e}") from None
         self.model = m = desc.model
-        self.problem = planning_problem(p, m)
+        self.problem = planning_problem(p, desc)
         if self.problem.model.hash != m.hash:
             raise ParameterError(f"the problem's model '{self.problem.model.name}' is not model_file's '{m.name}'")
         try:

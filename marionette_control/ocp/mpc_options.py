@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from marionette_control.model.joint_map import JointMap
+from marionette_control.model.limits import from_description
 from marionette_control.ocp import request
 from marionette_control.ocp.mpc import MPCOptions, RecedingHorizon
 from marionette_control.ocp.problem import Problem
@@ -120,13 +121,15 @@ def planners(method: str, problem: Problem, motion, options: MPCOptions, identif
     return rti.horizon, rti
 
 
-def planning_problem(values: dict, model) -> Problem:
-    """The problem of ``problem_spec``, or the optimizer node's for a request of ``motion`` on ``model`` (the
-    model file's): the problem the tracked motion is the optimum of."""
+def planning_problem(values: dict, description) -> Problem:
+    """The problem of ``problem_spec``, or the optimizer node's for a request of ``motion`` on the model
+    ``description`` (the model file's, with its limits, as the optimizer node builds a ``model_file``: a calibrated
+    variant as well): the problem the tracked motion is the optimum of."""
     try:
         if values["problem_spec"]:
             return build_problem(load_spec(config_file(values["problem_spec"])))
-        return request.build_problem(model, motion_name=values["motion"])
+        return request.build_problem(description.model, motion_name=values["motion"],
+                                     limits=from_description(description))
     except (OSError, ValueError) as e:   # a SpecError, a ProblemError, a file that is not there
         which = "problem_spec" if values["problem_spec"] else "motion"
         raise ParameterError(f"parameter '{which}': {e}") from None

@@ -6,6 +6,10 @@ user's kitchen scale would read them (:func:`weighed_masses`): the plant's masse
 drawn from N(0, (1 g)²) with the fixed seed :data:`SCALE_SEED`, stated with the scale's uncertainty of 1 g
 (:data:`~marionette_control.identification.excitation.SCALE_STD`). The plant file's values of the parameters
 (``truth``) are read for the report only (:func:`parameter_record`).
+
+:func:`calibrate_stand_in` is the same path offline, in seconds: the identification motion tracked closed loop on
+the stand-in (``sim/offline_loop``), written as the bag the job's recorder writes (``bags/stand_in``), calibrated
+as above; the planners' measurements on a calibrated model use it (docs/mpc.md, "Plans on the calibrated model").
 """
 
 from __future__ import annotations
@@ -15,12 +19,20 @@ from typing import Sequence
 
 import numpy as np
 
+from marionette_control.bags.stand_in import write_bag
 from marionette_control.identification.calibration import calibrate, default_parameters
 from marionette_control.identification.excitation import SCALE_STD, WEIGHED, weighed_priors
 from marionette_control.identification.fit import Calibration
 from marionette_control.identification.parameters import ModelParameters
 from marionette_control.identification.recording import from_bag
 from marionette_control.identification.variant import write_variant
+from marionette_control.model.library import marionette_arm as arm
+from marionette_control.ocp.optimizer import solve
+from marionette_control.ocp.request import build_problem
+from marionette_control.resources import config_file
+from marionette_control.sim.offline_loop import run_loop
+from marionette_control.sim.profile import HardwareProfile
+from marionette_control.tracking.controller import ControllerOptions
 
 #: the seed of the scale's reading errors: one fixed draw, so that every run of the job weighs alike
 SCALE_SEED = 25
@@ -50,6 +62,25 @@ def calibrate_bag(nominal: ModelParameters, bag: Path, dt: float, weighed: dict,
     priors = weighed_priors(nominal, names, readings, scale_std=next(iter(weighed.values()))["std"])
     calibration, report = calibrate(nominal, recording, names, priors)
     return calibration, report, write_variant(nominal, calibration, out, source=str(bag))
+
+
+def calibrate_stand_in(profile: HardwareProfile, out: Path) -> tuple[Calibration, dict, Path]:
+    """The nominal model file calibrated offline from the identification motion (``config/motions/identify.yaml``,
+    the optimizer's default request) tracked closed loop by the nominal controller on the stand-in of ``profile``
+    (its plant, noise seed and delay), the run's encoder readings and commands written as the bag ``out``'s stem +
+    ``_bag`` beside ``out``, the links weighed from ``profile``'s plant (:func:`weighed_masses`); writes the variant
+    file ``out``. (calibration, the calibrator's report, the variant file); RuntimeError if the run aborts."""
+    desc = arm.load_description()
+    problem = build_problem(desc.model, motion_name="identify")
+    trajectory = solve(problem, problem.X0, problem.U0).trajectory
+    run = run_loop(trajectory, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps), desc)
+    if run.aborted:
+        raise RuntimeError(f"the identification run on the {profile.name} stand-in aborted")
+    bag = write_bag(out.with_name(out.stem + "_bag"), desc, trajectory.dt, run.Q_measured,
+                    run.commands[:, -desc.model.nk:])
+    nominal = ModelParameters(config_file(arm.CONFIG_FILE))
+    plant = ModelParameters(config_file(profile.plant_model_file or arm.CONFIG_FILE))
+    return calibrate_bag(nominal, bag, trajectory.dt, weighed_masses(plant), out)
 
 
 def parameter_record(calibration: Calibration, plant: ModelParameters) -> dict:

@@ -31,7 +31,8 @@ simulator reset to its initial rest state before each (so every run starts from 
 ``calibrated_model.yaml``, and a second node graph whose optimizer and controllers read that file re-optimizes the
 motion (gains included) and tracks it closed loop and feed-forward only on the same stand-in, the closed loop's
 Kalman filter trusting the calibrated model as far as the fit's standard errors say
-(:mod:`marionette_control.identification.model_error`).
+(:mod:`marionette_control.identification.model_error`); with ``--push`` (and ``--mpc``) it repeats the pushed runs
+there, the planner on the calibrated model as well (docs/mpc.md, "Plans on the calibrated model").
 
 The hardware stand-in is the simulator's ``realistic`` profile by default (docs/simulator.md: its own plant
 model, one period of command delay, servo drives, encoder counts and noise); ``--profile perfect`` is the
@@ -61,7 +62,9 @@ the optimized trajectory at every tick. Output in ``--out`` (default ``out/main/
 * ``bag/`` (the recording), ``trajectory.npz`` (the optimized trajectory with its gains), ``logs/``;
 * with ``--calibrate``: ``report.json``'s ``calibration`` (``parameters.<name>``: {nominal, estimate, std, truth,
   identifiable} in SI units, the truth the plant file's; ``tracking.<nominal|calibrated>.<closed_loop|open_loop>
-  .<joint>.rms_deg`` and their ratios; the identification run, the fit, the calibrated optimization), the
+  .<joint>.rms_deg`` and their ratios; the identification run, the fit, the calibrated optimization; with
+  ``--push``: ``push_recovery`` as above and ``push_string_tension`` {run: {string: {lowest_N, minimum_N, ...}}}
+  of the calibrated graph's pushed runs), the
   identification bag and trajectory, ``calibrated_model.yaml``, ``trajectory_calibrated.npz``,
   ``calibrated_angles.png`` and the second graph's logs (``logs/calibrated/``).
 
@@ -213,7 +216,7 @@ def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, 
     with ``mpc`` 'receding_horizon' the planner, planning for the re-planned controller), the feed-forward-only
     controller, with ``mpc`` the re-planned controller — with 'rti' in one process with its planner
     (:mod:`marionette_control.nodes.replanning`) —, and the bag recorder. ``model_file``: the model file of the optimizer, the
-    controllers and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
+    controllers, the planner and the simulator's nominal model (default: theirs, ``config/marionette_arm.yaml``; the simulator's
     gives its joint names and the drives' positions at the initial pose, where the controllers' model holds the arm
     at rest: the start of their trajectories). The planner plans on the optimizer's problem for a request of
     ``motion`` (its ``motion`` parameter, ``ocp/mpc_options.planning_problem``): the problem of the optimum the job
@@ -227,7 +230,9 @@ def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, 
         if mpc == "receding_horizon" else []
     plant_args = ["-p", f"{SIMULATOR}:plant_model_file:={plant}"] if plant else []
     plant_args += ["-p", f"{SIMULATOR}:seed:={seed}"] if seed is not None else []
-    model_args = [a for node in (OPTIMIZER, CLOSED, SIMULATOR) for a in ("-p", f"{node}:model_file:={model_file}")] \
+    on_model = ["-p", f"model_file:={model_file}"] if model_file else []
+    bringup_nodes = (OPTIMIZER, CLOSED, SIMULATOR) + ((PLANNER,) if mpc == "receding_horizon" else ())
+    model_args = [a for node in bringup_nodes for a in ("-p", f"{node}:model_file:={model_file}")] \
         if model_file else []
     model_args += ["-p", f"{CLOSED}:estimator_noise.momentum:={estimator_momentum:.6e}"] \
         if estimator_momentum is not None else []
@@ -241,10 +246,9 @@ def command_lines(profile: str, delay: int, real_time_factor: float, out: Path, 
                           "-p", f"{OPTIMIZER}:save_directory:={out.resolve()}",
                           "-p", f"{OPTIMIZER}:tracking_gains.delay_steps:={delay}",
                           "-p", f"{CLOSED}:command_delay_steps:={delay}"])]
-    controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}",
-                                 *(["-p", f"model_file:={model_file}"] if model_file else [])]}
+    controllers = {FEEDFORWARD: ["-p", "feedback:=false", "-p", f"plan_topic:={NO_PLANS}", *on_model]}
     if mpc:
-        controllers[REPLANNED] = ["-p", f"plan_topic:=/{PLANNER}/plan"]
+        controllers[REPLANNED] = ["-p", f"plan_topic:=/{PLANNER}/plan", *on_model]
     for name, params in controllers.items():
         module, rename = "marionette_control.nodes.controller", f"__node:={name}"
         if name == REPLANNED and mpc == "rti":   # the planner in the controller's process: rename the controller only
@@ -445,6 +449,13 @@ def track(obs: Observer, spec: RunSpec, N: int, dt: float, model, push_force: Op
 # ============================================================================ evaluation
 
 
+def push_recoveries(pushed: dict, N: int, dt: float) -> dict:
+    """{run name: seconds from the push until the arm stays within 1° of the motion (None: never, or aborted)} of
+    the evaluated pushed runs ``pushed`` {name: Evaluated}."""
+    return {n: None if e.run.aborted else recovery_time(e.k, e.errors, e.run.push["tick"], N, dt)
+            for n, e in pushed.items()}
+
+
 def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path, report: dict) -> None:
     """Errors, margins, recovery and figures of the runs into ``report`` and ``out``."""
 
@@ -481,9 +492,7 @@ def evaluate_runs(runs: dict, traj, model, X_des, limits, delay: int, out: Path,
     pushed = {n: e for n, e in ev.items() if e.run.push is not None}
     if pushed:
         push = next(iter(pushed.values())).run.push
-        recovery = {}
-        for n, e in pushed.items():
-            recovery[n] = None if e.run.aborted else recovery_time(e.k, e.errors, push["tick"], N, dt)
+        recovery = push_recoveries(pushed, N, dt)
         report["push"] = push
         report["push_recovery"] = {f"{n[len('push_'):]}_s": r for n, r in recovery.items()}
         if "push_mpc" in runs:
@@ -631,8 +640,9 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
     """``--calibrate`` after the nominal runs: calibrates the nominal model file from the identification bag
     (:mod:`.calibration`: the links' masses weighed), writes ``calibrated_model.yaml``, and on a new node graph with
     that model file re-optimizes the motion (gains included) and tracks it closed loop — its Kalman filter's model
-    noise the calibration's (``fit.estimator_noise``) — and feed-forward only;
-    ``report.json``'s ``calibration``."""
+    noise the calibration's (``fit.estimator_noise``) — and feed-forward only; ``report.json``'s ``calibration``.
+    With ``--push`` (and ``--mpc``) the pushed runs are repeated there, the planner on the calibrated model as well:
+    ``calibration.push_recovery``."""
     ident = first.identification
     nominal = ModelParameters(config_file(arm.CONFIG_FILE))
     plant = ModelParameters(config_file(hardware.plant_model_file)) if hardware.plant_model_file else nominal
@@ -645,9 +655,9 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
     say(f"calibrated in {time.monotonic() - t0:.0f} s (chi^2/dof {fit['chi2_per_dof']:.3g}): wrote {variant}")
     model = load_packaged_model(variant.resolve()).model
     # the plant named explicitly: the profile's, or with none (perfect) the nominal model, not the calibrated one
-    second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(None, False), delay, record=False,
-                       mpc=None, plant=hardware.plant_model_file or arm.CONFIG_FILE, model_file=str(variant.resolve()),
-                       save_path="trajectory_calibrated.npz",
+    second = run_graph(args, env, out, out / "logs" / "calibrated", model, run_plan(args.push, args.mpc), delay,
+                       record=False, mpc=args.mpc, plant=hardware.plant_model_file or arm.CONFIG_FILE,
+                       model_file=str(variant.resolve()), save_path="trajectory_calibrated.npz",
                        estimator_momentum=fit["estimator_noise"]["momentum"])
     nd, dt = model.nd, second.traj.dt
     names = list(model.config_names[:nd])
@@ -659,6 +669,11 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
                   f"({hardware.name} profile): closed loop vs feed-forward only")
     run = ident["run"]
     ev_ident = A.evaluate(run, ident["trajectory"].X, dt, nd, limits)
+    pushed = {n: e for n, e in ev.items() if e.run.push is not None}
+    push = {"push_recovery": {f"{n[len('push_'):]}_s": r for n, r in push_recoveries(pushed, second.traj.N,
+                                                                                   dt).items()},
+            "push_string_tension": {n: A.executed_margins(e, limits, delay, second.traj.N)["motion"]["string_tension"]
+                                    for n, e in pushed.items()}} if pushed else {}
     return {
         "plant_model_file": hardware.plant_model_file or None, "bag": str(ident["bag"]), "model_file": str(variant),
         "weighed": weighed,
@@ -674,9 +689,9 @@ def calibrate_and_track(args, env: dict, out: Path, hardware: HardwareProfile, f
         "parameters": C.parameter_record(cal, plant),
         "tracking": C.tracking_record(nominal_tracking, calibrated),
         "targets": A.issue_targets(calibrated["closed_loop"], calibrated["open_loop"]),
-        "optimization": second.optimization, "constraints": second.constraints,
+        "optimization": second.optimization, "constraints": second.constraints, **push,
         "runs": {n: {"aborted": r.aborted, "faults": r.faults, "ticks": int(r.k.size), "lockstep": r.lockstep,
-                     "message": r.message} for n, r in second.runs.items()},
+                     "message": r.message, "pushed": r.push is not None} for n, r in second.runs.items()},
         "simulator": second.simulator,
         "files": {"trajectory": str(out / "trajectory_calibrated.npz"), "angles_plot": str(out / "calibrated_angles.png"),
                   "identify_trajectory": str(out / "identify_trajectory.npz")},
@@ -724,7 +739,8 @@ def run(args) -> dict:
     if args.calibrate:
         report["calibration"] = calibrate_and_track(args, env, out, hardware, first, delay, limits, report["tracking"])
         write_report(report, out)
-        failed = [r["message"] for r in report["calibration"]["runs"].values() if r["aborted"]]
+        # a pushed run may abort (the LQR alone on its path tolerance): its recovery says so, as on the first graph
+        failed = [r["message"] for r in report["calibration"]["runs"].values() if r["aborted"] and not r["pushed"]]
         if failed:
             raise MainJobError("; ".join(failed) + f" (report of what was recorded: {out / 'report.md'})")
     return report
@@ -798,6 +814,9 @@ def main(argv=None) -> int:
             say(f"{run_name}, nominal -> calibrated model: " + ", ".join(
                 f"{j} RMS {c['tracking']['nominal'][run_name][j]['rms_deg']:.3f}° -> {v['rms_deg']:.3f}°"
                 for j, v in c["tracking"]["calibrated"][run_name].items()))
+        for name, r in c.get("push_recovery", {}).items():
+            say(f"after the push on the calibrated model ({name[:-2].upper()}): back within 1° "
+                f"{'never' if r is None else f'{r:.2f} s after it'}")
     say(f"report: {args.out / 'report.md'} (plots, bag, trajectory and logs beside it)")
     return 0
 

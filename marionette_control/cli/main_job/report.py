@@ -173,6 +173,13 @@ def calibration_section(c: dict) -> list[str]:
         lines.append(f"| {run} | " + " | ".join(
             f"{_deg(t['nominal'][run][j]['rms_deg'])} | {_deg(t['calibrated'][run][j]['rms_deg'])} | "
             + ("—" if t["rms_ratio"][run][j] is None else f"{t['rms_ratio'][run][j]:.2f}×") for j in joints) + " |")
+    if "push_recovery" in c:
+        lines += ["", "After the same push on the calibrated model (the planner on it too): time until the arm stays "
+                  "within 1° of the motion, and the string's lowest tension during the motion:", ""]
+        for k, v in c["push_recovery"].items():
+            tension = c["push_string_tension"][f"push_{k[:-len('_s')]}"]
+            lines.append(f"- {k}: " + ("never" if v is None else f"{v:.2f} s") + "; " + ", ".join(
+                f"{name} {t['lowest_N']:.3f} N (minimum {t['minimum_N']:g} N)" for name, t in tension.items()))
     return lines + [""]
 
 
