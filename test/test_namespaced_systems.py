@@ -47,7 +47,7 @@ class Probe:
         self.executor.add_node(self.node)
         self.lock = threading.Lock()
         self.got = {(arm, what): [] for arm in ARMS for what in ("tracking", "commands", "true", "trajectory")}
-        self.statuses = set()
+        self.statuses = {}   # diagnostic status name -> its latest message (what a failure reports)
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         for arm in ARMS:
@@ -56,7 +56,7 @@ class Probe:
             self._sub(JointState, f"/{arm}/marionette_simulator/true_joint_states", (arm, "true"), 1000)
             self._sub(TrackedTrajectory, f"/{arm}/marionette_optimizer/trajectory", (arm, "trajectory"), latched)
         self.node.create_subscription(DiagnosticArray, "/diagnostics",
-                                      lambda m: self.statuses.update(s.name for s in m.status), 100)
+                                      lambda m: self.statuses.update((s.name, s.message) for s in m.status), 100)
         self.optimize = {arm: self.node.create_client(OptimizeTrajectory, f"/{arm}/marionette_optimizer/optimize")
                          for arm in ARMS}
 
@@ -117,7 +117,8 @@ def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  
             assert probe.spin_until(future.done, 120.0), "arm1's optimizer did not answer"
             assert future.result().success, future.result().message
             assert probe.spin_until(lambda: probe.count("arm1", "tracking") >= TICKS, 60.0), (
-                "arm1's controller did not track its optimizer's trajectory")
+                f"arm1's controller did not track its optimizer's trajectory ({probe.count('arm1', 'tracking')} "
+                f"samples): its status {probe.statuses.get('arm1/marionette_controller: tracking')!r}")
             probe.spin_until(lambda: False, 0.2)  # take what is already in flight
 
             with probe.lock:
@@ -130,7 +131,7 @@ def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  
             q2 = np.array([m.position for m in got[("arm2", "true")]])
             assert np.ptp(q1[:, 0]) > 0.05, "arm1's shoulder follows the wave"
             assert len(q2) >= TICKS and np.ptp(q2, axis=0).max() < 1e-6, "arm2 stays at rest"
-            assert {"arm1/marionette_controller: tracking", "arm2/marionette_controller: tracking"} <= probe.statuses
+            assert {"arm1/marionette_controller: tracking", "arm2/marionette_controller: tracking"} <= probe.statuses.keys()
         finally:
             probe.close()
             context.try_shutdown()
