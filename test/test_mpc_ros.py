@@ -253,7 +253,9 @@ def test_the_planner_in_the_controllers_process_replans_every_tick_through_the_p
         probe.spin_until(lambda: probe.status.get("marionette_mpc", {}).get("motion"), 60.0, "the planner's motion")
         r = probe.run("controller_rti", N, dt, PUSH)
         probe.spin_until(lambda: int(probe.status.get("controller_rti", {}).get("plans.offered", 0))
-                         >= r["last"].plan_switches, 10.0, "the controller's diagnostics")
+                         >= r["last"].plan_switches
+                         and int(probe.status["controller_rti"].get("plans.rejected", 0)) >= r["last"].plan_rejections,
+                         10.0, "the controller's diagnostics")
         planner = probe.status["marionette_mpc"]
     finally:
         probe.close()
@@ -271,6 +273,10 @@ def test_the_planner_in_the_controllers_process_replans_every_tick_through_the_p
     _limits_hold(r["commands"], r["k_all"], problem.hardware_limits, dt)
     assert tension.min() >= problem.hardware_limits.min_tension.min() - 1e-9, tension.min()
     # a plan for every tick whose plan starts within the motion (k + d + 1 <= N - min_steps), switched to at the
-    # next tick; none refused
+    # next tick; none refused but as late (a plan whose first step has passed when it arrives: on a loaded machine
+    # the planner's thread can fall a tick behind, and refusing that plan is the controller's rule, not a fault;
+    # a CI run refused one of 789 so) — never as infeasible, mismatched or otherwise wrong
     due = N - MPCOptions().min_steps - 2 + 1
-    assert last.plan_rejections == 0 and last.plan_switches >= 0.9 * due, (due, last.plan_switches, planner)
+    refused = {k: int(v) for k, v in probe.status["controller_rti"].items() if k.startswith("plans.rejected.")}
+    assert last.plan_rejections == refused.get("plans.rejected.late", 0), refused
+    assert last.plan_switches >= 0.9 * due, (due, last.plan_switches, planner)
