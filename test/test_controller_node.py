@@ -29,7 +29,7 @@ from marionette_control.tracking.prediction import CommandHistory, DelayPredicto
 from marionette_control.tracking.quiet_feedback import QuietFeedback
 from marionette_control.tracking.sample_checks import SampleChecks
 from marionette_control.tracking.start_blend import StartBlend
-from marionette_control.tracking.tension_guard import TensionGuard
+from marionette_control.tracking.tension_guard import RECORD_SIGMAS, TensionGuard
 from marionette_control.tracking.law import TrackingLaw
 from marionette_control.trajectory import Trajectory, TrajectoryError
 from marionette_control.model.joint_map import JointMap
@@ -69,8 +69,9 @@ class Composed:
         self.law = TrackingLaw(arm.model, traj)
         self.integral = AngleIntegral(integral_gains(ds, traj), traj.dt, arm.model.nk)
         self.blend = StartBlend(int(round(ControllerOptions().start_blend / traj.dt)))
-        self.guard = (TensionGuard(ds, from_description(arm.desc), ControllerOptions().tension_reserve, self.limits)
-                      if guard else None)
+        options = ControllerOptions()
+        self.guard = (TensionGuard(ds, from_description(arm.desc), options.tension_reserve, self.limits,
+                                   RECORD_SIGMAS * options.noise.actuator, delay) if guard else None)
         quiet = ControllerOptions().quiet   # off by default: None
         self.quiet = (QuietFeedback(traj, KalmanEstimator(ds, traj, EstimatorNoise(
             measurement=quiet.detector_measurement)), quiet, armed_from=self.blend.steps) if quiet.active else None)
@@ -94,6 +95,7 @@ class Composed:
         u_law = u.copy()
         stream = self.history.stream_state(j, self.ds.dt)
         if self.guard is not None:
+            self.guard.confirm(q[self.nd:], self.history.stream_state(k, self.ds.dt)[0])
             self.guard.project(u, self.law.feedforward(j), x_pred, *stream)
         self.limits.clamp(u, *stream)
         self.integral.note_command(u_law, u)

@@ -113,11 +113,7 @@ def test_every_motion_optimizes_within_the_reserved_limits(optimized, name):
     check_limits(tr)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow, pytest.mark.xfail(
-    strict=True, reason="the re-timed swings at the default re-timing (1.36x): seed 0's string reaches 0.472 N (minimum "
-    "0.5 N; 0.484 N with the filter's drive-encoder noise at 1e-5), seeds 1-2 0.62-0.68 N: the tension guard's floor "
-    "follows the feed-forward's predicted tension below the minimum; re-timed to 1.375x (retime.precision 0.05) every "
-    "seed passes: docs/motions.md, docs/tracking.md")]) if n in TOO_FAST else n for n in LIBRARY])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in TOO_FAST else n for n in LIBRARY])
 def test_every_motion_tracks_safely_on_the_realistic_profile(optimized, name):
     """The optimized motion tracked offline on the realistic stand-in (one-sided string, plant model error, delay,
     encoder counts and noise) with three noise seeds: no abort, the string at or above its minimum throughout

@@ -3,7 +3,9 @@
 * The tension guard (tracking/tension_guard.py): its tension derivative in the command is the finite difference
   of the step's tension; its projection is the nearest point of the clamp's box on the tension floor (against
   scipy's SLSQP on the same problem); the native tick's guard (``_core.TickKernel.guard``) is the Python
-  reference's to 1e-12, acting on the same commands.
+  reference's to 1e-12, acting on the same commands; its floor goes below the minimum only while the drive
+  encoders disagree with the command record (and d ticks after); with 10 % of commands a cycle late the wave
+  tracks to its end (seeds where a floor held at the minimum aborted).
 * The wave on the realistic profile (the one-sided string) on three encoder-noise seeds: no abort, the plant's
   string at or above its minimum tension throughout, the first 0.1 s included (the start blend), the commands
   within the drives' limits, and the tracking targets (closed loop RMS ≤ 0.5°, max ≤ 2°, the elbow's RMS at
@@ -27,6 +29,7 @@ from marionette_control.model.limits import from_description
 from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
+from marionette_control.sim.offline_loop import run_loop
 from marionette_control.sim.profile import HardwareProfile
 from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.tracking.tension_guard import raise_to_floor
@@ -112,6 +115,57 @@ def test_the_native_guard_is_the_reference(cores, wave):
         np.testing.assert_allclose(native, ref, rtol=0, atol=TOL)
         acted += native_acted
     assert 0 < acted < 24
+
+
+def test_the_record_check_confirms_within_its_tolerance_and_holds_after_a_disagreement(cores):
+    guard = cores[1].tracking.guard
+    tol, hold = guard.record_tolerance, guard.record_hold
+    assert tol == pytest.approx(3 * ControllerOptions().noise.actuator) and hold == 1  # the command delay
+    rho = np.array([0.1, 0.3])
+    guard.start_run()
+    assert guard.confirmed and guard.confirm(rho + 0.9 * tol, rho)
+    assert not guard.confirm(rho + [0.0, -1.1 * tol], rho)    # one drive off: a late or lost command, a lagging drive
+    assert [guard.confirm(rho, rho) for _ in range(hold + 1)] == [False] * hold + [True]
+    guard.start_run()
+
+
+def test_the_floor_is_below_the_minimum_only_while_the_record_is_unconfirmed(cores, wave):
+    """With a minimum above the feed-forward's predicted tension (the swings' turn): the record confirmed, the guard
+    raises the command's linearized tension to the minimum where its box allows; unconfirmed, never above the
+    feed-forward's."""
+    guard = cores[1].tracking.guard
+    minimum, reached = guard.minimum, 0
+    try:
+        for j, x, u, u_ff, rho, v in _samples(wave, 12, seed=3):
+            lo, hi = guard.limits.box(rho, v)
+            uc = np.clip(u, lo, hi)
+            T, Tu = guard.tensions(x, uc)
+            a, c = Tu[0], T[0] - Tu[0] @ uc
+            feedforward = c + a @ np.clip(u_ff, lo, hi)
+            guard.minimum = [feedforward + 0.2]
+            out = {}
+            for confirmed in (True, False):
+                guard._since = guard.record_hold + 1 if confirmed else 0
+                y = u.copy()
+                guard.project(y, u_ff, x, rho.tolist(), v.tolist())
+                out[confirmed] = c + a @ np.clip(y, lo, hi)
+            assert out[False] <= max(T[0], feedforward) + 1e-9
+            assert out[True] >= out[False] - 1e-9
+            reached += out[True] >= feedforward + 0.2 - 1e-9
+    finally:
+        guard.minimum = minimum
+        guard.start_run()
+    assert reached >= 6, reached
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_late_commands_unconfirm_the_record_and_the_loop_tracks(wave, seed):
+    """10 % of commands a cycle late (the native tick): the record check hands the floor back to the feed-forward
+    and the wave tracks to its end (a floor held at the minimum throughout aborted these seeds, 6 of 0-11;
+    docs/tracking.md, "Issue 24's two dips")."""
+    profile = HardwareProfile.named("realistic", seed=seed, command_jitter_steps=1, command_jitter_probability=0.1)
+    result = run_loop(wave, profile, ControllerOptions(command_delay_steps=profile.command_delay_steps))
+    assert not result.aborted, result.abort_reason
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

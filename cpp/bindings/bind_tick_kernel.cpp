@@ -153,7 +153,7 @@ void bind_tick_kernel(py::module_& m) {
                        int hand_over_steps, const py::object& tolerances, long start_steps,
                        const py::object& min_tension, const py::object& reserve, const py::object& string_index,
                        const py::object& string_length, double budget_step, double saturation,
-                       const py::object& quiet) {
+                       const py::object& quiet, const py::object& record) {
              const mc::Layout& z = system->layout();
              mc::TickModel M;
              M.nx = z.nx, M.nU = z.nU, M.nq = z.n, M.nd = z.nd, M.nu = z.nu, M.nk = z.nk;
@@ -195,6 +195,13 @@ void bind_tick_kernel(py::module_& m) {
                M.reserve = py::cast<double>(reserve);
                M.string_index = py::cast<std::vector<int>>(string_index);
                M.string_length = py::cast<std::vector<int>>(string_length);
+               if (record.is_none()) throw py::value_error("a tension guard (min_tension) needs its record check");
+               const py::tuple r = py::cast<py::tuple>(record);
+               if (r.size() != 2) throw py::value_error("record must be (tolerance, hold_ticks)");
+               M.record_tolerance = py::cast<double>(r[0]);
+               M.record_hold = py::cast<long>(r[1]);
+               if (!(M.record_tolerance >= 0.0) || M.record_hold < 0)
+                 throw py::value_error("record must be (tolerance >= 0, hold_ticks >= 0)");
              }
              if (!quiet.is_none()) {
                const py::tuple t = py::cast<py::tuple>(quiet);
@@ -219,6 +226,7 @@ void bind_tick_kernel(py::module_& m) {
            py::arg("string_length") = py::none(),
            py::arg("budget_step") = std::numeric_limits<double>::infinity(),
            py::arg("saturation") = std::numeric_limits<double>::infinity(), py::arg("quiet") = py::none(),
+           py::arg("record") = py::none(),
            "Over `system` (its model and dt) for the trajectory X (N+1, nx), U (N, nU), K (N, nU, nx), the filter "
            "gains L (N+1, nx, nd), the drives' limits (lower/upper (nU,), rate/acceleration (nk,)) and the integral "
            "action's gains K_z (N, nU, nd; None: none) with its hand-over past the end in steps "
@@ -234,7 +242,8 @@ void bind_tick_kernel(py::module_& m) {
            "the quiet feedback (marionette_control.tracking.quiet_feedback; None: none): (Ls (N+1, nx, nd) the "
            "surprise detector's filter gains, alpha of the dynamic feedback's lag, beta of the innovation's mean, the "
            "innovation and the drive tests' thresholds, the steps without the lag after a surprise, the tick from "
-           "which the innovation test counts).")
+           "which the innovation test counts), and the guard's check of its command record (with a guard): "
+           "(tolerance [m or rad] of |measured - recorded drive position|, ticks unconfirmed after a disagreement).")
       .def_property_readonly("delay", [](const TickKernel& t) { return t.model().delay; })
       .def("reset", &TickKernel::reset, "The filter forgets its estimate (the next one initialises).")
       .def(

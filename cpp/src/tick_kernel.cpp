@@ -99,7 +99,8 @@ TickData::TickData(const TickModel& M)
       lo(VecX::Zero(M.nU)), hi(VecX::Zero(M.nU)),
       y(VecX::Zero(M.nU)), yc(VecX::Zero(M.nU)), uf(VecX::Zero(M.nU)), breaks(VecX::Zero(2 * M.nU)), blo(VecX::Zero(M.nk)),
       bhi(VecX::Zero(M.nk)), xs(VecX::Zero(M.nx)), xs_next(VecX::Zero(M.nx)), dys(VecX::Zero(M.nd)),
-      mean(VecX::Zero(M.nd)), since(M.quiet_hold + 1), g(VecX::Zero(M.nU)), yq(VecX::Zero(M.nU)) {}
+      mean(VecX::Zero(M.nd)), since(M.quiet_hold + 1), g(VecX::Zero(M.nU)), yq(VecX::Zero(M.nU)),
+      record_since(M.record_hold + 1) {}
 
 namespace {
 
@@ -310,14 +311,17 @@ bool TickKernel::guard(const double* u_ff, const double* x, const double* rho, c
   system_->linearize(x, D_.yc.data(), D_.xb.data(), D_.A.data(), D_.B.data(), D_.lam.data(), D_.lam_x.data(),
                      D_.lam_u.data());
   // model.strings.string_tensions, tension_gradients: T = (2/dt) L lambda, dT/du = (2/dt) L dlambda/du; the floor
-  // min(T_min + reserve, the feed-forward's predicted tension)
+  // min(T_min + reserve, the feed-forward's predicted tension), that never below T_min while the record is confirmed
   for (long s = 0; s < S; ++s) {
     const double cL = (2.0 / M_.dt) * x[M_.string_length[s]];
     D_.T[s] = cL * D_.lam[M_.string_index[s]];
     for (int i = 0; i < nU; ++i) D_.Tu(s, i) = cL * D_.lam_u(M_.string_index[s], i);
     const double* a = D_.Tu.row(s).data();
     D_.c[s] = D_.T[s] - dot(a, D_.yc.data(), nU);
-    D_.floor[s] = std::min(M_.min_tension[s] + M_.reserve, D_.c[s] + dot(a, D_.uf.data(), nU));
+    const double feedforward = D_.c[s] + dot(a, D_.uf.data(), nU);
+    D_.floor[s] = std::min(M_.min_tension[s] + M_.reserve, D_.record_since > M_.record_hold
+                                                               ? std::max(M_.min_tension[s], feedforward)
+                                                               : feedforward);
   }
   bool acted = false;
   for (long pass = 0; pass < S; ++pass) {
@@ -350,9 +354,10 @@ void TickKernel::carry_blend(const TickKernel& other, long shift) {
 }
 
 void TickKernel::start_run(bool new_run) {
-  if (new_run) {  // quiet_feedback.QuietFeedback.start_run
+  if (new_run) {  // quiet_feedback.QuietFeedback.start_run; tension_guard.TensionGuard.start_run
     D_.since = M_.quiet_hold + 1;
     D_.have_y = false;
+    D_.record_since = M_.record_hold + 1;
   }
   D_.blending = new_run && M_.start_steps > 0;
   D_.blend_offset = 0;
@@ -567,6 +572,12 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
     for (int i = 0; i < M_.nU; ++i) u[i] = ff[i] + w * (u[i] - ff[i]);
   }
   D_.ulaw = Eigen::Map<const VecX>(u, M_.nU);
+  if (M_.min_tension.size() != 0) {  // tension_guard.TensionGuard.confirm: the measured drives against the record
+    h.stream_state(k, M_.dt, D_.rho.data(), D_.v.data());
+    bool agree = true;
+    for (int i = 0; i < M_.nk; ++i) agree = agree && std::abs(q[M_.nd + i] - D_.rho[i]) <= M_.record_tolerance;
+    D_.record_since = agree ? D_.record_since + 1 : 0;
+  }
   h.stream_state(j, M_.dt, D_.rho.data(), D_.v.data());
   const bool bounded = budget(j, D_.rho.data(), D_.v.data(), u);
   D_.guarded = guard(feedforward(j), x, D_.rho.data(), D_.v.data(), u, bounded ? D_.blo.data() : nullptr,

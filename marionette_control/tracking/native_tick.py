@@ -88,8 +88,8 @@ def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: Co
     """The fused tick of ``law``'s trajectory (its X, U, K and feedback switch), ``estimator``'s filter gains
     L (N+1, nx, nd) and gap bridging, the drives' ``limits``, the command delay, ``integral``'s gains K_z
     and hand-over and anti-windup threshold (None: no integral action), the ``tolerances`` its tick checks x̂_k − x_d(k) against
-    (None: none), the start ``blend``'s steps (None: none), the tension ``guard``'s strings, minimum tensions and
-    reserve (None: none), the acceleration ``budget`` (None: none) and the ``quiet`` feedback's detector gains, lag and
+    (None: none), the start ``blend``'s steps (None: none), the tension ``guard``'s strings, minimum tensions,
+    reserve and record check (None: none), the acceleration ``budget`` (None: none) and the ``quiet`` feedback's detector gains, lag and
     tests (None: none), over ``system``."""
     tr = law.trajectory
     K_z, steps, saturation = ((None, 1, math.inf) if integral is None
@@ -102,7 +102,8 @@ def make_kernel(system, law: TrackingLaw, estimator: KalmanEstimator, limits: Co
     return _core.TickKernel(system, tr.X, tr.U, tr.K, law.feedback, estimator.L, estimator.max_gap_steps,
                             limits.lower, limits.upper, limits.rate, limits.acceleration, int(delay), K_z, steps,
                             bounds, 0 if blend is None else blend.steps, *strings,
-                            math.inf if budget is None or not budget.active else budget.step, saturation, quiet_args)
+                            math.inf if budget is None or not budget.active else budget.step, saturation, quiet_args,
+                            None if guard is None else (guard.record_tolerance, guard.record_hold))
 
 
 def set_plan(kernel: "_core.TickKernel", plan: Plan) -> None:

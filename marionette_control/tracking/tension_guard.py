@@ -28,7 +28,22 @@ end):
     F_s = min(T_min,s + reserve, c_s + a_sᵀ clip(u_d))
 
 so the guard takes from the feedback's correction whatever would take the string below its floor, and never more
-than the whole correction: the feed-forward command always meets the floor, the guard never fights the plan. A
+than the whole correction: the feed-forward command always meets the floor, the guard never fights the plan.
+
+That floor follows the feed-forward below the minimum, where the arm's predicted state is far from the plan's (the
+re-timed elbow swings at a turn: the feed-forward's tension −7 to −11 N, the guard stood aside and the plant's
+string went to 0.49 N). While the controller's record of the drives is *confirmed* — each drive's measured position
+ρ_k (the sample's kinematic configurations) within ``record_tolerance`` of the position the commands sent put it at
+(ρ_k of :meth:`~.prediction.CommandHistory.stream_state`) — the prediction's inputs are the ones that acted, and the
+floor does not go below the minimum:
+
+    F_s = min(T_min,s + reserve, max(T_min,s, c_s + a_sᵀ clip(u_d)))      (record confirmed)
+
+A command that arrived late or was lost, or a drive that lags its commands, shows as a disagreement (a step of
+the drive's motion, millimetres, against the encoders' tens of µm); from it on, for ``record_hold`` ticks after the
+last disagreement, the floor is the feed-forward's as above: predicting from commands that did not act when sent,
+a floor under the minimum fought the feed-forward's catch-up and the loop left its path tolerance on 5 of 12 seeds
+with 10 % of commands a cycle late, on none with the record's check (docs/tracking.md, "Issue 24's two dips"). A
 floor of the plan's own tension instead (along the trajectory, at x_d) does not know the arm's state: on a harsh
 closed loop (two steps of delay, 20 % of commands late, lost samples, a re-planned window;
 ``test/test_tick_kernel.py``) such a guard held the string against the feedback for tens of ticks in a row until the
@@ -51,7 +66,7 @@ Without feedback (``feedback=False``, feed-forward only) the guard is off: that 
 does. The compiled tick (:mod:`.native_tick`) runs the same operations in the same order; this module is its
 readable reference (``test/test_tick_kernel.py``).
 
-Shapes: x (nx,); u, u_d, lo, hi, a_s (nU,); F, T_min (S,).
+Shapes: x (nx,); u, u_d, lo, hi, a_s (nU,); F, T_min (S,); ρ (nk,).
 """
 
 from __future__ import annotations
@@ -60,7 +75,15 @@ import math
 
 import numpy as np
 
+from marionette_control import validation
 from marionette_control.model.strings import string_tensions, tension_gradients
+
+#: The record's tolerance in standard deviations of the filter's drive-encoder noise σ_ρ (``estimator_noise.actuator``,
+#: 1e-4 m: tolerance 0.3 mm); its hold is the command delay d (the commands in flight the prediction steps through
+#: were sent on the record that disagreed). Measured on the realistic stand-in: measured minus recorded drive
+#: positions 12 µm (median), 42–68 µm at most over a run (the winch's 30.7 µm count and 15 µm noise); with a command
+#: a cycle late 4–20 mm (99th percentile to largest) (docs/tracking.md, "Issue 24's two dips").
+RECORD_SIGMAS = 3.0
 
 
 def _dot(a: list, b: list) -> float:
@@ -110,18 +133,38 @@ class TensionGuard:
 
     system : the ``_core.DiscreteSystem`` of the tracked trajectory; strings : the model's
     :class:`~marionette_control.model.limits.ModelLimits` (its strings' constraint and length indices and minimum
-    tensions); reserve : N above the minimum; limits : the drives' CommandLimits for the system's Δt. ``acted`` :
-    whether the last :meth:`project` moved the command.
+    tensions); reserve : N above the minimum; limits : the drives' CommandLimits for the system's Δt;
+    record_tolerance : m (rad), the largest disagreement of a measured drive position with the command record that
+    confirms the record; record_hold : ticks the record stays unconfirmed after a disagreement (module docstring).
+    ``acted`` : whether the last :meth:`project` moved the command; ``confirmed`` : whether the record is.
     """
 
-    def __init__(self, system, strings, reserve: float, limits):
+    def __init__(self, system, strings, reserve: float, limits, record_tolerance: float, record_hold: int):
         self.system = system
         self.constraint_index = np.asarray(strings.string_index, dtype=int)
         self.length_index = np.asarray(strings.string_length, dtype=int)
         self.minimum = np.asarray(strings.min_tension, dtype=float).tolist()
         self.reserve = float(reserve)
         self.limits = limits
+        self.record_tolerance = validation.nonnegative(record_tolerance, "the guard's record tolerance")
+        self.record_hold = validation.integer(record_hold, "the guard's record hold (ticks)", minimum=0)
         self.acted = False
+        self.start_run()
+
+    def start_run(self) -> None:
+        """A new run: the record (the hold at the measured drives) is confirmed."""
+        self._since = self.record_hold + 1
+
+    def confirm(self, rho_measured, rho_record) -> bool:
+        """Whether the command record is confirmed at this tick, given the measured drive positions ρ_k (nk,) and
+        the record's (nk,) (module docstring); also :attr:`confirmed`."""
+        agree = all(abs(a - b) <= self.record_tolerance for a, b in zip(rho_measured, rho_record))
+        self._since = self._since + 1 if agree else 0
+        return self.confirmed
+
+    @property
+    def confirmed(self) -> bool:
+        return self._since > self.record_hold
 
     def tensions(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(T (S,), ∂T/∂u (S, nU)) of the step from x (nx,) under u (nU,). Raises ``_core.StepError`` when the model
@@ -147,7 +190,8 @@ class TensionGuard:
             a = Tu[s].tolist()
             c = float(T[s]) - _dot(a, uc)
             rows.append((a, c))
-            floors.append(min(minimum + self.reserve, c + _dot(a, uf)))
+            feedforward = c + _dot(a, uf)
+            floors.append(min(minimum + self.reserve, max(minimum, feedforward) if self.confirmed else feedforward))
         acted = False
         for _ in range(len(rows)):
             moved = False
@@ -166,4 +210,4 @@ class TensionGuard:
         return acted
 
 
-__all__ = ["TensionGuard", "raise_to_floor"]
+__all__ = ["RECORD_SIGMAS", "TensionGuard", "raise_to_floor"]

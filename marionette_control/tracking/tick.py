@@ -68,7 +68,7 @@ from marionette_control.tracking.plan_switch import Plan, PlannedLaw
 from marionette_control.tracking.quiet_feedback import QuietFeedback
 from marionette_control.tracking.prediction import CommandHistory, DelayPredictor
 from marionette_control.tracking.start_blend import StartBlend
-from marionette_control.tracking.tension_guard import TensionGuard
+from marionette_control.tracking.tension_guard import RECORD_SIGMAS, TensionGuard
 from marionette_control.tracking.tolerances import Tolerances, Violation
 from marionette_control.trajectory import Trajectory
 
@@ -174,7 +174,8 @@ class Tracking:
                                     else math.inf, model.nu, trajectory.dt)
         guard = None
         if options.feedback and strings is not None and len(strings.strings):
-            guard = TensionGuard(system, strings, options.tension_reserve, limits)
+            guard = TensionGuard(system, strings, options.tension_reserve, limits,
+                                 RECORD_SIGMAS * options.noise.actuator, delay)
         quiet = None
         if options.feedback and options.quiet.active:
             detector = KalmanEstimator(system, trajectory, dataclasses.replace(
@@ -202,6 +203,8 @@ class Tracking:
         if self.integral is not None:
             self.integral.reset()
         self.blend.arm(True)
+        if self.guard is not None:
+            self.guard.start_run()
         if self.quiet is not None:
             self.quiet.start_run()
         if self.kernel is not None:
@@ -309,6 +312,8 @@ class Tracking:
         u_ff = self.law.feedforward(j)
         self.blend.apply(j, u, u_ff)
         u_law = u.copy()
+        if self.guard is not None:
+            self.guard.confirm(q[self.system.model.nd:], self.history.stream_state(k, self.system.dt)[0])
         stream = self.history.stream_state(j, self.system.dt)
         bounds = self.budget.bounds(j, self.law.feedforward, *stream)
         self.budget.apply(u, bounds)

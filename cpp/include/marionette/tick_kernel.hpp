@@ -130,6 +130,11 @@ struct TickModel {
   VecX min_tension;
   double reserve = 0.0;
   std::vector<int> string_index, string_length;
+  /// The guard's check of the command record: the largest |rho_k measured - rho_k of the record| of a drive that
+  /// confirms it [m or rad], and the ticks it stays unconfirmed after a disagreement (its floor is then the
+  /// feed-forward's; confirmed, never below the minimum).
+  double record_tolerance = 0.0;
+  long record_hold = 0;
 };
 
 /// The filter's estimate and the workspaces of one tick (sized once from the model).
@@ -163,6 +168,7 @@ struct TickData {
   VecX floor;      ///< their floors at the step (S)
   MatXR Tu;        ///< their derivatives in u (S, nU)
   bool guarded = false;  ///< the guard moved the last command
+  long record_since;     ///< ticks since the command record last disagreed with the drive encoders (guard)
   VecX xs, xs_next;  ///< the surprise detector's estimate (nx; its tick and initialisation are the filter's), its next
   VecX dys;        ///< its innovation (nd)
   VecX mean;       ///< its innovation's mean (nd), once have_mean
