@@ -15,6 +15,7 @@ from marionette_control.lq.gains import GainDesign, design_gains
 from marionette_control.trajectory import Trajectory
 from marionette_control.model.library import marionette_arm as ma
 from marionette_control.resources import config_file
+from marionette_control.sim.margins import tracking_failures
 from marionette_control.sim.offline_loop import run_loop
 from marionette_control.tracking.controller_options import ControllerOptions
 
@@ -72,17 +73,9 @@ def check_tracking_safe(closed, opened, limits) -> dict:
     """Asserts of a closed-loop run and its feed-forward-only twin (issue 24): no abort, the plant's string at or
     above its minimum tension and never slack during the motion, its first 0.1 s included; closed loop RMS ≤
     feed-forward only on every joint; the commands sent and the drives' true motion within the drives' range, speed
-    and acceleration. limits : the nominal ModelLimits. Returns the closed loop's ``LoopResult.record``."""
+    and acceleration (``sim.margins.tracking_failures``). limits : the nominal ModelLimits. Returns the closed
+    loop's ``LoopResult.record``."""
     c, o = closed.record(limits), opened.record(limits)
-    assert not c["aborted"] and not o["aborted"], (c["abort_reason"], o["abort_reason"])
-    minimum = float(limits.min_tension[0])
-    assert c["tension_min_n"]["motion"] >= minimum and c["tension_min_start_n"] >= minimum, \
-        (c["tension_min_n"], c["tension_min_start_n"])
-    assert c["slack_s"]["motion"] == 0.0
-    for name in c["errors"]:
-        assert c["errors"][name]["rms_deg"] <= o["errors"][name]["rms_deg"], (name, c["errors"], o["errors"])
-    for part in ("commands", "drives"):
-        for drive, m in c["margins"]["motion"][part].items():
-            for kind, margin in m.items():
-                assert margin["satisfied"], (part, drive, kind, margin)
+    failures = tracking_failures(c, o, float(limits.min_tension[0]))
+    assert not failures, failures
     return c

@@ -30,7 +30,7 @@ from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import run_loop
-from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.profile import PLANT_FAMILY, PLANT_FAMILY_MOTIONS, PLANT_FAMILY_SEEDS, HardwareProfile
 from marionette_control.tracking.controller import ControllerOptions, make_core
 from marionette_control.tracking.tension_guard import raise_to_floor
 
@@ -188,11 +188,6 @@ def motions(wave):
     return out
 
 
-FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
-          "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
-          "noise_x3": dict(noise_std=tuple(3 * np.asarray(HardwareProfile.named("realistic").noise_std))),
-          "drives_x0.6": dict(drive_acceleration=0.6),
-          "damping_x3": dict(plant_model_file="plants/damping_x3.yaml")}
 DAMPING_X3 = ("damping x3: the LQ law alone's shoulder is worse than feed-forward only and the string dips below its "
               "minimum; with the planner planning only on an identified model beside it the three motions pass "
               "(test_online_identification.py)")
@@ -201,16 +196,14 @@ DAMPING_X3 = ("damping x3: the LQ law alone's shoulder is worse than feed-forwar
 #: The cases the LQ law alone does not meet, and why (docs/tracking.md, "Plant family")
 FAMILY_MISSES = {
     ("wave", "damping_x3"): DAMPING_X3, ("bow", "damping_x3"): DAMPING_X3, ("figure_eight", "damping_x3"): DAMPING_X3}
-#: A plant whose error is the noise is checked on three noise seeds (one seed passes or fails by the draw)
-FAMILY_SEEDS = {"noise_x3": (0, 1, 2)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("motion,plant", [
     pytest.param(m, p, marks=pytest.mark.xfail(strict=True, reason=FAMILY_MISSES[m, p])) if (m, p) in FAMILY_MISSES
-    else (m, p) for m in ("wave", "bow", "figure_eight") for p in FAMILY])
+    else (m, p) for m in PLANT_FAMILY_MOTIONS for p in PLANT_FAMILY])
 def test_the_plant_family(motions, motion, plant):
     limits = from_description(ma.load_description())
-    for seed in FAMILY_SEEDS.get(plant, (0,)):
-        profile = HardwareProfile.named("realistic", seed=seed, **FAMILY[plant])
+    for seed in PLANT_FAMILY_SEEDS.get(plant, (0,)):
+        profile = HardwareProfile.named("realistic", seed=seed, **PLANT_FAMILY[plant])
         check_tracking_safe(*closed_and_open(motions[motion], profile), limits)

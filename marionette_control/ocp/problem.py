@@ -67,11 +67,16 @@ DEFAULT_FAMILIES = ("range", "speed", "acceleration", "tension")
 MARGIN_FAMILIES = ("range", "speed", "acceleration")
 #: The reserve the default problem keeps for the tracking controller's feedback: fractions of the drives' range
 #: width (off each end), speed and acceleration limits, and a tension floor this many newtons above each
-#: string's minimum. Sized from what the closed loop adds to the commands and takes from the tension under the
-#: realistic hardware profile's delay and noise, over the motion library and three noise seeds
-#: (``docs/margins.md``: the rule and the measurements).
+#: string's minimum. The rule's result (``docs/margins.md``, "The rule"; ``docs/margin_measurements.py
+#: --search``): the smallest reserve, on the grid of :data:`RESERVE_STEPS`, at which every motion of the library
+#: tracks on the realistic hardware profile (three noise seeds) and the plant family's motions on its plants, closed
+#: loop and feed-forward only, without abort, with the string at or above its minimum and the closed loop no worse
+#: than feed-forward only on any joint (``test/test_margins_rule.py``).
 DEFAULT_MARGINS = {"range": 0.03, "speed": 0.25, "acceleration": 0.25}
 DEFAULT_TENSION_RESERVE = 0.1
+#: The grid the reserve is searched on (``docs/margins.md``, "The rule"): multiples of these steps from 0, per
+#: family (fractions of the drive limits; newtons for ``tension``).
+RESERVE_STEPS = {"range": 0.01, "speed": 0.05, "acceleration": 0.05, "tension": 0.05}
 #: How the solve starts (:mod:`.optimizer`): from the optimum without the inequality constraints, or from the
 #: initial trajectory itself.
 STARTS = ("unconstrained", "initial")
@@ -516,6 +521,6 @@ def _check_initial_state(problem: Problem) -> None:
 
 
 __all__ = ["ProblemError", "ConstraintOptions", "DEFAULT_FAMILIES", "MARGIN_FAMILIES", "DEFAULT_MARGINS",
-           "DEFAULT_TENSION_RESERVE", "STARTS", "RETIME_MODES", "DEFAULT_TRACKING_TOLERANCE", "RetimeOptions",
-           "ACTIVE_MARGIN", "Problem", "build",
+           "DEFAULT_TENSION_RESERVE", "RESERVE_STEPS", "STARTS", "RETIME_MODES", "DEFAULT_TRACKING_TOLERANCE",
+           "RetimeOptions", "ACTIVE_MARGIN", "Problem", "build",
            "constraint_sets", "constraint_report", "config_units"]

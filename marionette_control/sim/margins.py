@@ -64,3 +64,29 @@ def executed_margins(limits, dt: float, N: int, delay: int, ticks: np.ndarray, c
                      "string_tension": tension_margins(limits, tension_steps[s], tension[s], dt,
                                                        None if slack is None else slack[s])}
     return out
+
+
+def tracking_failures(closed: dict, opened: dict, minimum: float) -> list:
+    """What a closed-loop run and its feed-forward-only twin (issue 24, the motion library's checks) fail, as
+    readable reasons; [] when both pass: no abort (either run), the plant's string at or above ``minimum`` [N] and
+    never slack during the closed loop's motion, its first :data:`START_S` included; the closed loop's RMS no worse
+    than feed-forward only's on every joint; the closed loop's commands and the drives' true motion within the
+    drives' range, speed and acceleration. closed, opened : ``LoopResult.record`` of the two runs."""
+    out = [f"{run} aborted: {r['abort_reason']}" for run, r in (("closed loop", closed), ("feed-forward only", opened))
+           if r["aborted"]]
+    lowest, start = closed["tension_min_n"]["motion"], closed["tension_min_start_n"]
+    if lowest is not None and lowest < minimum:
+        out.append(f"string at {lowest:.3f} N, below its {minimum:g} N minimum")
+    if start is not None and start < minimum:
+        out.append(f"string at {start:.3f} N over the first {START_S:g} s, below its {minimum:g} N minimum")
+    if closed["slack_s"]["motion"] > 0.0:
+        out.append(f"string slack for {closed['slack_s']['motion']:.3f} s")
+    for joint, e in closed["errors"].items():
+        if e["rms_deg"] > opened["errors"][joint]["rms_deg"]:
+            out.append(f"{joint}: closed loop RMS {e['rms_deg']:.3f}° above feed-forward only's "
+                       f"{opened['errors'][joint]['rms_deg']:.3f}°")
+    for part in ("commands", "drives"):
+        for drive, m in closed["margins"]["motion"][part].items():
+            out += [f"{part} of the {drive} beyond its {kind} limit by {-margin['margin']:.3g}"
+                    for kind, margin in m.items() if not margin["satisfied"]]
+    return out

@@ -178,3 +178,18 @@ PROFILES: dict[str, HardwareProfile] = {
     "perfect": HardwareProfile(name="perfect", plant_model_file="", string="holonomic", command_delay_steps=0,
                                drive_mode="rate_limited", encoder_resolution=(0.0,), noise_std=(0.0,)),
 }
+#: The plant family of issue 24 (docs/tracking.md, "Plant family"): changes to the realistic profile, each checked
+#: alone — the forearm 25 % heavier, the string's hook 5 mm further out, three times the encoder noise, the drives
+#: at 0.6 of the controller's acceleration limit, three times the joint damping (``config/plants/``).
+PLANT_FAMILY: dict[str, dict] = {
+    "forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
+    "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
+    "noise_x3": dict(noise_std=tuple(3.0 * np.asarray(PROFILES["realistic"].noise_std))),
+    "drives_x0.6": dict(drive_acceleration=0.6),
+    "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
+}
+#: Noise seeds a plant of the family is checked on: one whose error is the noise on three (one seed passes or fails
+#: by the draw), the others on seed 0.
+PLANT_FAMILY_SEEDS: dict[str, tuple] = {"noise_x3": (0, 1, 2)}
+#: The library motions (config/motions/) the family is checked on: the wave and two of other character.
+PLANT_FAMILY_MOTIONS = ("wave", "bow", "figure_eight")
