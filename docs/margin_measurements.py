@@ -403,7 +403,13 @@ def search_table(descent: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for t in descent["trials"]:
         r = t["reserve"]
-        fails = "; ".join(f"{k}: {', '.join(v)}" for k, v in t["failing"].items())
+        groups = {}
+        for run, reasons in t["failing"].items():
+            where, seed = run.rsplit(" seed ", 1)
+            groups.setdefault(where, []).append((seed, reasons))
+        fails = "; ".join(f"{where} seed{'s' if len(g) > 1 else ''} {', '.join(s for s, _ in g)} ("
+                          + (f"seed {g[0][0]}: " if len(g) > 1 else "") + f"{', '.join(g[0][1])})"
+                          for where, g in groups.items())
         lines.append(f"| {', '.join(f'{r[f]:g}' for f in MARGIN_FAMILIES)}; {r['tension']:g} | "
                      f"{t['lowered'] or '(start)'} | {len(t['failing'])} of {t['runs']} + {t['family_runs']} | "
                      f"{t['tension_min']:.3f} ({t['family_tension_min']:.3f}) | "

@@ -4,11 +4,12 @@ The rule: the smallest reserve, on the grid of ``RESERVE_STEPS``, at which every
 realistic profile (seeds 0-2) and the plant family's motions track on its plants (damping ×3 aside), closed loop and
 feed-forward only, with no abort, the string at or above its minimum throughout and the closed loop no worse than
 feed-forward only on any joint (``sim.margins.tracking_failures``), found by ``docs/margin_measurements.py
---search`` (coordinate descent from the configured reserve). That the configured reserve passes is asserted by the
-library's and the family's own tests at the default (test_motion_library.py's tracking test, test_tracking_safety.py's
-plant family); here, that it is on the grid and that one step below it, in each family, fails the run that binds
-that family (the search's table, docs/margins.md) — so lowering any family of the default makes the library or the
-family fail its tests, and these fail when a lower reserve would do (the rule's result moved: run the search again).
+--search``. That the configured reserve passes every run is asserted by the library's and the family's own tests
+at the default (test_motion_library.py's tracking test, test_tracking_safety.py's plant family); here, lean (the
+whole search takes minutes), that it is on the grid, that it passes the runs that bind it as the search runs them,
+and that one step below it, in each family, fails the run that binds that family (the search's table,
+docs/margins.md). Lowering any family of the default fails the second; a rule that moved (a lower reserve would do)
+fails the third: run the search again.
 """
 
 from __future__ import annotations
@@ -38,13 +39,10 @@ def test_the_configured_reserve_is_on_the_rules_grid():
         assert steps == pytest.approx(round(steps), abs=1e-9) and round(steps) >= 1, (family, value)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("family", list(BINDING))
-def test_one_grid_step_below_the_configured_reserve_fails(family):
-    """The binding run, optimized as the search does (the arm's spec, re-timed uniformly to 0.02) with the reserve
-    one step lower in ``family``, fails the rule's checks."""
-    motion, plant, seed = BINDING[family]
-    reserve = dict(CONFIGURED, **{family: CONFIGURED[family] - RESERVE_STEPS[family]})
+def failures(reserve: dict, motion: str, plant, seed: int) -> list:
+    """What ``motion``, optimized as the search does (the arm's spec with ``reserve``, re-timed uniformly to 0.02)
+    and tracked on the realistic profile with ``plant``'s change (None: none) and ``seed``, fails of the rule's
+    checks (``tracking_failures``)."""
     spec = load_spec(config_file("optimize", "marionette_arm_wave.yaml"), {
         "motion.name": motion, "retime.mode": "uniform", "retime.precision": 0.02,
         "constraints.margins": {f: reserve[f] for f in DEFAULT_MARGINS}, "constraints.tension_reserve":
@@ -53,6 +51,23 @@ def test_one_grid_step_below_the_configured_reserve_fails(family):
     profile = HardwareProfile.named("realistic", seed=seed, **(PLANT_FAMILY[plant] if plant else {}))
     limits = from_description(ma.load_description())
     closed, opened = closed_and_open(trajectory, profile)
-    failures = tracking_failures(closed.record(limits), opened.record(limits), float(limits.min_tension[0]))
-    assert failures, (f"{family} {reserve[family]:g} passes {motion} ({plant or 'realistic'}, seed {seed}): the rule "
-                      "may give a lower reserve; run docs/margin_measurements.py --search")
+    return tracking_failures(closed.record(limits), opened.record(limits), float(limits.min_tension[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("motion,plant,seed", sorted(set(BINDING.values()), key=str))
+def test_the_configured_reserve_passes_the_binding_runs(motion, plant, seed):
+    """The runs that bind the reserve pass at the configured reserve as the search runs them (the library's and
+    the family's tests check every run, the motions optimized as a user would)."""
+    assert not failures(CONFIGURED, motion, plant, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(BINDING))
+def test_one_grid_step_below_the_configured_reserve_fails(family):
+    """The run that binds ``family`` fails the rule's checks with the reserve one step lower in ``family``."""
+    motion, plant, seed = BINDING[family]
+    reserve = dict(CONFIGURED, **{family: CONFIGURED[family] - RESERVE_STEPS[family]})
+    assert failures(reserve, motion, plant, seed), (
+        f"{family} {reserve[family]:g} passes {motion} ({plant or 'realistic'}, seed {seed}): the rule may give a "
+        "lower reserve; run docs/margin_measurements.py --search")
