@@ -324,7 +324,9 @@ def tick_callback(steps: int, traj_file: Path) -> list[float]:
                 Parameter("trajectory_file", value=str(traj_file)), Parameter("state_timeout", value=60.0)])
             if not (node.trigger_configure() == node.trigger_activate() == TransitionCallbackReturn.SUCCESS):
                 raise RuntimeError(node.transition_message)
-            now = node.get_clock().now().nanoseconds
+            # stamped from a second ahead: the first sample is current however long building the messages takes (a
+            # run's first tick passes over samples that queued, ControllerCore._accept; state_timeout covers it)
+            now = node.get_clock().now().nanoseconds + NS
             # the callback's argument: the serialized message, as its raw subscription takes it
             msgs = [serialize_message(joint_state(measured(traj, i), now + i * 10_000_000)) for i in range(steps + 1)]
             node._on_joint_state(msgs[0])

@@ -39,10 +39,13 @@ def isolated_ros(domain_id: int | None = None):
 
 
 def start_node(module: str, args: list[str], env: dict, log_path) -> subprocess.Popen:
-    """Starts `python -m <module> <args>` as its own process group, output to log_path."""
+    """Starts `python -m <module> <args>` as its own process group, output to log_path (the process's
+    ``log_path``)."""
     log = open(log_path, "w")
-    return subprocess.Popen([sys.executable, "-m", module, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    proc.log_path = log_path
+    return proc
 
 
 def stop(proc: subprocess.Popen, timeout: float = 10.0) -> int:

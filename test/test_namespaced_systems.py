@@ -12,6 +12,8 @@ messages, not by timing:
 * meanwhile arm2's controller has no trajectory, publishes no tracking sample and no command, and
   arm2's simulated arm stays at rest;
 * /diagnostics carries both controllers' statuses under their namespaced names.
+
+arm1 runs on its simulator's clock in lock-step with its controller, arm2 on the wall clock (:data:`LOCKSTEP`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ pytestmark = pytest.mark.slow
 ARMS = ("arm1", "arm2")
 NODES = ("marionette_simulator", "marionette_optimizer", "marionette_controller")
 TICKS = 100  # tracking samples of arm1 to see before judging
+#: arm1, the system that tracks, on its simulator's clock in lock-step with its controller (as test_closed_loop.py):
+#: what is judged here is where messages go, and a machine that stalls a process for a quarter of a second (a CI run
+#: under load went 29 ticks without a current sample, the arm held while its trajectory ran on, and the path
+#: tolerance ended the run at tick 122) must not decide it. /clock is global (one simulated clock per graph): arm2, which
+#: never tracks, runs on the wall clock and does not listen to it.
+LOCKSTEP = ("--use-sim-time", "-p", "marionette_simulator:lockstep_timeout:=1.0")
 
 
 class Probe:
@@ -79,16 +87,19 @@ class Probe:
         self.executor.shutdown()
 
 
+def _warnings(log_path) -> str:
+    """The warning and error lines of a bringup's log (what a failure shows of the nodes)."""
+    with open(log_path) as log:
+        return "".join(line for line in log if "[WARN]" in line or "[ERROR]" in line)
+
+
 def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  # noqa: F811
     with isolated_ros() as env:
-        for arm in ARMS:
-            # the 'perfect' stand-in with the controller's one step of command delay: what is judged here is
-            # where messages go, not how well the realistic stand-in is tracked in real time on a machine running
-            # two systems (a CI run aborted there on the path tolerance at tick 78 after a stale sample at
-            # activation; docs/tracking.md covers late commands)
-            node_processes("marionette_control.cli.bringup", [
+        logs = {}
+        for arm, timing in (("arm1", LOCKSTEP), ("arm2", ())):
+            logs[arm] = node_processes("marionette_control.cli.bringup", [
                 "--sim", "--namespace", arm, "--autostart", "-p", "marionette_simulator:profile:=perfect",
-                "-p", "marionette_simulator:command_delay_steps:=1"], env)
+                "-p", "marionette_simulator:command_delay_steps:=1", *timing], env).log_path
         context = rclpy.context.Context()
         rclpy.init(context=context)
         probe = Probe(context)
@@ -118,7 +129,8 @@ def test_two_namespaced_systems_on_one_graph_do_not_interfere(node_processes):  
             assert future.result().success, future.result().message
             assert probe.spin_until(lambda: probe.count("arm1", "tracking") >= TICKS, 60.0), (
                 f"arm1's controller did not track its optimizer's trajectory ({probe.count('arm1', 'tracking')} "
-                f"samples): its status {probe.statuses.get('arm1/marionette_controller: tracking')!r}")
+                f"samples): its status {probe.statuses.get('arm1/marionette_controller: tracking')!r}; warnings of "
+                f"arm1's nodes:\n{_warnings(logs['arm1'])}")
             probe.spin_until(lambda: False, 0.2)  # take what is already in flight
 
             with probe.lock:
