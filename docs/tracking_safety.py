@@ -69,7 +69,7 @@ from marionette_control.ocp.spec import load_spec
 from marionette_control.ocp.spec_problem import solve_spec
 from marionette_control.resources import config_file
 from marionette_control.sim.offline_loop import run_loop, scripted_push
-from marionette_control.sim.profile import HardwareProfile
+from marionette_control.sim.profile import PLANT_FAMILY, HardwareProfile
 from marionette_control.study.quiet_commands import quiet_core
 from marionette_control.tracking.command_limits import CommandLimits
 from marionette_control.tracking.controller import ControllerCore, ControllerOptions
@@ -78,11 +78,9 @@ from marionette_control.tracking.quiet_feedback import QuietOptions
 from marionette_control.tracking.sample_checks import SampleChecks
 
 REALISTIC = HardwareProfile.named("realistic")
-FAMILY = {"forearm_heavy": dict(plant_model_file="plants/forearm_heavy.yaml"),
-          "damping_x3": dict(plant_model_file="plants/damping_x3.yaml"),
-          "hook_out_5mm": dict(plant_model_file="plants/hook_out_5mm.yaml"),
-          "encoder noise ×3": dict(noise_std=tuple(3 * np.asarray(REALISTIC.noise_std))),
-          "drives' acceleration ×0.6": dict(drive_acceleration=0.6)}
+#: the plant family (``sim.profile.PLANT_FAMILY``) by the names the tables give its plants
+FAMILY = {{"noise_x3": "encoder noise ×3", "drives_x0.6": "drives' acceleration ×0.6"}.get(name, name): changes
+          for name, changes in PLANT_FAMILY.items()}
 
 
 #: library motions drawn too fast for the drives: re-timed (docs/motions.md)
