@@ -83,11 +83,15 @@ class Composed:
             if self.quiet is not None:
                 self.quiet.start_run()
         j = k + self.delay
-        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
+        rho = None   # the drive positions the estimate's last step ends at: the record while the encoders confirm it
+        if self.guard is not None:
+            record = self.history.stream_state(k, self.ds.dt)[0]
+            rho = np.asarray(record) if self.guard.confirm(q[self.nd:], record) else None
+        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied, rho)
         x_pred = self.predictor.predict(k, x_hat, self.history)
         u = self.law.command(j, x_pred)
         if self.quiet is not None:
-            self.quiet.observe(k, q, q_prev, self.history.applied)
+            self.quiet.observe(k, q, q_prev, self.history.applied, rho)
             self.quiet.apply(j, u, x_pred, True)
         self.integral.update(k, q, self.law.reference(k), j)
         self.integral.apply(j, u, self.history.last)
@@ -95,7 +99,6 @@ class Composed:
         u_law = u.copy()
         stream = self.history.stream_state(j, self.ds.dt)
         if self.guard is not None:
-            self.guard.confirm(q[self.nd:], self.history.stream_state(k, self.ds.dt)[0])
             self.guard.project(u, self.law.feedforward(j), x_pred, *stream)
         self.limits.clamp(u, *stream)
         self.integral.note_command(u_law, u)

@@ -93,7 +93,7 @@ void CommandHistory::carry_over(const CommandHistory& other, long shift) {
 
 TickData::TickData(const TickModel& M)
     : x(VecX::Zero(M.nx)), xa(VecX::Zero(M.nx)), xb(VecX::Zero(M.nx)), dx(VecX::Zero(M.nx)), dy(VecX::Zero(M.nd)),
-      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), cut(VecX::Zero(M.nU)),
+      u(VecX::Zero(M.nU)), rho(VecX::Zero(M.nk)), v(VecX::Zero(M.nk)), rho_k(VecX::Zero(M.nk)), z(VecX::Zero(M.nd)), cut(VecX::Zero(M.nU)),
       ulaw(VecX::Zero(M.nU)), dz(VecX::Zero(M.nd)),
       end(VecX::Zero(M.nk)),
       lo(VecX::Zero(M.nU)), hi(VecX::Zero(M.nU)),
@@ -372,7 +372,8 @@ const double* TickKernel::feedforward(long j) const {
 
 // estimation.KalmanEstimator.estimate: the first estimate of a run from x_d(0)'s momenta, after a
 // gap longer than max_gap_steps the Legendre estimate, otherwise the filter's steps and update.
-bool TickKernel::estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat) {
+bool TickKernel::estimate(long k, const double* q, const double* rho, const double* q_prev, const CommandHistory& h,
+                          double* x_hat) {
   const int nq = M_.nq, nx = M_.nx;
   Eigen::Map<VecX> out(x_hat, nx);
   TickData& D = D_;
@@ -384,18 +385,18 @@ bool TickKernel::estimate(long k, const double* q, const double* q_prev, const C
     if (q_prev == nullptr) return false;
     system_->state_from_configs(q_prev, q, h.applied(k - 1), x_hat);  // the force inputs lead the input
   } else {
-    filter_update(k, q, h, D.x, M_.L, x_hat, D.dy);
+    filter_update(k, q, rho, h, D.x, M_.L, x_hat, D.dy);
     initialised = false;
   }
-  if (M_.Ls.rows() != 0) detect(k, q, h, x_hat, initialised);
+  if (M_.Ls.rows() != 0) detect(k, q, rho, h, x_hat, initialised);
   D.x = out;
   D.k = k;
   D.have_x = true;
   return true;
 }
 
-void TickKernel::filter_update(long k, const double* q, const CommandHistory& h, const VecX& from, const MatXR& L,
-                               double* out, VecX& innovation) {
+void TickKernel::filter_update(long k, const double* q, const double* rho, const CommandHistory& h, const VecX& from,
+                               const MatXR& L, double* out, VecX& innovation) {
   const int nd = M_.nd, nx = M_.nx;
   TickData& D = D_;
   const double* x = from.data();
@@ -405,7 +406,7 @@ void TickKernel::filter_update(long k, const double* q, const CommandHistory& h,
     x = next;
   }
   D.u = Eigen::Map<const VecX>(h.applied(k - 1), M_.nU);
-  D.u.tail(M_.nk) = Eigen::Map<const VecX>(q + nd, M_.nk);  // the last step ends where the drives were measured
+  D.u.tail(M_.nk) = Eigen::Map<const VecX>(rho, M_.nk);  // the last step ends at rho (estimate_predict)
   system_->step(x, D.u.data(), out);
   const long i = std::min<long>(k, L.rows() - 1);
   Eigen::Map<VecX> o(out, nx);
@@ -415,14 +416,15 @@ void TickKernel::filter_update(long k, const double* q, const CommandHistory& h,
 
 // quiet_feedback.QuietFeedback.observe: the detector's filter steps as the controller's (initialised with it), its
 // innovation's test against the mean before this tick, and the drives' test.
-void TickKernel::detect(long k, const double* q, const CommandHistory& h, const double* x_hat, bool initialised) {
+void TickKernel::detect(long k, const double* q, const double* rho, const CommandHistory& h, const double* x_hat,
+                        bool initialised) {
   TickData& D = D_;
   if (initialised) {
     D.xs = Eigen::Map<const VecX>(x_hat, M_.nx);
     D.have_mean = false;
     return;
   }
-  filter_update(k, q, h, D.xs, M_.Ls, D.xs_next.data(), D.dys);
+  filter_update(k, q, rho, h, D.xs, M_.Ls, D.xs_next.data(), D.dys);
   D.xs = D.xs_next;
   if (!D.have_mean) D.mean = D.dys;
   double s = 0.0, drive = 0.0;
@@ -555,7 +557,15 @@ void TickKernel::integral(long k, const double* q, const double* x_ref, const Co
 
 bool TickKernel::estimate_predict(long k, const double* q, const double* q_prev, const CommandHistory& h,
                                   double* x_hat, double* x_pred) {
-  if (!estimate(k, q, q_prev, h, x_hat)) return false;
+  const double* rho = q + M_.nd;  // where the last step of the estimate ends: the measured drives
+  if (M_.min_tension.size() != 0) {  // tension_guard.TensionGuard.confirm: the measured drives against the record
+    h.stream_state(k, M_.dt, D_.rho_k.data(), D_.v.data());
+    bool agree = true;
+    for (int i = 0; i < M_.nk; ++i) agree = agree && std::abs(q[M_.nd + i] - D_.rho_k[i]) <= M_.record_tolerance;
+    D_.record_since = agree ? D_.record_since + 1 : 0;
+    if (D_.record_since > M_.record_hold) rho = D_.rho_k.data();  // or the record the encoders confirm
+  }
+  if (!estimate(k, q, rho, q_prev, h, x_hat)) return false;
   predict(k, x_hat, h, x_pred);
   return true;
 }
@@ -572,12 +582,6 @@ bool TickKernel::command(long k, const double* q, const double* x_ref, const dou
     for (int i = 0; i < M_.nU; ++i) u[i] = ff[i] + w * (u[i] - ff[i]);
   }
   D_.ulaw = Eigen::Map<const VecX>(u, M_.nU);
-  if (M_.min_tension.size() != 0) {  // tension_guard.TensionGuard.confirm: the measured drives against the record
-    h.stream_state(k, M_.dt, D_.rho.data(), D_.v.data());
-    bool agree = true;
-    for (int i = 0; i < M_.nk; ++i) agree = agree && std::abs(q[M_.nd + i] - D_.rho[i]) <= M_.record_tolerance;
-    D_.record_since = agree ? D_.record_since + 1 : 0;
-  }
   h.stream_state(j, M_.dt, D_.rho.data(), D_.v.data());
   const bool bounded = budget(j, D_.rho.data(), D_.v.data(), u);
   D_.guarded = guard(feedforward(j), x, D_.rho.data(), D_.v.data(), u, bounded ? D_.blo.data() : nullptr,

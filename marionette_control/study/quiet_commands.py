@@ -62,11 +62,11 @@ class InnovationScheduledKalman(KalmanEstimator):
         self._since = self.hold + 1   # a run starts quiet
         self._mean = None
 
-    def estimate(self, k, q, q_prev, applied):
+    def estimate(self, k, q, q_prev, applied, rho=None):
         """x̂_k (:meth:`KalmanEstimator.estimate`) with the gain table the test chose before this tick's update."""
         quiet = self._since > self.hold
         self.L = self.L_quiet if quiet else self.L_default
-        x = super().estimate(k, q, q_prev, applied)
+        x = super().estimate(k, q, q_prev, applied, rho)
         nu = self.innovation
         if nu is not None:
             mean = nu.copy() if self._mean is None else self._mean

@@ -26,6 +26,15 @@ of the commands — and the filter estimates the dynamic part:
     x̂⁻_k = f(x̂_{k−1}, ρ_k)                              (midpoint VI step, thesis (4.36))
     x̂_k  = x̂⁻_k + L(k) (q_d,k − q̂⁻_d,k)                 (q_d: the dynamic configurations)
 
+While the drive encoders confirm the controller's command record (every drive within 3 σ_ρ of the position
+the commands sent put it at, and no disagreement over the last d ticks: the tension guard's record check,
+:mod:`.tension_guard`; a model without strings has no guard and no check), that step ends at the record's
+positions instead: the drives did what was sent, and the
+encoders' noise (σ_ρ, a quantum of tens of µm) then stays out of the momenta — a winch read 0.1 mm off is, over one
+step, an acceleration of 1 m/s² in the model, and through the estimated momenta a string tension the guard
+mispredicted by up to 0.4 N (docs/tracking.md, "Issue 24's two dips"). A command a cycle late or a drive that lags
+shows as a disagreement, and the measured positions are taken as before.
+
 Steps without a measurement (a gap) are taken with the commands in effect then
 (:class:`~marionette_control.tracking.prediction.CommandHistory`). The gains come from the
 filter's covariance recursion along the trajectory,
@@ -94,9 +103,11 @@ class LegendreEstimator:
     def reset(self) -> None:
         """Nothing to forget: every estimate uses only its two samples."""
 
-    def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> Optional[np.ndarray]:
+    def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable,
+                 rho: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
         """x̂_k (nx,) from q_{k−1} = ``q_prev``, q_k and the force inputs of ``applied(k − 1)``; None without
-        ``q_prev``."""
+        ``q_prev``. ``rho`` (the record's drive positions, :meth:`KalmanEstimator.estimate`) does not enter: the
+        transform differentiates two measured samples."""
         if q_prev is None:
             return None
         return legendre_state(self.system, k, q, q_prev, applied)
@@ -139,8 +150,11 @@ class KalmanEstimator:
         """The next estimate initialises the filter from two samples."""
         self._x = None
 
-    def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> Optional[np.ndarray]:
-        """x̂_k (nx,) after the measurement q_k; ``applied(j)`` is the commanded input (nU,) in effect over step j.
+    def estimate(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable,
+                 rho: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
+        """x̂_k (nx,) after the measurement q_k; ``applied(j)`` is the commanded input (nU,) in effect over step j;
+        ``rho`` (nk,) the drive positions the last step ends at (None: the measured q_k's; the command record's
+        while the drive encoders confirm it: module docstring).
 
         Steps since the last estimate are predicted with the applied inputs; :attr:`innovation` is then the update's
         q_dyn,k − q̂⁻_dyn,k (a view, overwritten by the next update), None after an initialisation. The first estimate of a run
@@ -164,7 +178,7 @@ class KalmanEstimator:
                 x = step(x, applied(j))[0]
             u = self._u
             u[:] = applied(k - 1)
-            u[self.nu:] = q[nd:]  # the last step ends where the drives were measured
+            u[self.nu:] = q[nd:] if rho is None else rho  # where the drives were measured, or the confirmed record
             x = step(x, u)[0]
             L = self.L[min(k, len(self.L) - 1)]
             np.subtract(q[:nd], x[:nd], out=self._dy)

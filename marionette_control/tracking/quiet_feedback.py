@@ -133,10 +133,12 @@ class QuietFeedback:
         """A test failed within the last ``hold`` steps: the lag is stepped aside."""
         return self._since <= self.hold_steps
 
-    def observe(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable) -> None:
-        """The detector's estimate of tick k (as the controller's, :meth:`KalmanEstimator.estimate`) and its test."""
+    def observe(self, k: int, q: np.ndarray, q_prev: Optional[np.ndarray], applied: Callable,
+                rho: Optional[np.ndarray] = None) -> None:
+        """The detector's estimate of tick k (as the controller's, :meth:`KalmanEstimator.estimate`, ``rho`` as
+        there) and its test (of the measured drives)."""
         d = self.detector
-        d.estimate(k, q, q_prev, applied)
+        d.estimate(k, q, q_prev, applied, rho)
         nu = d.innovation
         if nu is None:   # the filter initialised
             self._mean = None

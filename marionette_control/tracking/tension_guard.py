@@ -43,8 +43,10 @@ A command that arrived late or was lost, or a drive that lags its commands, show
 the drive's motion, millimetres, against the encoders' tens of µm); from it on, for ``record_hold`` ticks after the
 last disagreement, the floor is the feed-forward's as above: predicting from commands that did not act when sent,
 a floor under the minimum fought the feed-forward's catch-up and the loop left its path tolerance on 5 of 12 seeds
-with 10 % of commands a cycle late, on none with the record's check (docs/tracking.md, "Issue 24's two dips"). A
-floor of the plan's own tension instead (along the trajectory, at x_d) does not know the arm's state: on a harsh
+with 10 % of commands a cycle late, on none with the record's check (docs/tracking.md, "Issue 24's two dips").
+The same check tells the state estimate where the drives are (:mod:`.estimation`: at the record's positions while
+confirmed), so it runs before the estimate (:meth:`~.tick.Tracking.estimate_predict`). A floor of the plan's own
+tension instead (along the trajectory, at x_d) does not know the arm's state: on a harsh
 closed loop (two steps of delay, 20 % of commands late, lost samples, a re-planned window;
 ``test/test_tick_kernel.py``) such a guard held the string against the feedback for tens of ticks in a row until the
 path tolerance aborted (plant tension down to −5 N), where this one moved 13–26 commands and tracked to the end as

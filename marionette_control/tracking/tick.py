@@ -24,11 +24,15 @@ limits                    range, speed and acceleration of the drives from x̂_{
 
 One tick (thesis §6.7.2), for the sample q_k that is tick k of the run (the sample checks before it: :mod:`.intake`)::
 
-    x̂_k = estimate(q_k) (and the surprise detector's) → x̂_{k+d} = predict(x̂_k) → u = quiet(law(k+d, x̂_{k+d}))
+    record check(q_k's drives) → x̂_k = estimate(q_k) (and the surprise detector's) → x̂_{k+d} = predict(x̂_k) → u = quiet(law(k+d, x̂_{k+d}))
         → u = u − K_z(k+d) z_k
         → u = blend(u) → u = budget(u) → u = guard(u, x̂_{k+d}) → u = clamp(u, the command stream)
         → tolerance(x̂_k − x_d(k))
         → sent; remembered as the input of step k+d
+
+(the record check, with a tension guard: whether the drive encoders confirm the command record; while they do, the
+estimate's last step ends at the record's drive positions and the guard's floor holds the minimum,
+:mod:`.tension_guard`)
 
 d = ``command_delay_steps``: with ros2_control the command answering the joint state of cycle
 k moves the drives from cycle k+1 on (:mod:`.prediction`). With the Kalman estimator the chain
@@ -283,11 +287,16 @@ class Tracking:
         """(x̂_k, x̂_{k+d}), or (None, None) when the estimate needs ``q_prev`` and it is None."""
         if self.kernel is not None:
             return self.kernel.estimate_predict(k, q, q_prev, self.history)
-        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied)
+        rho = None
+        if self.guard is not None:  # the drive encoders against the command record: the guard's floor and the estimate
+            record = self.history.stream_state(k, self.system.dt)[0]
+            if self.guard.confirm(q[self.system.model.nd:], record):
+                rho = np.asarray(record, dtype=float)
+        x_hat = self.estimator.estimate(k, q, q_prev, self.history.applied, rho)
         if x_hat is None:
             return None, None
         if self.quiet is not None:
-            self.quiet.observe(k, q, q_prev, self.history.applied)
+            self.quiet.observe(k, q, q_prev, self.history.applied, rho)
         return x_hat, self.predictor.predict(k, x_hat, self.history)
 
     def command(self, k: int, q: np.ndarray, x_ref: np.ndarray, x: np.ndarray, x_hat: np.ndarray) -> tuple:
@@ -312,8 +321,6 @@ class Tracking:
         u_ff = self.law.feedforward(j)
         self.blend.apply(j, u, u_ff)
         u_law = u.copy()
-        if self.guard is not None:
-            self.guard.confirm(q[self.system.model.nd:], self.history.stream_state(k, self.system.dt)[0])
         stream = self.history.stream_state(j, self.system.dt)
         bounds = self.budget.bounds(j, self.law.feedforward, *stream)
         self.budget.apply(u, bounds)

@@ -86,6 +86,11 @@ And again (issue 24, three times the encoder noise): the Kalman filter's drive-e
 (``estimator_noise.actuator``) is 1e-4 m instead of 1e-5 (docs/tracking.md, "Issue 24's two dips"); its gains
 change, and the live replay's controller, started with the default parameters, computed tick 1 5e-8 m off the
 recording.
+
+And again (issue 24, the elbow swings with three times the encoder noise): while the drive encoders confirm the
+command record, the Kalman filter ends its last step at the record's drive positions instead of the measured ones
+(tracking/estimation.py), so the estimates and the commands differ from the third command on (by up to 4.7 mm
+replayed against the old recording).
 """
 
 from __future__ import annotations

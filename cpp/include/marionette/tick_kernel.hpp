@@ -148,6 +148,7 @@ struct TickData {
   VecX dy;         ///< the filter's innovation q_dyn - x^-_dyn (nd)
   VecX u;          ///< an input in effect, clamped (nU)
   VecX rho, v;     ///< the drives' stream state (nk)
+  VecX rho_k;      ///< the command record's drive positions at the tick (nk; the guard's record check)
   VecX z;          ///< the integral of the measured angles' error (nd)
   VecX cut;        ///< c = u_law - u_sent of the last command, 0 below the saturation threshold (nU)
   bool held = false;  ///< the last tick's error was left out (anti-windup)
@@ -252,15 +253,18 @@ class TickKernel {
   bool budget(long j, const double* rho, const double* v, double* u);
 
  private:
-  bool estimate(long k, const double* q, const double* q_prev, const CommandHistory& h, double* x_hat);
+  /// rho (nk): the drive positions the filter's last step ends at (the measured q's, or the confirmed record's).
+  bool estimate(long k, const double* q, const double* rho, const double* q_prev, const CommandHistory& h,
+                double* x_hat);
   void predict(long k, const double* x_hat, const CommandHistory& h, double* x_pred);
   void integral(long k, const double* q, const double* x_ref, const CommandHistory& h, double* u);
   /// The filter's step k from the state `from` of its last tick (D_.k; gap steps with the inputs in effect, the last
-  /// with the measured drives) into `out`, its innovation into `innovation` and the update with gains L.
-  void filter_update(long k, const double* q, const CommandHistory& h, const VecX& from, const MatXR& L, double* out,
-                     VecX& innovation);
+  /// at the drive positions rho (nk)) into `out`, its innovation into `innovation` and the update with gains L.
+  void filter_update(long k, const double* q, const double* rho, const CommandHistory& h, const VecX& from,
+                     const MatXR& L, double* out, VecX& innovation);
   /// quiet_feedback.QuietFeedback.observe after the filter's estimate x_hat of tick k (initialised: whether it did).
-  void detect(long k, const double* q, const CommandHistory& h, const double* x_hat, bool initialised);
+  void detect(long k, const double* q, const double* rho, const CommandHistory& h, const double* x_hat,
+              bool initialised);
   /// quiet_feedback.QuietFeedback.apply: u of step j on x, the dynamic feedback lagged.
   void quiet(long j, const double* x, double* u);
   /// tension_guard.raise_to_floor: D_.y moved onto a^T y = b within (D_.lo, D_.hi).
