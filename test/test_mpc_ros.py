@@ -278,5 +278,6 @@ def test_the_planner_in_the_controllers_process_replans_every_tick_through_the_p
     # a CI run refused one of 789 so) — never as infeasible, mismatched or otherwise wrong
     due = N - MPCOptions().min_steps - 2 + 1
     refused = {k: int(v) for k, v in probe.status["controller_rti"].items() if k.startswith("plans.rejected.")}
-    assert last.plan_rejections == refused.get("plans.rejected.late", 0), refused
+    assert last.plan_rejections == refused.get("plans.rejected.late", 0), (
+        f"{refused}: {last.plan_rejections} refused, the last: {probe.status['controller_rti'].get('plan_last_rejection')}")
     assert last.plan_switches >= 0.9 * due, (due, last.plan_switches, planner)
