@@ -33,8 +33,8 @@ rounded up to the next 0.05 N. ``--no-reserve`` optimizes without any reserve (t
 trajectories the reserve was not yet sized for).
 
 ``--search`` is the rule (docs/margins.md, "The rule"; :func:`search`): the smallest reserve on the grid of
-``ocp.problem.RESERVE_STEPS`` at which every motion of the library, optimized with that reserve, tracks on the
-realistic profile on every seed, and the plant family's motions on its plants (``sim.profile.PLANT_FAMILY`` but
+``ocp.problem.RESERVE_STEPS``, at least one step in every family, at which every motion of the library, optimized
+with that reserve, tracks on the realistic profile on every seed, and the plant family's motions on its plants (``sim.profile.PLANT_FAMILY`` but
 damping ×3, on ``PLANT_FAMILY_SEEDS``), closed loop and feed-forward only, passing the library's checks
 (``sim.margins.tracking_failures``: no abort, the string at or above its minimum throughout, the closed loop no
 worse than feed-forward only on any joint, the drives within their limits) with every optimization trackable and
@@ -344,8 +344,10 @@ def key(reserve: dict) -> tuple:
 def descend(start: dict, tried: dict, names: list, seeds: list, desc, hardware) -> dict:
     """Coordinate descent on the grid of ``RESERVE_STEPS`` from ``start`` (which must pass): each family of
     :data:`FAMILIES` in turn lowered one step at a time, the others held, while every run passes
-    (:func:`evaluate`); the last passing point kept; sweeps repeated until no family can be lowered one step. The
-    result passes and each family one step below it fails. ``tried``: {key: evaluate(...)}, shared between starts.
+    (:func:`evaluate`), never below its first step (the rule keeps a reserve in every family: issue 24 asks the
+    default problem for margins on the drives' limits and a tension floor above the minimum); the last passing point
+    kept; sweeps repeated until no family can be lowered one step. The result passes and each family above its first
+    step fails one step below it. ``tried``: {key: evaluate(...)}, shared between starts.
     {start, result, cost (:func:`cost`), trials: [evaluate(...) with ``lowered``: the family, None at the start]}."""
     point, trials = {f: start[f] for f in FAMILIES}, []
 
@@ -362,7 +364,7 @@ def descend(start: dict, tried: dict, names: list, seeds: list, desc, hardware) 
     while lowered:
         lowered = False
         for family in FAMILIES:
-            while point[family] > 1e-12:
+            while point[family] > RESERVE_STEPS[family] + 1e-12:
                 trial = dict(point, **{family: round(point[family] - RESERVE_STEPS[family], 10)})
                 if check(trial, family)["failing"]:
                     break

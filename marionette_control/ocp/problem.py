@@ -72,7 +72,7 @@ MARGIN_FAMILIES = ("range", "speed", "acceleration")
 #: tracks on the realistic hardware profile (three noise seeds) and the plant family's motions on its plants, closed
 #: loop and feed-forward only, without abort, with the string at or above its minimum and the closed loop no worse
 #: than feed-forward only on any joint (``test/test_margins_rule.py``).
-DEFAULT_MARGINS = {"range": 0.03, "speed": 0.25, "acceleration": 0.25}
+DEFAULT_MARGINS = {"range": 0.01, "speed": 0.25, "acceleration": 0.25}
 DEFAULT_TENSION_RESERVE = 0.1
 #: The grid the reserve is searched on (``docs/margins.md``, "The rule"): multiples of these steps from 0, per
 #: family (fractions of the drive limits; newtons for ``tension``).
