@@ -159,7 +159,7 @@ def run_scenario(scenario, wave, node_processes, estimators=("kalman",), control
         out = {}
         try:
             for c in controllers:
-                probe.trigger_call(probe.reset_client, "simulator reset")
+                probe.call(probe.reset_client, probe.trigger.Request(), "simulator reset", idempotent=True)
                 seen = len(probe.truth)  # the controllers see the arm at rest again before one starts
                 probe.spin_until(lambda: len(probe.truth) >= seen + 20, 10.0, "joint states after the reset")
                 stamps, ticks, estimates = probe.track(c, STEPS)

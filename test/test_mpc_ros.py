@@ -88,7 +88,7 @@ class Probe(ProbeNode):
         (or an abort: a path tolerance), stops. Of its ticks up to there: k and the true configurations and efforts
         where the true state was matched by stamp, the commands as sent (all ticks), the last message, the number
         of ticks and ``aborted`` (the fault message, or False)."""
-        self.call(self.reset_client, self.trigger.Request(), "simulator reset")
+        self.call(self.reset_client, self.trigger.Request(), "simulator reset", idempotent=True)
         seen = len(self.truth)
         self.spin_until(lambda: len(self.truth) >= seen + 20, 10.0, "joint states after the reset")
         rows = self.rows[controller]
